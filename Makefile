@@ -1,0 +1,38 @@
+# mcutorch: `make demo` sets everything up and runs the demo; `make test` runs the fast tests.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+JOBS   ?= 2
+
+.PHONY: setup toolchain demo test test-all test-c bench header clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[npu,test]'
+	touch $@
+
+# Arm GCC + newlib + QEMU (Debian packages) and clang for fuzzing; installed when missing.
+toolchain:
+	@./tools/install_toolchain.sh
+
+demo: setup toolchain
+	$(PY) examples/digits_demo.py
+
+test: setup toolchain
+	$(PY) -m pytest -q -n $(JOBS) -m "not slow"
+
+test-all: setup toolchain
+	$(PY) -m pytest -q -n $(JOBS)
+
+bench: setup toolchain
+	$(PY) -m bench
+
+header: setup
+	$(PY) -m mcutorch.program.schema --c-header > runtime/include/mt_program.h
+
+clean:
+	rm -rf $(VENV) build .pytest_cache *.mtp

@@ -1,0 +1,1 @@
+"""Backends: per-target kernel choice (Cortex-M) and NPU lowering."""

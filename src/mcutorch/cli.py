@@ -1,0 +1,138 @@
+"""The `mcutorch` command: compile | run | inspect (build, export-c and bench join as they land).
+
+    mcutorch compile model.py --target cortex-m55 -o model.mtp
+    mcutorch run model.mtp --input x.npy --output y.npy
+    mcutorch inspect model.mtp [--json]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .errors import McutorchError
+
+
+def _load_model_file(path: Path):
+    """Import a user's model file; it defines model(), example_inputs() and maybe calibration()."""
+    if not path.exists():
+        raise McutorchError(f"model file {path} does not exist")
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(path.parent.resolve()))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    for fn in ("model", "example_inputs"):
+        if not callable(getattr(module, fn, None)):
+            raise McutorchError(f"{path} must define {fn}() (and optionally calibration())")
+    return module
+
+
+def _calibration_from_npz(path: str):
+    import torch
+
+    with np.load(path) as data:
+        arrays = [data[k] for k in sorted(data.files)]
+    n = len(arrays[0])
+    return [tuple(torch.from_numpy(a[i:i + 1]).float() for a in arrays) for i in range(n)]
+
+
+def cmd_compile(args) -> int:
+    import mcutorch
+
+    t0 = time.perf_counter()
+    module = _load_model_file(Path(args.model))
+    model, example = module.model(), module.example_inputs()
+    if args.calibration:
+        calibration = _calibration_from_npz(args.calibration)
+    elif callable(getattr(module, "calibration", None)):
+        calibration = module.calibration()
+    else:
+        calibration = None
+        print("warning: no calibration data; calibrating on the example inputs only "
+              "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
+    qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=args.progress)
+    program = mcutorch.compile(qmodel, example, target=args.target, board=args.board,
+                               memory=args.memory, name=Path(args.model).stem)
+    out = program.save(args.output)
+    s = program.summary()
+    ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
+    print(f"{out}: {s['ops']} ops, {s['program_bytes']:,} B program, RAM {ram} "
+          f"(lower bound {s['lower_bound']:,} B), {time.perf_counter() - t0:.2f} s")
+    return 0
+
+
+def cmd_run(args) -> int:
+    import mcutorch
+
+    program = mcutorch.load(args.program)
+    inputs = [np.load(p) for p in args.input]
+    if args.int8:
+        outputs = program.run_int8(inputs)
+    else:
+        result = program.run(*inputs)
+        outputs = [result] if not isinstance(result, tuple) else list(result)
+        outputs = [o.numpy() for o in outputs]
+    for i, y in enumerate(outputs):
+        if args.output:
+            path = args.output if len(outputs) == 1 else f"{Path(args.output).with_suffix('')}_{i}.npy"
+            np.save(path, y)
+            print(f"output {i}: {y.dtype}{list(y.shape)} -> {path}")
+        else:
+            print(f"output {i}: {y.dtype}{list(y.shape)}\n{y}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from .report import describe, render
+
+    import mcutorch
+
+    info = describe(mcutorch.load(args.program).program)
+    print(json.dumps(info, indent=1) if args.json else render(info))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="mcutorch", description="PyTorch models on Arm MCUs")
+    sub = ap.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="quantize and compile a model file to a program")
+    c.add_argument("model", help="a .py file defining model(), example_inputs(), calibration()")
+    c.add_argument("--target", default="cortex-m55", help="e.g. cortex-m55, cortex-m33+nodsp")
+    c.add_argument("--board", help="memory map of a named board, e.g. mps3-an547")
+    c.add_argument("--memory", help="memory regions, fastest first, e.g. DTCM:512K,SRAM:4M")
+    c.add_argument("--calibration", help=".npz of calibration inputs (overrides calibration())")
+    c.add_argument("-o", "--output", default="model.mtp")
+    c.add_argument("--progress", action="store_true", help="show calibration progress")
+    c.set_defaults(fn=cmd_compile)
+    r = sub.add_parser("run", help="run a program on the host reference runtime")
+    r.add_argument("program")
+    r.add_argument("--input", action="append", required=True, help=".npy input (repeatable)")
+    r.add_argument("--output", help=".npy file for the output")
+    r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC")
+    r.set_defaults(fn=cmd_run)
+    i = sub.add_parser("inspect", help="ops, shapes, qparams, MACs, memory plan")
+    i.add_argument("program")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(fn=cmd_inspect)
+    return ap
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except McutorchError as exc:
+        print(f"mcutorch: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

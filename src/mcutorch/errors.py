@@ -1,0 +1,37 @@
+"""One exception family for every user-facing failure in mcutorch."""
+
+
+class McutorchError(Exception):
+    """Base class: every error mcutorch raises on bad input derives from it."""
+
+
+class ExportError(McutorchError):
+    """The model cannot be captured with torch.export (dynamic shapes, control flow, ...)."""
+
+
+class QuantizeError(McutorchError):
+    """PT2E quantization or calibration failed (NaN/Inf in calibration data, ...)."""
+
+
+class UnsupportedOpError(McutorchError):
+    """An op has no int8 lowering; the message names the op and where it came from."""
+
+
+class PlanError(McutorchError):
+    """The memory plan does not fit the target's memory; the message carries the memory map."""
+
+
+class ProgramError(McutorchError):
+    """A program file is malformed. `reason` is one of program.schema.ERRORS."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        self.reason = reason
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+class TargetError(McutorchError):
+    """Unknown target/board name, or a program the chosen board cannot run."""
+
+
+class ToolchainError(McutorchError):
+    """arm-none-eabi-gcc, QEMU or another external tool is missing or failed."""

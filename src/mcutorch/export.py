@@ -1,0 +1,142 @@
+"""Capture a torch.nn.Module with torch.export (static shapes) and tidy the graph for PT2E.
+
+`capture` returns a GraphModule in eval form: BatchNorm folded into the conv/linear before it,
+dropout removed. What torch.export cannot capture becomes an ExportError that says why and where.
+"""
+from __future__ import annotations
+
+import re
+
+import torch
+from torch.fx import GraphModule, Node
+
+from .errors import ExportError, UnsupportedOpError
+
+A = torch.ops.aten
+BATCH_NORMS = {A.batch_norm.default, A._native_batch_norm_legit_no_training.default}
+FOLDABLE = {A.conv2d.default, A.linear.default}
+IDENTITIES = {A.dropout.default, A.contiguous.default, A.clone.default, A.alias.default}
+
+
+def as_tuple(example_inputs) -> tuple:
+    """Example inputs as a tuple of tensors (a lone tensor is allowed)."""
+    if isinstance(example_inputs, torch.Tensor):
+        return (example_inputs,)
+    return tuple(example_inputs)
+
+
+def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
+    """torch.export the model in eval mode; fold BatchNorm and drop dropout.
+
+    Example:
+        >>> gm = capture(torch.nn.Conv2d(1, 4, 3).eval(), (torch.randn(1, 1, 8, 8),))
+    """
+    args = as_tuple(example_inputs)
+    model = model.eval()
+    try:
+        ep = torch.export.export(model, args, strict=False)
+    except Exception as exc:  # torch raises many types; all mean "cannot capture"
+        raise ExportError(_explain(exc)) from exc
+    gm = ep.module(check_guards=False)
+    _strip_guards(gm)
+    fold_batch_norm(gm)
+    remove_identities(gm)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm
+
+
+def source_of(node: Node) -> str:
+    """`file:line (aten.op)` of the user code that created the node, for error messages."""
+    trace = node.meta.get("stack_trace") or ""
+    frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
+    user = [f for f in frames if "/torch/" not in f[0] and "/torchao/" not in f[0]]
+    op = _op_name(node)
+    if user:
+        path, line = user[-1]
+        return f"{path.rsplit('/', 1)[-1]}:{line} ({op})"
+    return op
+
+
+def _op_name(node: Node) -> str:
+    target = node.target
+    return str(target) if not hasattr(target, "name") else f"aten.{target.name().split('::')[-1]}"
+
+
+def _explain(exc: Exception) -> str:
+    text = str(exc).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    head = "\n".join(lines[:12])
+    hint = ""
+    if "data-dependent" in text or "GuardOnDataDependent" in type(exc).__name__:
+        hint = ("\nhint: the model branches on tensor values; mcutorch needs one static graph "
+                "(replace Python `if` on tensors with torch.where, or fix the branch)")
+    elif "dynamic" in text.lower() or "Constraints violated" in text:
+        hint = "\nhint: mcutorch compiles static shapes only; pass example inputs of the real shape"
+    return f"torch.export could not capture the model ({type(exc).__name__}):\n{head}{hint}"
+
+
+def _strip_guards(gm: GraphModule) -> None:
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn":
+            gm.graph.erase_node(node)
+
+
+def _param(gm: GraphModule, node) -> torch.Tensor | None:
+    if node is None:
+        return None
+    if not isinstance(node, Node) or node.op != "get_attr":
+        raise UnsupportedOpError(f"BatchNorm with computed parameters at {source_of(node)}")
+    return gm.get_parameter(node.target) if _is_param(gm, node.target) else gm.get_buffer(
+        node.target)
+
+
+def _is_param(gm: GraphModule, target: str) -> bool:
+    return target in dict(gm.named_parameters())
+
+
+def fold_batch_norm(gm: GraphModule) -> None:
+    """Fold eval-mode BatchNorm into the conv2d/linear that feeds it (that producer only)."""
+    for bn in list(gm.graph.nodes):
+        if bn.op != "call_function" or bn.target not in BATCH_NORMS:
+            continue
+        prod = bn.args[0]
+        if not (isinstance(prod, Node) and prod.target in FOLDABLE and len(prod.users) == 1):
+            raise UnsupportedOpError(
+                f"BatchNorm not after a conv2d/linear at {source_of(bn)}: fold it by hand or "
+                "put it after a conv/linear")
+        gamma, beta, mean, var = (_param(gm, a) for a in bn.args[1:5])
+        eps = bn.args[7] if bn.target == A.batch_norm.default else bn.args[6]
+        _fold_into(gm, prod, gamma, beta, mean, var, float(eps))
+        if bn.target == A._native_batch_norm_legit_no_training.default:
+            for user in list(bn.users):  # getitem(bn, 0)
+                user.replace_all_uses_with(prod)
+                gm.graph.erase_node(user)
+        bn.replace_all_uses_with(prod)
+        gm.graph.erase_node(bn)
+
+
+def _fold_into(gm, prod: Node, gamma, beta, mean, var, eps: float) -> None:
+    w = _param(gm, prod.args[1]).detach()
+    bias_node = prod.args[2] if len(prod.args) > 2 else None
+    b = _param(gm, bias_node).detach() if bias_node is not None else torch.zeros(w.shape[0])
+    inv = (gamma.detach() if gamma is not None else 1.0) / torch.sqrt(var.detach() + eps)
+    new_w = w * inv.reshape(-1, *([1] * (w.dim() - 1)))
+    new_b = (b - mean.detach()) * inv + (beta.detach() if beta is not None else 0.0)
+    wname, bname = f"_folded_w_{prod.name}", f"_folded_b_{prod.name}"
+    gm.register_parameter(wname, torch.nn.Parameter(new_w, requires_grad=False))
+    gm.register_parameter(bname, torch.nn.Parameter(new_b, requires_grad=False))
+    with gm.graph.inserting_before(prod):
+        wnode, bnode = gm.graph.get_attr(wname), gm.graph.get_attr(bname)
+    wnode.meta["val"], bnode.meta["val"] = new_w, new_b
+    args = list(prod.args) + [None] * (3 - len(prod.args))
+    args[1], args[2] = wnode, bnode
+    prod.args = tuple(args)
+
+
+def remove_identities(gm: GraphModule) -> None:
+    """Drop eval-time no-ops (dropout, contiguous, clone)."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in IDENTITIES:
+            node.replace_all_uses_with(node.args[0])
+            gm.graph.erase_node(node)

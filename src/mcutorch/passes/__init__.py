@@ -1,0 +1,19 @@
+"""The pass pipeline: each pass is `run(graph) -> graph`; verify() runs after every one."""
+from __future__ import annotations
+
+from ..ir import Graph, verify
+from . import fuse, layout, padding, requant
+
+PIPELINE = (
+    ("fuse_activations", fuse.run),  # standalone clamp -> producer's act range, or a clamp op
+    ("fold_padding", padding.run),  # zero-point pad -> conv's explicit asymmetric padding
+    ("to_nhwc", layout.run),  # NCHW -> NHWC, weight re-layout, flatten order into FC weights
+    ("requantize", requant.run),  # scales -> int attributes, mult/shift/table constants
+)
+
+
+def run_all(graph: Graph) -> Graph:
+    """Run every pass in order; the result is ready for planning and emission."""
+    for name, fn in PIPELINE:
+        graph = verify(fn(graph), stage=name)
+    return verify(graph, final=True, stage="passes")

@@ -1,0 +1,33 @@
+"""Activation fusion: a standalone ReLU/ReLU6/clamp that keeps its input's qparams merges into the
+clamp of the op that produced its input (when that op has no other reader), else becomes `clamp`.
+"""
+from __future__ import annotations
+
+from ..ir import Graph
+
+FUSABLE = {"conv2d", "fully_connected", "add", "mul", "avg_pool2d", "max_pool2d", "rescale"}
+
+
+def _same_qparams(a, b) -> bool:
+    return a.scale == b.scale and a.zero_point == b.zero_point
+
+
+def run(graph: Graph) -> Graph:
+    producers, consumers = graph.producers(), graph.consumers()
+    keep = []
+    for node in graph.nodes:
+        x, y = (node.inputs[0], node.outputs[0]) if node.inputs else (None, None)
+        if node.op != "rescale" or not _same_qparams(x, y):
+            keep.append(node)
+            continue
+        prod = producers.get(x)
+        if (prod is not None and prod.op in FUSABLE and len(consumers.get(x, [])) == 1
+                and x not in graph.outputs):
+            lo, hi = prod.attrs["act"]
+            prod.attrs["act"] = (max(lo, node.attrs["act"][0]), min(hi, node.attrs["act"][1]))
+            prod.outputs = [y]
+            continue
+        node.op = "clamp"
+        keep.append(node)
+    graph.nodes = keep
+    return graph

@@ -1,0 +1,129 @@
+"""NCHW -> NHWC: every 4-D activation is stored channels-last, as Cortex-M kernels and TOSA want.
+
+- conv weights OIHW -> OHWI; depthwise (groups == in channels) becomes `depthwise_conv2d` with
+  weights [KH, KW, C*M];
+- axis attributes (concat, pad, softmax, transpose) are renumbered;
+- a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
+  fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
+  transposes around it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..ir import Graph, Node, Tensor
+
+TO_NHWC = (0, 2, 3, 1)  # nhwc = nchw.transpose(TO_NHWC)
+TO_NCHW = (0, 3, 1, 2)
+AXIS_NHWC = {0: 0, 1: 3, 2: 1, 3: 2}  # NCHW axis -> NHWC axis
+
+
+def _nchw_shape(t: Tensor) -> tuple[int, ...]:
+    return tuple(t.shape[i] for i in TO_NCHW) if t.layout == "NHWC" else t.shape
+
+
+def _orders_agree(shape_nchw) -> bool:
+    return len(shape_nchw) != 4 or shape_nchw[2] * shape_nchw[3] == 1 or shape_nchw[1] == 1
+
+
+def run(graph: Graph) -> Graph:
+    for t in graph.tensors():
+        if t.layout == "NCHW":
+            t.shape, t.layout = tuple(t.shape[i] for i in TO_NHWC), "NHWC"
+    consumers = graph.consumers()
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        nodes.extend(FIXUPS.get(node.op, _keep)(node, graph, consumers))
+    graph.nodes = nodes
+    graph.meta["layout"] = "NHWC"
+    return graph
+
+
+def _keep(node, graph, consumers):
+    return [node]
+
+
+def _conv(node: Node, graph, consumers):
+    x, w, b = node.inputs
+    cin, groups = x.shape[3], node.attrs["groups"]
+    wd = w.data
+    if groups > 1 and groups == cin and wd.shape[1] == 1:
+        node.op = "depthwise_conv2d"
+        node.attrs["depth_multiplier"] = wd.shape[0] // cin
+        data = np.ascontiguousarray(wd[:, 0].transpose(1, 2, 0))  # [KH, KW, C*M]
+    else:
+        data = np.ascontiguousarray(wd.transpose(0, 2, 3, 1))  # OHWI
+    node.inputs[1] = Tensor(w.name, data.shape, "int8", w.scale, 0, data)
+    return [node]
+
+
+def _reshape(node: Node, graph, consumers):
+    x, y = node.inputs[0], node.outputs[0]
+    out: list[Node] = []
+    if x.layout == "NHWC" and not _orders_agree(_nchw_shape(x)):
+        users = consumers.get(y, [])
+        if (len(y.shape) == 2 and users and y not in graph.outputs
+                and all(u.op == "fully_connected" for u in users)):
+            _fold_flatten(users, _nchw_shape(x), y)
+        else:
+            x = _transpose(x, TO_NCHW, _nchw_shape(x), out, node)
+    if y.layout == "NHWC" and not _orders_agree(_nchw_shape(y)):
+        y_nchw = Tensor(y.name + "_nchw", _nchw_shape(y), y.dtype, y.scale, y.zero_point)
+        out.append(Node("reshape", [x], [y_nchw], {}, node.source))
+        out.append(Node("transpose", [y_nchw], [y], {"perm": TO_NHWC}, node.source))
+        return out
+    out.append(Node("reshape", [x], [y], {}, node.source))
+    return out
+
+
+def _transpose(x: Tensor, perm, shape, out: list, node: Node) -> Tensor:
+    t = Tensor(x.name + "_nchw", tuple(shape), x.dtype, x.scale, x.zero_point)
+    out.append(Node("transpose", [x], [t], {"perm": tuple(perm)}, node.source))
+    return t
+
+
+def _fold_flatten(users: list[Node], nchw, flat: Tensor) -> None:
+    _, c, h, w = nchw
+    for fc in users:
+        wt = fc.inputs[1]
+        data = wt.data.reshape(-1, c, h, w).transpose(0, 2, 3, 1).reshape(wt.data.shape)
+        fc.inputs[1] = Tensor(wt.name, wt.shape, "int8", wt.scale, 0, np.ascontiguousarray(data))
+
+
+def _permute(node: Node, graph, consumers):
+    x = node.inputs[0]
+    p = node.attrs["perm"]
+    if x.layout == "NHWC":
+        node.attrs["perm"] = tuple(TO_NCHW[p[TO_NHWC[i]]] for i in range(4))
+    return [node]
+
+
+def _axis(node: Node, key: str):
+    if node.outputs[0].layout == "NHWC":
+        node.attrs[key] = AXIS_NHWC[node.attrs[key]]
+    return node
+
+
+def _concat(node, graph, consumers):
+    return [_axis(node, "axis")]
+
+
+def _softmax(node, graph, consumers):
+    _axis(node, "dim")
+    if node.attrs["dim"] != len(node.outputs[0].shape) - 1:
+        raise UnsupportedOpError(f"{node.source}: softmax over a dimension other than the "
+                                 "channels / last one")
+    return [node]
+
+
+def _pad(node, graph, consumers):
+    if node.inputs[0].layout == "NHWC":
+        for key in ("before", "after"):
+            v = node.attrs[key]
+            node.attrs[key] = tuple(v[i] for i in TO_NHWC)
+    return [node]
+
+
+FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
+          "softmax": _softmax, "pad": _pad}

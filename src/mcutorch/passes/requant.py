@@ -1,0 +1,159 @@
+"""Scales -> integers: every op gets the int32 attributes of ops.py and its constant tables.
+
+Multipliers come from quant.quantize_multiplier only. Ops whose output must share the input's
+qparams (pooling, data movement) get an explicit `rescale` when a custom quantizer broke that.
+Rank < 4 tensors are treated as 4-D with leading 1-dims for perm/axis/pad (ref/movement.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import UnsupportedOpError
+from ..ir import Graph, Node, Tensor
+from ..quant import quantize_multiplier, quantize_multipliers
+from ..ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
+
+ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
+SHARED = {"max_pool2d", "avg_pool2d", "transpose", "pad", "concat", "reshape", "clamp", "copy"}
+
+
+def _const(name: str, data: np.ndarray) -> Tensor:
+    return Tensor(name, data.shape, "int32", 1.0, 0, np.ascontiguousarray(data, np.int32))
+
+
+def _act(node: Node) -> dict:
+    lo, hi = node.attrs.get("act", (-128, 127))
+    return {"act_min": int(lo), "act_max": int(hi)}
+
+
+def _mac(node: Node) -> None:
+    x, w, b = node.inputs[:3]
+    y = node.outputs[0]
+    real = x.scale * np.asarray(w.scale, np.float64) / y.scale
+    real = np.broadcast_to(real, (w.shape[0] if node.op != "depthwise_conv2d" else w.shape[-1],))
+    mult, shift = quantize_multipliers(real)
+    node.inputs = [x, w, b, _const(w.name + "_mult", mult), _const(w.name + "_shift", shift)]
+    a = node.attrs
+    attrs = {"in_zp": x.zero_point, "out_zp": y.zero_point, **_act(node)}
+    if node.op != "fully_connected":
+        (sh, sw), (dh, dw), pad = a["stride"], a["dilation"], a["padding"]
+        attrs.update(stride_h=sh, stride_w=sw, dilation_h=dh, dilation_w=dw, pad_top=pad[0],
+                     pad_left=pad[1], pad_bottom=pad[2], pad_right=pad[3])
+        key = "depth_multiplier" if node.op == "depthwise_conv2d" else "groups"
+        attrs[key] = a[key]
+    node.attrs = attrs
+
+
+def _add(node: Node) -> None:
+    a, b = node.inputs
+    y = node.outputs[0]
+    twice_max = 2 * max(a.scale, b.scale)
+    am, ash = quantize_multiplier(a.scale / twice_max * (1 << ADD_LEFT_SHIFT))
+    bm, bsh = quantize_multiplier(b.scale / twice_max * (1 << ADD_LEFT_SHIFT))
+    om, osh = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * y.scale))
+    node.attrs = {"a_zp": a.zero_point, "a_mult": am, "a_shift": ash, "b_zp": b.zero_point,
+                  "b_mult": bm, "b_shift": bsh, "out_zp": y.zero_point, "out_mult": om,
+                  "out_shift": osh, **_act(node)}
+
+
+def _mul(node: Node) -> None:
+    a, b = node.inputs
+    y = node.outputs[0]
+    m, s = quantize_multiplier(a.scale * b.scale / y.scale)
+    node.attrs = {"a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
+                  "mult": m, "shift": s, **_act(node)}
+
+
+def _pool(node: Node) -> None:
+    a, x, y = node.attrs, node.inputs[0], node.outputs[0]
+    (kh, kw), (sh, sw), pad = a["kernel"], a["stride"], a["padding"]
+    attrs = {"kernel_h": kh, "kernel_w": kw, "stride_h": sh, "stride_w": sw, "pad_top": pad[0],
+             "pad_left": pad[1], "pad_bottom": pad[2], "pad_right": pad[3]}
+    if node.op == "avg_pool2d":
+        attrs.update(count_include_pad=a["count_include_pad"], divisor=a["divisor"],
+                     in_zp=x.zero_point, out_zp=y.zero_point)
+    node.attrs = {**attrs, **_act(node)}
+
+
+def _rescale(node: Node) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    m, s = quantize_multiplier(x.scale / y.scale)
+    node.attrs = {"in_zp": x.zero_point, "out_zp": y.zero_point, "mult": m, "shift": s,
+                  **_act(node)}
+
+
+def _lut(node: Node) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    table = make_lut(node.attrs["fn"], x.scale, x.zero_point, y.scale, y.zero_point)
+    act = _act(node)
+    table = np.clip(table, act["act_min"], act["act_max"]).astype(np.int8)
+    node.inputs = [x, Tensor(y.name + "_table", (256,), "int8", 1.0, 0, table)]
+    node.attrs = {}
+
+
+def _softmax(node: Node) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    if abs(y.scale - 1 / 256) > 1e-9 or y.zero_point != -128:
+        raise UnsupportedOpError(f"{node.source}: softmax output must be quantized with "
+                                 f"(1/256, -128), got ({y.scale}, {y.zero_point})")
+    if x.shape[-1] > 32767:
+        raise UnsupportedOpError(f"{node.source}: softmax over {x.shape[-1]} > 32767 values")
+    node.inputs = [x, _const(y.name + "_exp", softmax_exp_table(x.scale))]
+    node.attrs = {}
+
+
+def _transpose(node: Node) -> None:
+    node.attrs = transpose_attrs(node.attrs["perm"])
+
+
+def _concat(node: Node) -> None:
+    node.attrs = concat_attrs(node.attrs["axis"], len(node.outputs[0].shape))
+
+
+def _pad(node: Node) -> None:
+    a = node.attrs
+    node.attrs = pad_attrs(list(zip(a["before"], a["after"])), a["value"])
+
+
+def _clamp(node: Node) -> None:
+    node.attrs = _act(node)
+
+
+RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add": _add,
+         "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
+         "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
+         "pad": _pad, "clamp": _clamp, "reshape": lambda n: None, "copy": lambda n: None}
+
+
+def _same(a: Tensor, b: Tensor) -> bool:
+    return a.scale == b.scale and a.zero_point == b.zero_point
+
+
+def _share_qparams(node: Node) -> list[Node]:
+    """Insert rescales so that a qparam-sharing op sees equal input and output qparams."""
+    y, pre, post = node.outputs[0], [], []
+    ref = node.inputs[0]
+    for i, x in enumerate(node.inputs):
+        if not _same(x, ref):
+            t = Tensor(f"{x.name}_rq", x.shape, x.dtype, ref.scale, ref.zero_point,
+                       layout=x.layout)
+            pre.append(Node("rescale", [x], [t], {}, node.source))
+            node.inputs[i] = t
+    if not _same(ref, y):
+        t = Tensor(f"{y.name}_pre", y.shape, y.dtype, ref.scale, ref.zero_point,
+                   layout=y.layout)
+        post.append(Node("rescale", [t], [y], {"act": node.attrs.get("act", (-128, 127))},
+                         node.source))
+        node.outputs = [t]
+    return [*pre, node, *post]
+
+
+def run(graph: Graph) -> Graph:
+    nodes: list[Node] = []
+    for node in graph.nodes:
+        expanded = _share_qparams(node) if node.op in SHARED else [node]
+        for n in expanded:
+            RULES[n.op](n)
+        nodes.extend(expanded)
+    graph.nodes = nodes
+    return graph

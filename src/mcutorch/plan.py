@@ -1,0 +1,437 @@
+"""Ahead-of-time memory planner: give every intermediate buffer a region and a byte offset.
+
+Four buffers of a chain, 16-byte alignment, one arena (offset up, ops to the right)::
+
+    offset
+      96 +       +---------------+---------------+
+         |       |       b       |       d       |      a  64 B  ops 0-1
+      64 +-------+-------+-------+-------+-------+      b  32 B  ops 1-2
+         |       a       |       c       |              c  64 B  ops 2-3
+       0 +---------------+---------------+-------> op   d  32 B  ops 3-4
+             0       1       2       3       4
+
+    Largest first, each at the lowest offset free while it is live: a at 0, c at 0
+    (a is dead by op 2), b and d at 64. Arena 96 B = the lower bound (ops 1-3 hold 96 B).
+
+Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, plus search and spilling):
+
+- Aliases (free views such as reshape) fold into their root buffer: the root's lifetime
+  grows to cover every alias, and an alias lands at root offset + alias_offset.
+- Legal in-place pairs (the input dies at the op that writes the output, which is no
+  bigger) chain into one block at one offset. Any other two blocks live at a common op
+  (lifetimes [first, last], inclusive) must not overlap in memory.
+- First fit: blocks taken in some order, each at the lowest aligned offset clear of the
+  placed blocks it is live with.
+- Squeaky wheel: the target is the lower bound (or the region size, if smaller); blocks
+  that end above it move to the front of the order and first fit runs again. Start
+  orders: size, start op, size x lifetime, lifetime (ties by buffer id, so deterministic).
+  Stops at the target, after 8 rounds per order, or when a work budget runs out; the best
+  packing (fewest bytes left out, then smallest) wins.
+- Regions: fastest (lowest rank) first. A block ending past the region's size is left
+  out, and tries the next region that accepts it (npu reach, pin); blocks with no later
+  option go first. Anything no region holds raises PlanError with the memory map.
+
+Cost: finding the E pairs of blocks live together is O(B log B + E) (a sweep by start op);
+one first-fit pass is O(B + sum k log k) for k placed live neighbours of each block; the
+number of passes is at most 32 and capped so that passes x (B + E) stays near 100k. A chain of
+400 buffers plans in a few milliseconds. The lower bound is the most bytes live during one op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mcutorch.errors import PlanError
+
+
+@dataclass(frozen=True)
+class Region:
+    """A memory region of the target; the planner fills lower ranks first."""
+
+    name: str
+    size: int | None
+    rank: int
+    npu: bool = False
+    base: int = 0
+
+
+@dataclass
+class Buffer:
+    """A tensor's bytes, live from op `first` (-1: graph input) to op `last` (num_ops: output)."""
+
+    id: int
+    size: int
+    first: int
+    last: int
+    alias_of: int | None = None
+    alias_offset: int = 0
+    npu: bool = False
+    region: str | None = None
+    name: str = ""
+
+
+@dataclass
+class Plan:
+    """Where every buffer lives: region usage, (region, offset) per buffer id, and the lower bound."""
+
+    regions: dict[str, int]
+    placement: dict[int, tuple[str, int]]
+    lower_bound: int
+    buffers: list[Buffer] = field(default_factory=list, repr=False)
+    layout: list[Region] = field(default_factory=list, repr=False)
+
+    def memory_map(self, limit: int | None = None) -> str:
+        """A table of regions (base, size, used) and their buffers; `limit` keeps the biggest few."""
+        specs = {r.name: r for r in self.layout}
+        lines = [f"{'region':<8} {'base':>10} {'size':>10} {'used':>10}  buffers",
+                 *(_region_row(specs.get(name), name, used, self._count(name))
+                   for name, used in self.regions.items()),
+                 f"total {sum(self.regions.values())} B, lower bound {self.lower_bound} B"]
+        for name in self.regions:
+            lines += _buffer_rows(self, name, limit)
+        return "\n".join(lines)
+
+    def _count(self, region: str) -> int:
+        """Number of buffers placed in `region`."""
+        return sum(where == region for where, _ in self.placement.values())
+
+
+def plan(buffers: list[Buffer], num_ops: int, regions: list[Region] | None = None,
+         alignment: int = 16, inplace: list[tuple[int, int]] = ()) -> Plan:
+    """Place every buffer; raise PlanError (with the memory map) if the regions cannot hold them."""
+    if alignment <= 0:
+        raise ValueError(f"alignment must be positive, got {alignment}")
+    layout = _layout(regions)
+    roots, blocks = _model(buffers, num_ops, inplace)
+    options = [[r for r, reg in enumerate(layout) if _accepts(reg, b)] for b in blocks]
+    nbrs = _interference(blocks)
+    fill = _fill(blocks, options, nbrs, layout, alignment, relax=False)
+    if fill.unplaced:
+        fill = _fill(blocks, options, nbrs, layout, alignment, relax=True)
+        raise PlanError(_failure(_assemble(buffers, layout, roots, blocks, fill), blocks, fill))
+    return _assemble(buffers, layout, roots, blocks, fill)
+
+
+def lower_bound(buffers: list[Buffer], num_ops: int, inplace: list[tuple[int, int]] = ()) -> int:
+    """Most bytes live during any one op (alias roots counted once, legal in-place pairs shared)."""
+    return _bound(_model(buffers, num_ops, inplace)[1])
+
+
+_WORK = 100_000  # neighbour visits one region's search may spend (bounds time on dense graphs)
+_ROUNDS = 8  # squeaky-wheel rounds per start order
+
+
+@dataclass
+class _Block:
+    """Root buffers sharing one offset (a single root, or an in-place chain) and their constraints."""
+
+    members: list[int]
+    segs: list[tuple[int, int, int]]
+    npu: bool
+    pin: str | None
+    size: int = field(init=False)
+    first: int = field(init=False)
+    last: int = field(init=False)
+
+    def __post_init__(self):
+        self.size = max(s for _, _, s in self.segs)
+        self.first, self.last = self.segs[0][0], self.segs[-1][1]
+
+
+@dataclass
+class _Fill:
+    """A placement: (region index, offset) per block, bytes used per region, blocks left over."""
+
+    where: dict[int, tuple[int, int]]
+    used: list[int]
+    unplaced: list[int]
+
+
+def _align(n: int, a: int) -> int:
+    """Round n up to a multiple of a."""
+    return -(-n // a) * a
+
+
+def _layout(regions: list[Region] | None) -> list[Region]:
+    """Regions sorted fastest first; None means one unbounded arena."""
+    if regions is None:
+        return [Region("arena", None, 0)]
+    if not regions:
+        raise ValueError("no memory regions given")
+    names = [r.name for r in regions]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate region names: {names}")
+    return sorted(regions, key=lambda r: r.rank)
+
+
+def _accepts(region: Region, block: _Block) -> bool:
+    """Whether the block may live in this region (npu reach, pin)."""
+    return (region.npu or not block.npu) and block.pin in (None, region.name)
+
+
+def _check(buffers: list[Buffer], num_ops: int) -> dict[int, Buffer]:
+    """Index buffers by id, rejecting duplicate ids, negative sizes and impossible lifetimes."""
+    byid = {}
+    for b in buffers:
+        if b.id in byid:
+            raise ValueError(f"duplicate buffer id {b.id}")
+        if b.size < 0 or b.alias_offset < 0:
+            raise ValueError(f"buffer {b.id}: negative size or alias offset")
+        if not (-1 <= b.first <= b.last <= num_ops and b.first < max(num_ops, 0)):
+            raise ValueError(f"buffer {b.id}: lifetime [{b.first}, {b.last}] outside -1..{num_ops}")
+        byid[b.id] = b
+    return byid
+
+
+def _resolve(byid: dict[int, Buffer]) -> dict[int, tuple[int, int]]:
+    """Map every buffer id to (root id, byte offset inside the root), checking alias chains."""
+    out: dict[int, tuple[int, int]] = {}
+    for b in byid.values():
+        chain, seen, cur = [], set(), b
+        while cur.alias_of is not None and cur.id not in out:
+            if cur.id in seen or cur.alias_of not in byid:
+                raise ValueError(f"buffer {cur.id}: alias of unknown buffer or alias cycle")
+            parent = byid[cur.alias_of]
+            if cur.alias_offset + cur.size > parent.size:
+                raise ValueError(f"buffer {cur.id}: view runs past the end of buffer {parent.id}")
+            seen.add(cur.id)
+            chain.append(cur)
+            cur = parent
+        root, off = out.setdefault(cur.id, (cur.id, 0))
+        for c in reversed(chain):
+            off += c.alias_offset
+            out[c.id] = (root, off)
+    return out
+
+
+def _span(first: int, last: int, num_ops: int) -> tuple[int, int]:
+    """Clamp a lifetime to ops 0..num_ops-1 (inputs live at op 0, outputs through the last op)."""
+    lo = max(first, 0)
+    return lo, max(min(last, num_ops - 1), lo)
+
+
+def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Block]]:
+    """Validate the graph; return the alias map and the blocks to place (aliases folded, in-place chained)."""
+    byid = _check(buffers, num_ops)
+    roots = _resolve(byid)
+    info: dict[int, list] = {}
+    for b in buffers:
+        rid = roots[b.id][0]
+        r = info.setdefault(rid, [byid[rid].size, b.first, b.last, False, set()])
+        r[1], r[2] = min(r[1], b.first), max(r[2], b.last)
+        r[3] |= b.npu
+        r[4] |= {b.region} - {None}
+    for rid, (_, _, _, _, pins) in info.items():
+        if len(pins) > 1:
+            raise PlanError(f"buffer {_label(byid[rid])} and its views are pinned to {sorted(pins)}")
+    return roots, _chain(info, roots, inplace, num_ops)
+
+
+def _chain(info: dict[int, list], roots: dict, inplace, num_ops: int) -> list[_Block]:
+    """Merge legal in-place pairs into chains sharing one offset; ignore pairs that are not legal."""
+    group = {rid: [rid] for rid in info}
+    for i, o in inplace:
+        if i not in roots or o not in roots:
+            raise ValueError(f"in-place pair ({i}, {o}) names an unknown buffer")
+        ri, ro = roots[i][0], roots[o][0]
+        gi, go = group[ri], group[ro]
+        if gi is not go and gi[-1] == ri and go[0] == ro and _legal(info, gi, go, num_ops):
+            merged = gi + go
+            for m in merged:
+                group[m] = merged
+    blocks = {id(g): g for g in group.values()}.values()
+    return sorted((_block(g, info, num_ops) for g in blocks), key=lambda b: b.members[0])
+
+
+def _legal(info: dict[int, list], gi: list[int], go: list[int], num_ops: int) -> bool:
+    """Whether chain go may start over the tail of chain gi (lifetimes meet, sizes and pins allow)."""
+    (isz, _, ilast, _, _), (osz, ofirst, _, _, _) = info[gi[-1]], info[go[0]]
+    pins = {p for m in gi + go for p in info[m][4]}
+    spans = {m: _span(info[m][1], info[m][2], num_ops) for m in gi + go}
+    clash = any(spans[x][0] <= spans[y][1] and spans[y][0] <= spans[x][1]
+                for x in gi for y in go if (x, y) != (gi[-1], go[0]))
+    return ilast == ofirst and osz <= isz and len(pins) <= 1 and not clash
+
+
+def _block(members: list[int], info: dict[int, list], num_ops: int) -> _Block:
+    """Build a block from a chain of root ids."""
+    segs = [(*_span(info[m][1], info[m][2], num_ops), info[m][0]) for m in members]
+    pins = {p for m in members for p in info[m][4]}
+    return _Block(members, segs, any(info[m][3] for m in members), next(iter(pins), None))
+
+
+def _bound(blocks: list[_Block]) -> int:
+    """Peak over ops of live bytes; an in-place pair counts once at the op where it hands over."""
+    live = [0] * (max((b.last for b in blocks), default=0) + 2)
+    for b in blocks:
+        for f, l, s in b.segs:
+            live[f] += s
+            live[l + 1] -= s
+        for (_, l, _), (_, _, s) in zip(b.segs, b.segs[1:]):
+            live[l] -= s
+            live[l + 1] += s
+    peak = run = 0
+    for d in live:
+        run += d
+        peak = max(peak, run)
+    return peak
+
+
+def _clash(p: _Block, q: _Block) -> tuple[int, int] | None:
+    """Biggest sizes (p's, q's) among members live together, or None; p and q's spans overlap."""
+    if len(p.segs) == 1 and len(q.segs) == 1:
+        return (p.size, q.size) if p.size and q.size else None
+    hits = [(sp, sq) for fp, lp, sp in p.segs for fq, lq, sq in q.segs
+            if sp and sq and fp <= lq and fq <= lp]
+    return (max(h[0] for h in hits), max(h[1] for h in hits)) if hits else None
+
+
+def _interference(blocks: list[_Block]) -> list[list[tuple[int, int, int]]]:
+    """Per block, (other, own size, other size) for every block it must not overlap in memory."""
+    nbrs: list[list[tuple[int, int, int]]] = [[] for _ in blocks]
+    order = sorted(range(len(blocks)), key=lambda k: blocks[k].first)
+    for n, a in enumerate(order):
+        for b in order[n + 1:]:
+            if blocks[b].first > blocks[a].last:
+                break
+            if sizes := _clash(blocks[a], blocks[b]):
+                nbrs[a].append((b, *sizes))
+                nbrs[b].append((a, sizes[1], sizes[0]))
+    return nbrs
+
+
+def _orders(blocks: list[_Block], ks: list[int]) -> list[list[int]]:
+    """Start orders over block indices ks (size; start; size x lifetime; lifetime), ties by buffer id."""
+    keys = [
+        lambda b: (-b.size, b.first),
+        lambda b: (b.first, -b.size),
+        lambda b: (-b.size * (b.last - b.first + 1), -b.size),
+        lambda b: (b.first - b.last, -b.size),
+    ]
+    return [sorted(ks, key=lambda k: (*key(blocks[k]), blocks[k].members[0])) for key in keys]
+
+
+def _lowest(nbrs: list[tuple[int, int, int]], pos: dict[int, int], alignment: int) -> int:
+    """Lowest aligned offset at which a block clears every placed neighbour."""
+    spans = sorted([(at - own + 1, at + other) for j, own, other in nbrs
+                    if (at := pos.get(j)) is not None])
+    x = 0
+    for lo, hi in spans:
+        if lo > x:
+            break
+        if hi > x:
+            x = -(-hi // alignment) * alignment
+    return x
+
+
+def _fill(blocks: list[_Block], options: list[list[int]], nbrs: list, layout: list[Region],
+          alignment: int, relax: bool) -> _Fill:
+    """Pack regions fastest first; what a region cannot hold moves on to the next that accepts it."""
+    where: dict[int, tuple[int, int]] = {}
+    used = []
+    pending = list(range(len(blocks)))
+    for r, region in enumerate(layout):
+        here = [k for k in pending if r in options[k]]
+        must = {k for k in here if options[k][-1] == r}
+        cap = None if region.size is None else region.size // alignment * alignment
+        pos, end = _pack(here, must, blocks, nbrs, cap, alignment, relax)
+        where.update((k, (r, x)) for k, x in pos.items())
+        used.append(_align(end, alignment))
+        pending = [k for k in pending if k not in pos]
+    return _Fill(where, used, pending)
+
+
+def _pack(here: list[int], must: set[int], blocks: list[_Block], nbrs: list, cap: int | None,
+          alignment: int, relax: bool) -> tuple[dict[int, int], int]:
+    """Best first-fit packing of one region found by squeaky-wheel search from a few start orders."""
+    target = _align(_bound([blocks[k] for k in here]), alignment)
+    target = target if cap is None else min(target, cap)
+    rounds = max(2, _WORK // (1 + sum(len(nbrs[k]) + 1 for k in here)))
+    best = None
+    for order in _orders(blocks, here):
+        for _ in range(min(_ROUNDS, rounds)):
+            rounds -= 1
+            order = [k for k in order if k in must] + [k for k in order if k not in must]
+            pos, over, end = _decode(order, must, blocks, nbrs, cap, target, alignment, relax)
+            lost = [blocks[k].size for k in here if k not in pos]
+            score = (sum(blocks[k].size for k in must if k not in pos), sum(lost), end)
+            if best is None or score < best[0]:
+                best = score, pos, end
+            if not over or rounds <= 0:
+                break
+            late = set(over)
+            order = over + [k for k in order if k not in late]
+        if best[0][:2] == (0, 0) and best[2] <= target or rounds <= 0:
+            break
+    return best[1], best[2]
+
+
+def _decode(order: list[int], must: set[int], blocks: list[_Block], nbrs: list, cap: int | None,
+            target: int, alignment: int, relax: bool) -> tuple[dict[int, int], list[int], int]:
+    """First fit in order; returns offsets, the blocks ending past target, and the end of the highest."""
+    pos: dict[int, int] = {}
+    over = []
+    end = 0
+    for k in order:
+        x = _lowest(nbrs[k], pos, alignment)
+        top = x + blocks[k].size
+        if top > target:
+            over.append(k)
+        if cap is None or top <= cap or (relax and k in must):
+            pos[k] = x
+            end = max(end, top)
+    return pos, over, end
+
+
+def _assemble(buffers: list[Buffer], layout: list[Region], roots: dict, blocks: list[_Block],
+              fill: _Fill) -> Plan:
+    """Turn block offsets into a Plan (aliases at root offset + their offset)."""
+    at = {m: fill.where[k] for k, b in enumerate(blocks) if k in fill.where for m in b.members}
+    placement = {}
+    for b in buffers:
+        rid, off = roots[b.id]
+        if rid in at:
+            r, x = at[rid]
+            placement[b.id] = (layout[r].name, x + off)
+    regions = {reg.name: u for reg, u in zip(layout, fill.used)}
+    return Plan(regions, placement, _bound(blocks), list(buffers), list(layout))
+
+
+def _failure(diag: Plan, blocks: list[_Block], fill: _Fill) -> str:
+    """PlanError text: what overflows or fits nowhere, then the map of a plan that lets regions overflow."""
+    byid = {b.id: b for b in diag.buffers}
+    why = [f"{reg.name} needs {used} B but has {reg.size} B"
+           for reg, used in zip(diag.layout, fill.used) if reg.size is not None and used > reg.size]
+    for k in fill.unplaced:
+        b = blocks[k]
+        need = ", ".join(["npu"] * b.npu + [f"pinned to {b.pin}"] * (b.pin is not None))
+        why.append(f"{_label(byid[b.members[0]])} ({b.size} B{', ' + need if need else ''}) fits no region")
+    return "memory plan does not fit: " + "; ".join(why) + "\n" + diag.memory_map(limit=5)
+
+
+def _label(b: Buffer) -> str:
+    """A buffer's display name."""
+    return b.name or f"#{b.id}"
+
+
+def _region_row(spec: Region | None, name: str, used: int, count: int) -> str:
+    """One summary line of the memory map."""
+    base = f"{spec.base:#010x}" if spec else "?"
+    size = "unbounded" if spec is None or spec.size is None else str(spec.size)
+    over = f"  OVER by {used - spec.size} B" if spec and spec.size is not None and used > spec.size else ""
+    return f"{name:<8} {base:>10} {size:>10} {used:>10}  {count}{over}"
+
+
+def _buffer_rows(p: Plan, region: str, limit: int | None) -> list[str]:
+    """The buffers of one region by offset, or only the `limit` biggest."""
+    rows = [b for b in p.buffers if p.placement.get(b.id, ("",))[0] == region]
+    if not rows:
+        return []
+    if limit is not None:
+        rows = sorted(rows, key=lambda b: (-b.size, b.id))[:limit]
+    rows.sort(key=lambda b: (p.placement[b.id][1], b.id))
+    names = {b.id: _label(b) for b in p.buffers}
+    head = f"\n{region}{' (biggest ' + str(limit) + ')' if limit is not None else ''}:"
+    return [head, f"  {'offset':>10} {'size':>9}  {'ops':<9} buffer",
+            *(f"  {p.placement[b.id][1]:#010x} {b.size:>9}  {f'{b.first}..{b.last}':<9} {_label(b)}"
+              + (f" (view of {names[b.alias_of]})" if b.alias_of is not None else "") for b in rows)]

@@ -1,0 +1,167 @@
+"""Generate `runtime/include/mt_program.h` from schema.py and ops.py.
+
+Run `python -m mcutorch.program.schema --c-header > runtime/include/mt_program.h`; a test checks
+the checked-in header is current (`schema.check_header_current()`). The header is C99, needs only
+<stddef.h>/<stdint.h>, and verifies at compile time that the C compiler lays the structs out exactly
+as the Python side packs them (so records can be read in place from flash).
+"""
+from __future__ import annotations
+
+import re
+
+from mcutorch import ops
+from mcutorch.program import schema as S
+
+
+def _ident(name: str) -> str:
+    """C identifier part for a table name: "cortex-m0plus" -> "CORTEX_M0PLUS"."""
+    return re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+
+
+def _enum(type_name: str, prefix: str, items: list[tuple[str, int, str]]) -> list[str]:
+    """A typedef'd enum; items are (name, value, comment). (C99 allows the trailing comma.)"""
+    lines = ["typedef enum {"]
+    for name, value, doc in items:
+        comment = f" /* {doc} */" if doc else ""
+        lines.append(f"  {prefix}{_ident(name)} = {value},{comment}")
+    lines += [f"}} {type_name};", ""]
+    return lines
+
+
+def _table_enum(type_name: str, prefix: str, names: tuple[str, ...], count: str) -> list[str]:
+    items = [(n, i, "") for i, n in enumerate(names)] + [(count, len(names), "")]
+    return _enum(type_name, prefix, items)
+
+
+def _constants() -> list[str]:
+    magic_u32 = int.from_bytes(S.MAGIC, "little")
+    return [
+        f'#define MT_PROGRAM_MAGIC "{S.MAGIC.decode()}"',
+        f"#define MT_PROGRAM_MAGIC_U32 0x{magic_u32:08X}u /* the magic read as a LE uint32_t */",
+        f"#define MT_FORMAT_VERSION_MAJOR {S.VERSION_MAJOR}",
+        f"#define MT_FORMAT_VERSION_MINOR {S.VERSION_MINOR}",
+        f"#define MT_ALIGN {S.ALIGN} /* section and constant alignment */",
+        f"#define MT_MAX_RANK {S.MAX_RANK}",
+        f"#define MT_MAX_SECTIONS {S.MAX_SECTIONS}",
+        f"#define MT_CRC_START {S.CRC_START} /* crc32 = zlib CRC32 of file[MT_CRC_START:] */",
+        "#define MT_NONE16 0xFFFFu /* no region */",
+        "#define MT_NONE32 0xFFFFFFFFu /* no source / no CPU version */",
+        f"#define MT_SECTION_FLAG_SKIPPABLE 0x{S.SECTION_FLAG_SKIPPABLE:X}u",
+        f"#define MT_REGION_FLAG_NPU 0x{S.REGION_FLAG_NPU:X}u",
+        f"#define MT_REGION_FLAG_BASE_KNOWN 0x{S.REGION_FLAG_BASE_KNOWN:X}u",
+        f"#define MT_OP_FLAG_SUBGRAPH 0x{S.OP_FLAG_SUBGRAPH:X}u",
+        f"#define MT_REGION_ALIGN_MIN {S.REGION_ALIGN_MIN}",
+        f"#define MT_REGION_ALIGN_MAX {S.REGION_ALIGN_MAX}",
+        "",
+    ]
+
+
+def _status() -> list[str]:
+    items = [("OK", 0, "")] + [("ERR_" + e, S.ERROR_CODES[e], "") for e in S.ERRORS]
+    items.append(("STATUS_RUNTIME_BASE", S.RUNTIME_STATUS_BASE, "first non-format status"))
+    return ["/* Load status: MT_ERR_<reason> matches ProgramError.reason in Python. */",
+            *_enum("mt_status_t", "MT_", items)]
+
+
+def _sections() -> list[str]:
+    items = [(k.name, k.id, ("SKIPPABLE; " if k.skippable else "") + k.doc)
+             for k in S.SECTION_KINDS]
+    return _enum("mt_section_kind_t", "MT_SECTION_", items)
+
+
+def _dtypes() -> list[str]:
+    lines = _table_enum("mt_dtype_t", "MT_DTYPE_", S.DTYPES, "count")
+    lines += [f"#define MT_DTYPE_SIZE_{_ident(d)} {S.DTYPE_SIZES[d]}" for d in S.DTYPES]
+    return lines + [""]
+
+
+def _op_block(op: ops.OpDef) -> list[str]:
+    """Per-op defines: operand counts and indices, attribute indices, variants."""
+    p = "MT_" + op.name.upper()
+    n_in = "MT_VARIADIC" if ops.VARIADIC in op.inputs else len(op.inputs)
+    n_out = "MT_VARIADIC" if ops.VARIADIC in op.outputs else len(op.outputs)
+    lines = [f"/* {op.name}{': ' + op.doc if op.doc else ''} */",
+             f"#define {p}_N_INPUTS {n_in}", f"#define {p}_N_OUTPUTS {n_out}",
+             f"#define {p}_N_ATTRS {len(op.attrs)}", f"#define {p}_N_VARIANTS {len(op.variants)}"]
+    for kind, names in (("IN", op.inputs), ("OUT", op.outputs)):
+        lines += [f"#define {p}_{kind}_{_ident(n)} {i}" for i, n in enumerate(names)
+                  if n != ops.VARIADIC]
+    lines += [f"#define {p}_{_ident(a)} {i}" for i, a in enumerate(op.attrs)]
+    lines += [f"#define {p}_VARIANT_{_ident(v)} {i}" for i, v in enumerate(op.variants)]
+    return lines + [""]
+
+
+def _ops() -> list[str]:
+    items = [(op.name, op.opcode, "") for op in ops.OPS] + [("count", len(ops.OPS), "")]
+    lines = ["/* ---- ops (src/mcutorch/ops.py) ---- */",
+             *_enum("mt_opcode_t", "MT_OP_", items),
+             "#define MT_VARIADIC (-1) /* any number (>= 1) of operands */",
+             f"#define MT_MAX_ATTRS {ops.MAX_ATTRS}", "",
+             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants) for every op */",
+             "#define MT_OP_LIST(X) \\"]
+    for op in ops.OPS:
+        p = "MT_" + op.name.upper()
+        lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_N_INPUTS, {p}_N_OUTPUTS, "
+                     f"{p}_N_ATTRS, {p}_N_VARIANTS) \\")
+    lines[-1] = lines[-1].removesuffix(" \\")
+    lines.append("")
+    for op in ops.OPS:
+        lines += _op_block(op)
+    return lines
+
+
+def _struct(s: S.Struct) -> list[str]:
+    """typedef struct + size define + compile-time layout checks."""
+    lines = [f"/* {s.doc} ({s.size} bytes) */", "typedef struct {"]
+    for f in s.fields:
+        ctype = S._TYPES[f.type][0]
+        dims = f"[{f.count}]" if f.count > 1 or f.type == "char" else ""
+        comment = f" /* {f.doc} */" if f.doc else ""
+        lines.append(f"  {ctype} {f.name}{dims};{comment}")
+    up = s.name.upper()
+    lines += [f"}} {s.c_name};", f"#define MT_{up}_RECORD_SIZE {s.size}",
+              f"MT_LAYOUT_CHECK({s.name}_sizeof, sizeof({s.c_name}) == {s.size});"]
+    lines += [f"MT_LAYOUT_CHECK({s.name}_at_{f.name}, offsetof({s.c_name}, {f.name}) == "
+              f"{s.offsets[f.name]});" for f in s.fields]
+    return lines + [""]
+
+
+def _structs() -> list[str]:
+    lines = ["/* ---- records (little-endian; the loader requires a little-endian CPU) ---- */",
+             "#define MT_LAYOUT_CHECK(name, cond) typedef char mt_layout_check_##name[(cond) ? 1 : -1]",
+             "MT_LAYOUT_CHECK(float_size, sizeof(float) == 4);", ""]
+    for s in S.STRUCTS:
+        lines += _struct(s)
+    return lines
+
+
+def generate() -> str:
+    """The full text of mt_program.h."""
+    lines = [
+        "/* mt_program.h: the mcutorch program file, format "
+        f"{S.VERSION_MAJOR}.{S.VERSION_MINOR}.",
+        " * GENERATED by `python -m mcutorch.program.schema --c-header` from",
+        " * src/mcutorch/program/schema.py (layout, described in its docstring) and",
+        " * src/mcutorch/ops.py (op table). Do not edit by hand. */",
+        "#ifndef MT_PROGRAM_H", "#define MT_PROGRAM_H", "",
+        "#include <stddef.h>", "#include <stdint.h>", "",
+        *_constants(), *_status(), *_sections(), *_dtypes(),
+        *_table_enum("mt_storage_t", "MT_STORAGE_", S.STORAGES, "count"),
+        *_table_enum("mt_isa_t", "MT_ISA_", S.ISAS, "count"),
+        *_table_enum("mt_rounding_t", "MT_ROUNDING_", S.ROUNDINGS, "count"),
+        *_table_enum("mt_cpu_t", "MT_CPU_", S.CPUS, "count"),
+        *_table_enum("mt_npu_t", "MT_NPU_", S.NPUS, "count"),
+        *_ops(), *_structs(),
+        "#endif /* MT_PROGRAM_H */", "",
+    ]
+    text = "\n".join(lines)
+    _check_unique_defines(text)
+    return text
+
+
+def _check_unique_defines(text: str) -> None:
+    """Op and attribute names must not collide once upper-cased into C names."""
+    names = re.findall(r"^#define (\w+)", text, re.M)
+    names += re.findall(r"^  (MT_\w+) = ", text, re.M)
+    dup = {n for n in names if names.count(n) > 1}
+    assert not dup, f"duplicate C names in mt_program.h: {sorted(dup)}"

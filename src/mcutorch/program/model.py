@@ -1,0 +1,255 @@
+"""The program as plain Python data: what the compiler fills in and what the reader returns.
+
+Names (dtypes, ops, variants, CPUs, ...) are strings here; the writer turns them into the ids of
+schema.py and the reader turns them back, so `Program.from_bytes(p.to_bytes()) == p`.
+Values are normalised on construction (tuples for shapes and operand lists, float32 scales, ints)
+so a hand-built Program compares equal to the one read back.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from mcutorch import ops
+from mcutorch.program import schema as S
+
+
+@dataclass(frozen=True)
+class Area:
+    """Bytes [offset, offset + size) of the arena of region `region` (scratch buffers)."""
+
+    region: int
+    offset: int
+    size: int
+
+
+@dataclass
+class TargetInfo:
+    """What the program was compiled for (ids: schema.CPUS, ISAS, NPUS, ROUNDINGS)."""
+
+    cpu: str = "generic"
+    isa: str = "scalar"
+    npu: str = "none"
+    rounding: str = "single"
+    flags: int = 0
+
+
+@dataclass
+class RegionInfo:
+    """One memory arena the caller provides; `size` is what the plan needs."""
+
+    name: str
+    size: int
+    alignment: int = 16
+    rank: int = 0  # speed rank, 0 = fastest
+    npu: bool = False  # an Ethos-U can reach it
+    base: int | None = None  # address on the board, informational
+    capacity: int = 0  # bytes of the board region, 0 = unknown
+
+
+@dataclass
+class TensorInfo:
+    """A tensor: dtype, shape, where its bytes live (arena region or CONST) and its qparams."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    storage: str = "arena"  # "arena" | "const"
+    offset: int = 0  # in the region's arena, or in the CONST blob
+    region: int | None = None  # region index for arena tensors
+    scale: float = 0.0
+    zero_point: int = 0
+
+    def __post_init__(self):
+        self.shape = tuple(int(d) for d in self.shape)
+        self.scale = float(np.float32(self.scale))  # the file stores f32
+        self.zero_point, self.offset = int(self.zero_point), int(self.offset)
+        self.region = None if self.region is None else int(self.region)
+
+    @classmethod
+    def arena(cls, dtype, shape, region, offset, scale=0.0, zero_point=0) -> TensorInfo:
+        return cls(dtype, shape, "arena", offset, region, scale, zero_point)
+
+    @classmethod
+    def const(cls, dtype, shape, offset, scale=0.0, zero_point=0) -> TensorInfo:
+        return cls(dtype, shape, "const", offset, None, scale, zero_point)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def elem_size(self) -> int:
+        return S.DTYPE_SIZES.get(self.dtype, 0)
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * self.elem_size
+
+
+@dataclass
+class OpInfo:
+    """One op record: ops.py name and variant, operand tensor indices, int32 attributes."""
+
+    name: str
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+    attrs: dict[str, int] = field(default_factory=dict)  # ops.py order
+    variant: str = "ref"
+    scratch: Area | None = None
+    source: int | None = None  # index into metadata["sources"]
+
+    def __post_init__(self):
+        self.inputs = tuple(int(i) for i in self.inputs)
+        self.outputs = tuple(int(i) for i in self.outputs)
+        order = ops.BY_NAME[self.name].attrs if self.name in ops.BY_NAME else ()
+        if set(self.attrs) == set(order):
+            self.attrs = {a: int(self.attrs[a]) for a in order}
+
+    @property
+    def opdef(self) -> ops.OpDef:
+        return ops.get(self.name)
+
+
+@dataclass
+class Binding:
+    """A delegate input/output: tensor at byte `offset` of the delegate's scratch area, with
+    Vela's 6-D shape (shorter shapes are padded with leading 1s) and element size."""
+
+    tensor: int
+    offset: int
+    shape: tuple[int, ...]
+    elem_size: int
+
+    def __post_init__(self):
+        shape = tuple(int(d) for d in self.shape)
+        self.shape = (1,) * (S.MAX_RANK - len(shape)) + shape
+        self.tensor, self.offset, self.elem_size = int(self.tensor), int(self.offset), int(self.elem_size)
+
+
+@dataclass
+class DelegateInfo:
+    """An Ethos-U subgraph: command stream and weights (byte ranges of CONST), Vela's scratch
+    areas, I/O bindings, and optionally a CPU version: ops [first, first + count) of the program."""
+
+    npu: str
+    command: tuple[int, int]  # (offset, size) in CONST
+    weights: tuple[int, int] = (0, 0)
+    scratch: Area | None = None
+    fast_scratch: Area | None = None
+    inputs: list[Binding] = field(default_factory=list)
+    outputs: list[Binding] = field(default_factory=list)
+    cpu_ops: tuple[int, int] | None = None  # (first op, count)
+
+    def __post_init__(self):
+        self.command = tuple(int(v) for v in self.command)
+        self.weights = tuple(int(v) for v in self.weights)
+        self.inputs, self.outputs = list(self.inputs), list(self.outputs)
+        self.cpu_ops = None if self.cpu_ops is None else tuple(int(v) for v in self.cpu_ops)
+
+
+@dataclass
+class Program:
+    """A compiled model. `constants` is the CONST blob (build it with ConstantPool); after
+    `from_bytes` it is a memoryview of the caller's buffer, so constants are read in place.
+    `metadata` None means the METADATA section is absent (stripped)."""
+
+    target: TargetInfo
+    regions: list[RegionInfo]
+    tensors: list[TensorInfo]
+    ops: list[OpInfo]
+    inputs: list[int]
+    outputs: list[int]
+    constants: bytes | memoryview = b""
+    delegates: list[DelegateInfo] = field(default_factory=list)
+    metadata: dict | None = None
+
+    def __post_init__(self):
+        self.regions, self.tensors, self.ops = list(self.regions), list(self.tensors), list(self.ops)
+        self.inputs = [int(i) for i in self.inputs]
+        self.outputs = [int(i) for i in self.outputs]
+        self.delegates = list(self.delegates)
+
+    # --- serialisation ---
+    def to_bytes(self) -> bytes:
+        """The program file; deterministic. Raises ProgramError when the program is invalid."""
+        from mcutorch.program.writer import write
+
+        return write(self)
+
+    @classmethod
+    def from_bytes(cls, buf, verify_crc: bool = True) -> Program:
+        """Parse and validate a program file; raises ProgramError(reason in schema.ERRORS)."""
+        from mcutorch.program.reader import read
+
+        return read(buf, verify_crc=verify_crc)
+
+    def save(self, path) -> None:
+        Path(path).write_bytes(self.to_bytes())
+
+    @classmethod
+    def load(cls, path, verify_crc: bool = True) -> Program:
+        return cls.from_bytes(Path(path).read_bytes(), verify_crc=verify_crc)
+
+    # --- helpers for executors and inspect ---
+    def const_array(self, index: int) -> np.ndarray:
+        """Constant tensor `index` as a numpy view of the CONST bytes (no copy)."""
+        t = self.tensors[index]
+        if t.storage != "const":
+            raise ValueError(f"tensor {index} is not a constant (storage {t.storage!r})")
+        dtype = np.dtype(S.DTYPE_NUMPY[t.dtype])
+        return np.frombuffer(self.constants, dtype, t.numel, t.offset).reshape(t.shape)
+
+    def subgraph_ops(self) -> set[int]:
+        """Indices of ops that belong to a delegate's CPU version (the main loop skips them)."""
+        return {i for d in self.delegates if d.cpu_ops
+                for i in range(d.cpu_ops[0], d.cpu_ops[0] + d.cpu_ops[1])}
+
+    def main_ops(self) -> list[int]:
+        """Indices of the ops the main loop runs, in order."""
+        skip = self.subgraph_ops()
+        return [i for i in range(len(self.ops)) if i not in skip]
+
+    def tensor_name(self, index: int) -> str:
+        names = (self.metadata or {}).get("tensor_names") or []
+        return names[index] if index < len(names) else f"t{index}"
+
+    def op_source(self, index: int) -> str:
+        """'file:line (torch op)' for op `index`, or '' when unknown or stripped."""
+        src, sources = self.ops[index].source, (self.metadata or {}).get("sources") or []
+        if src is None or src >= len(sources):
+            return ""
+        return f"{sources[src].get('loc', '?')} ({sources[src].get('op', '?')})"
+
+    def stripped(self) -> Program:
+        """The same program without METADATA (what a device build keeps)."""
+        return replace(self, metadata=None)
+
+
+class ConstantPool:
+    """Builds the CONST blob: each item starts 16-aligned so it can be read in place."""
+
+    def __init__(self):
+        self._buf = bytearray()
+
+    def add(self, data) -> int:
+        """Append an array (stored little-endian, C order) or raw bytes; returns its offset."""
+        if isinstance(data, np.ndarray):
+            data = np.ascontiguousarray(data).astype(data.dtype.newbyteorder("<"), copy=False)
+            data = data.tobytes()
+        self._buf += bytes(-len(self._buf) % S.ALIGN)
+        offset = len(self._buf)
+        self._buf += bytes(data)
+        return offset
+
+    def tensor(self, array: np.ndarray, scale: float = 0.0, zero_point: int = 0) -> TensorInfo:
+        """Add `array` and return its const TensorInfo (dtype from the array)."""
+        dtype = np.dtype(array.dtype).name
+        if dtype not in S.DTYPES:
+            raise ValueError(f"constant dtype {dtype} not in {S.DTYPES}")
+        return TensorInfo.const(dtype, array.shape, self.add(array), scale, zero_point)
+
+    def to_bytes(self) -> bytes:
+        return bytes(self._buf)

@@ -1,0 +1,386 @@
+"""The mcutorch program file, format 1.0: the one description of its bytes.
+
+Everything here is data. The Python writer/reader (`writer.py`, `reader.py`) and the generated C
+header `runtime/include/mt_program.h` (`python -m mcutorch.program.schema --c-header`) are both
+derived from the structs and enums below; nothing else spells out an offset.
+
+Layout (little-endian; every section starts on a 16-byte boundary; padding is zero)::
+
+    0x00 +---------------------------------------------+
+         | HEADER (32 B)                                |
+         |   magic "MCUT" | major u16 | minor u16        |
+         |   file_size | crc32 | flags | section_count    |
+         |   section_table | reserved                    |
+    0x20 +---------------------------------------------+  crc32 = zlib.crc32(file[16:])
+         | SECTION TABLE: section_count x SECTION (16 B)|
+         |   kind u16 | flags u16 | offset | size | rsvd |
+         +---------------------------------------------+
+         | TARGET     1 x TARGET (16 B)                 |
+         | REGIONS    n x REGION (32 B)                 |
+         | TENSORS    n x TENSOR (48 B)                 |
+         | OPS        n x OP (32 B)                     |
+         | OPERANDS   n x i32 tensor index              |  op k: inputs then outputs
+         | ATTRS      n x i32                           |  op k: ops.py attribute order
+         | IO         IO (8 B) + n_inputs + n_outputs i32|
+         | DELEGATES  n x DELEGATE (56 B)               |
+         | BINDINGS   n x BINDING (36 B)                |  delegate I/O inside Vela's scratch
+         | CONST      constant blob (tensors, command   |  each item 16-aligned, read in place
+         |            streams, NPU weights)             |
+         | METADATA   UTF-8 JSON (SKIPPABLE)            |  last, so it can be stripped
+         +---------------------------------------------+
+
+Sections are found through the table only; the writer emits them in the order above. Array
+sections hold `size / record size` records. A reader skips sections whose kind it does not know
+when their SKIPPABLE flag is set, and rejects them otherwise.
+
+Versions: a reader accepts every minor version of its major. A newer minor may only add skippable
+sections or new enum values (which an older reader rejects where it meets them, e.g. an unknown
+opcode). Record layouts change only with the major version.
+
+Meaning of the records:
+  * TARGET: CPU / ISA level / NPU the program was compiled for (ids in CPUS / ISAS / NPUS), the
+    requantization rounding rule (ROUNDINGS; "tflite" is reserved for imported TFLite models), and
+    program flags (none defined in 1.0; must be 0).
+  * REGION: one memory arena the caller provides: name (<= 8 ASCII chars [A-Za-z0-9_], zero
+    padded), `size` bytes needed, `capacity` of the board region (0 = unknown), `base` address
+    (informational, valid with REGION_FLAG_BASE_KNOWN), `alignment` the arena needs (power of two,
+    4..65536), speed `rank` (0 = fastest), REGION_FLAG_NPU when an Ethos-U can reach it.
+  * TENSOR: dtype (DTYPES), rank <= 6 and shape[6] (unused dims 0), storage ARENA (bytes
+    [offset, offset+size) of arena `region`, offset a multiple of the element size) or CONST
+    (bytes of the CONST section, offset 16-aligned, region = NONE16); size = prod(shape) *
+    element size; per-tensor scale (f32, finite, >= 0) and zero point (in the dtype's range).
+  * OP: opcode and kernel variant (indices into ops.py), inputs and outputs as a range of
+    OPERANDS, attributes as a range of ATTRS (count = len(ops.py attrs)), a scratch buffer in a
+    region (region = NONE16 when none), an index into metadata "sources" (NONE32 = none), and
+    OP_FLAG_SUBGRAPH on ops that belong to a delegate's CPU version (the main loop skips them).
+  * DELEGATE: an Ethos-U subgraph: `npu` config (NPUS id, equal to the target's), command stream
+    and weights as byte ranges of CONST (16-aligned), Vela's scratch and fast-scratch areas placed
+    in regions (region = NONE16 when absent), its input then output BINDINGs as a range of
+    BINDINGS, and its CPU version as a range of OPS (cpu_first_op = NONE32 when absent).
+    The `delegate` op (attribute `index`) runs it; the op's operands are the binding tensors.
+  * BINDING: a delegate input/output: tensor index, byte offset inside the scratch area, 6-D
+    shape and element size as Vela reports them. The tensor lives exactly there (no copies).
+  * METADATA: a JSON object; known keys: "model" (str), "tensor_names" (list of str, one per
+    tensor), "sources" (list of {"loc": "file:line", "op": torch op}; OP.source indexes it),
+    "options" (object). Other keys are kept as they are.
+"""
+from __future__ import annotations
+
+import struct
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"MCUT"
+VERSION_MAJOR = 1
+VERSION_MINOR = 0
+ALIGN = 16  # section alignment in the file and const item alignment in CONST
+MAX_RANK = 6
+MAX_SECTIONS = 64  # a reader refuses larger section tables outright
+REGION_ALIGN_MIN, REGION_ALIGN_MAX = 4, 65536  # arena alignment bounds (powers of two)
+NONE16 = 0xFFFF  # "no region"
+NONE32 = 0xFFFFFFFF  # "no source", "no CPU version"
+
+# Named validation errors, in C status code order (MT_ERR_<NAME> = index + 1; MT_OK = 0).
+ERRORS: tuple[str, ...] = (
+    "truncated",  # shorter than the header, or file_size != length of the buffer
+    "bad_magic",  # not an mcutorch program
+    "bad_version",  # a format major version this reader does not read
+    "bad_crc",  # CRC32 over file[16:] does not match
+    "bad_header",  # reserved header fields or flags set
+    "bad_section",  # section table: bounds, alignment, overlap, kinds, sizes, duplicates
+    "bad_target",  # unknown CPU / ISA / NPU / rounding id, or unknown program flags
+    "bad_region",  # region name, alignment, flags, size > capacity
+    "bad_tensor",  # dtype, rank, shape x element size != size, storage, region index, qparams
+    "bad_offset",  # a byte or index range points outside what it lives in, or is misaligned
+    "bad_op",  # opcode, variant, operand / attribute counts, tensor indices, flags
+    "bad_io",  # program inputs / outputs
+    "bad_delegate",  # delegate record or binding inconsistent
+    "bad_metadata",  # METADATA is not UTF-8 JSON of the documented shape
+)
+ERROR_CODES = {name: i + 1 for i, name in enumerate(ERRORS)}
+RUNTIME_STATUS_BASE = 64  # C runtime statuses that are not format errors start here
+
+# --- enums (append-only: ids are stored in files) ---
+DTYPES = ("int8", "uint8", "int16", "int32")
+DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4}
+DTYPE_NUMPY = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "int32": "<i4"}
+DTYPE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
+                "int32": (-2**31, 2**31 - 1)}
+STORAGES = ("arena", "const")
+ISAS = ("scalar", "dsp", "mve")
+ROUNDINGS = ("single", "tflite")
+CPUS = ("generic", "cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7",
+        "cortex-m23", "cortex-m33", "cortex-m35p", "cortex-m52", "cortex-m55", "cortex-m85")
+NPUS = ("none", "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
+        "ethos-u65-256", "ethos-u65-512", "ethos-u85-128", "ethos-u85-256", "ethos-u85-512",
+        "ethos-u85-1024", "ethos-u85-2048")
+
+SECTION_FLAG_SKIPPABLE = 0x1
+REGION_FLAG_NPU = 0x1  # an Ethos-U can reach this region
+REGION_FLAG_BASE_KNOWN = 0x2  # `base` holds the region's address
+OP_FLAG_SUBGRAPH = 0x1  # op belongs to a delegate's CPU version; the main loop skips it
+
+# --- the struct description: (C/Python type, bytes, struct char, numpy type) ---
+_TYPES = {
+    "u8": ("uint8_t", 1, "B", "<u1"),
+    "u16": ("uint16_t", 2, "H", "<u2"),
+    "u32": ("uint32_t", 4, "I", "<u4"),
+    "i32": ("int32_t", 4, "i", "<i4"),
+    "f32": ("float", 4, "f", "<f4"),
+    "char": ("char", 1, "s", "S"),  # fixed-size zero-padded byte string (Python bytes)
+}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One struct member: `count` > 1 makes a fixed array (a byte string for "char")."""
+
+    name: str
+    type: str
+    count: int = 1
+    doc: str = ""
+
+    @property
+    def size(self) -> int:
+        return _TYPES[self.type][1] * self.count
+
+    @property
+    def is_array(self) -> bool:
+        return self.count > 1 and self.type != "char"
+
+
+class Struct:
+    """A little-endian record: Python `struct` format, numpy dtype and C struct from one list."""
+
+    def __init__(self, name: str, reason: str, doc: str, fields: list[Field]):
+        self.name, self.reason, self.doc, self.fields = name, reason, doc, tuple(fields)
+        self.format = "<" + "".join(_field_format(f) for f in self.fields)
+        self._struct = struct.Struct(self.format)
+        self.size = self._struct.size
+        self.offsets = _natural_offsets(self)
+
+    @property
+    def c_name(self) -> str:
+        return f"mt_{self.name}_t"
+
+    @property
+    def dtype(self) -> np.dtype:
+        """numpy structured dtype with the same layout (for inspecting record arrays)."""
+        return np.dtype({"names": [f.name for f in self.fields],
+                         "formats": [_numpy_format(f) for f in self.fields],
+                         "offsets": [self.offsets[f.name] for f in self.fields],
+                         "itemsize": self.size})
+
+    def pack(self, values: dict) -> bytes:
+        """Pack a dict of field values (arrays as sequences); struct.error on bad values."""
+        flat = []
+        for f in self.fields:
+            v = values[f.name]
+            if f.is_array:
+                if len(v) != f.count:
+                    raise struct.error(f"{self.name}.{f.name} needs {f.count} values")
+                flat.extend(v)
+            else:
+                flat.append(v)
+        return self._struct.pack(*flat)
+
+    def unpack(self, buf, offset: int = 0) -> dict:
+        """Unpack one record at `offset` (caller checked bounds) into a dict."""
+        flat = self._struct.unpack_from(buf, offset)
+        out, i = {}, 0
+        for f in self.fields:
+            if f.is_array:
+                out[f.name] = tuple(flat[i:i + f.count])
+                i += f.count
+            else:
+                out[f.name] = flat[i]
+                i += 1
+        return out
+
+    def unpack_all(self, buf, offset: int, count: int) -> list[dict]:
+        """Unpack `count` consecutive records."""
+        return [self.unpack(buf, offset + k * self.size) for k in range(count)]
+
+
+def _field_format(f: Field) -> str:
+    char = _TYPES[f.type][2]
+    return f"{f.count}{char}" if f.count > 1 or f.type == "char" else char
+
+
+def _numpy_format(f: Field):
+    if f.type == "char":
+        return f"S{f.count}"
+    return (_TYPES[f.type][3], (f.count,)) if f.is_array else _TYPES[f.type][3]
+
+
+def _natural_offsets(s: Struct) -> dict[str, int]:
+    """Field offsets; asserts the layout has no implicit C padding (every field naturally aligned)."""
+    offsets, pos, widest = {}, 0, 1
+    for f in s.fields:
+        align = _TYPES[f.type][1]
+        assert pos % align == 0, f"{s.name}.{f.name} at {pos} is not {align}-aligned"
+        offsets[f.name], pos, widest = pos, pos + f.size, max(widest, align)
+    assert pos == s.size and pos % widest == 0, f"{s.name}: size {pos} needs tail padding"
+    return offsets
+
+
+F = Field
+HEADER = Struct("header", "bad_header", "file header at offset 0", [
+    F("magic", "char", 4, 'b"MCUT"'),
+    F("version_major", "u16", doc="format major version; a reader reads only its own"),
+    F("version_minor", "u16", doc="format minor version; any minor of the major is readable"),
+    F("file_size", "u32", doc="total bytes of the program"),
+    F("crc32", "u32", doc="zlib CRC32 of every byte after this field (file[16:])"),
+    F("flags", "u32", doc="none defined; 0"),
+    F("section_count", "u32", doc=f"entries in the section table (<= {MAX_SECTIONS})"),
+    F("section_table", "u32", doc="byte offset of the section table (16-aligned)"),
+    F("reserved", "u32", doc="0"),
+])
+SECTION = Struct("section", "bad_section", "section table entry", [
+    F("kind", "u16", doc="a SECTION_KINDS id"),
+    F("flags", "u16", doc="SECTION_FLAG_*"),
+    F("offset", "u32", doc="byte offset in the file (16-aligned)"),
+    F("size", "u32", doc="bytes (record sections: a multiple of the record size)"),
+    F("reserved", "u32", doc="0"),
+])
+TARGET = Struct("target", "bad_target", "what the program was compiled for", [
+    F("cpu", "u16", doc="CPUS id"),
+    F("npu", "u16", doc="NPUS id (0 = none)"),
+    F("isa", "u8", doc="ISAS id: 0 scalar, 1 dsp, 2 mve"),
+    F("rounding", "u8", doc="ROUNDINGS id: 0 single, 1 tflite (reserved)"),
+    F("reserved", "u16", doc="0"),
+    F("flags", "u32", doc="program flags; none defined, 0"),
+    F("reserved2", "u32", doc="0"),
+])
+REGION = Struct("region", "bad_region", "a memory arena the caller provides", [
+    F("name", "char", 8, doc="ASCII [A-Za-z0-9_], zero padded"),
+    F("size", "u32", doc="bytes the arena must provide"),
+    F("capacity", "u32", doc="bytes of the board region (0 = unknown)"),
+    F("base", "u32", doc="address when REGION_FLAG_BASE_KNOWN (informational)"),
+    F("alignment", "u32", doc="arena alignment, power of two in 4..65536"),
+    F("rank", "u16", doc="speed rank, 0 = fastest"),
+    F("flags", "u16", doc="REGION_FLAG_*"),
+    F("reserved", "u32", doc="0"),
+])
+TENSOR = Struct("tensor", "bad_tensor", "a tensor: where it lives, its shape and qparams", [
+    F("dtype", "u8", doc="DTYPES id"),
+    F("rank", "u8", doc=f"0..{MAX_RANK}"),
+    F("storage", "u8", doc="STORAGES id: 0 arena, 1 const"),
+    F("flags", "u8", doc="0"),
+    F("region", "u16", doc="region index for arena tensors, NONE16 for const"),
+    F("reserved", "u16", doc="0"),
+    F("shape", "u32", MAX_RANK, doc="dims; entries past rank are 0"),
+    F("offset", "u32", doc="byte offset in its region's arena or in CONST"),
+    F("size", "u32", doc="bytes = prod(shape) * element size"),
+    F("scale", "f32", doc="quantization scale (0 when not quantized)"),
+    F("zero_point", "i32", doc="quantization zero point"),
+])
+OP = Struct("op", "bad_op", "one op: kernel, operands, attributes, scratch", [
+    F("opcode", "u16", doc="ops.py opcode (MT_OP_*)"),
+    F("variant", "u8", doc="index into the op's ops.py variants"),
+    F("flags", "u8", doc="OP_FLAG_*"),
+    F("n_inputs", "u16"),
+    F("n_outputs", "u16"),
+    F("first_operand", "u32", doc="index into OPERANDS: n_inputs then n_outputs tensor indices"),
+    F("first_attr", "u32", doc="index into ATTRS"),
+    F("n_attrs", "u16", doc="equals the op's ops.py attribute count"),
+    F("scratch_region", "u16", doc="region of the scratch buffer, NONE16 = none"),
+    F("scratch_offset", "u32"),
+    F("scratch_size", "u32"),
+    F("source", "u32", doc="index into metadata sources, NONE32 = none"),
+])
+IO = Struct("io", "bad_io", "head of the IO section; n_inputs + n_outputs i32 tensor indices follow", [
+    F("n_inputs", "u32"),
+    F("n_outputs", "u32"),
+])
+DELEGATE = Struct("delegate", "bad_delegate", "an Ethos-U subgraph", [
+    F("npu", "u16", doc="NPUS id the command stream was compiled for"),
+    F("flags", "u16", doc="0"),
+    F("scratch_region", "u16", doc="NONE16 = no scratch"),
+    F("fast_scratch_region", "u16", doc="NONE16 = no fast scratch"),
+    F("command_offset", "u32", doc="command stream: byte range of CONST (16-aligned)"),
+    F("command_size", "u32"),
+    F("weights_offset", "u32", doc="NPU weights: byte range of CONST (16-aligned)"),
+    F("weights_size", "u32"),
+    F("scratch_offset", "u32", doc="Vela's scratch area in its region"),
+    F("scratch_size", "u32"),
+    F("fast_scratch_offset", "u32"),
+    F("fast_scratch_size", "u32"),
+    F("first_binding", "u32", doc="index into BINDINGS: n_inputs then n_outputs"),
+    F("n_inputs", "u16"),
+    F("n_outputs", "u16"),
+    F("cpu_first_op", "u32", doc="CPU version: ops [first, first + n) ; NONE32 = none"),
+    F("cpu_n_ops", "u32"),
+])
+BINDING = Struct("binding", "bad_delegate", "a delegate input/output inside Vela's scratch", [
+    F("tensor", "i32", doc="tensor index"),
+    F("offset", "u32", doc="byte offset inside the delegate's scratch area"),
+    F("elem_size", "u32", doc="bytes per element (1, 2 or 4)"),
+    F("shape", "u32", 6, doc="Vela's 6-D shape"),
+])
+STRUCTS = (HEADER, SECTION, TARGET, REGION, TENSOR, OP, IO, DELEGATE, BINDING)
+assert HEADER.offsets["crc32"] + 4 == 16, "CRC covers file[16:]"
+CRC_START = 16
+
+
+@dataclass(frozen=True)
+class SectionKind:
+    """A section: id, how its bytes are interpreted, and whether a runtime may skip it."""
+
+    name: str
+    id: int
+    record: Struct | None  # array of these records; None = raw bytes
+    skippable: bool = False
+    doc: str = ""
+
+
+I32 = 4  # OPERANDS / ATTRS element size
+SECTION_KINDS: tuple[SectionKind, ...] = (
+    SectionKind("target", 1, TARGET, doc="exactly one TARGET record"),
+    SectionKind("regions", 2, REGION),
+    SectionKind("tensors", 3, TENSOR),
+    SectionKind("ops", 4, OP),
+    SectionKind("operands", 5, None, doc="int32 tensor indices"),
+    SectionKind("attrs", 6, None, doc="int32 op attributes"),
+    SectionKind("io", 7, None, doc="IO head + int32 input then output tensor indices"),
+    SectionKind("delegates", 8, DELEGATE),
+    SectionKind("bindings", 9, BINDING),
+    SectionKind("const", 10, None, doc="constant blob, read in place"),
+    SectionKind("metadata", 11, None, skippable=True, doc="UTF-8 JSON object"),
+)
+KIND_BY_NAME = {k.name: k for k in SECTION_KINDS}
+KIND_BY_ID = {k.id: k for k in SECTION_KINDS}
+REQUIRED_SECTIONS = tuple(k.name for k in SECTION_KINDS if not k.skippable)
+HEADER_PATH = Path(__file__).resolve().parents[3] / "runtime" / "include" / "mt_program.h"
+
+
+def check_header_current(path: Path | str | None = None) -> bool:
+    """True when the C header at `path` (default runtime/include/mt_program.h) is what
+    `python -m mcutorch.program.schema --c-header` generates now."""
+    from mcutorch.program.c_header import generate
+
+    path = Path(path) if path is not None else HEADER_PATH
+    return path.is_file() and path.read_text() == generate()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`--c-header`: print the C header; `--check`: exit 1 when the checked-in header is stale."""
+    from mcutorch.program.c_header import generate
+
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--c-header"]:
+        sys.stdout.write(generate())
+        return 0
+    if args == ["--check"]:
+        ok = check_header_current()
+        print(f"{HEADER_PATH}: {'current' if ok else 'STALE: regenerate with --c-header'}")
+        return 0 if ok else 1
+    print("usage: python -m mcutorch.program.schema --c-header | --check", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Semantic checks on a Program: indices, ranges, counts against ops.py, qparams, delegates.
+
+Shared by the writer (a bad Program is refused before any byte is written) and the reader (run on
+the decoded records, after the raw-format checks in reader.py). Every failure is a ProgramError
+whose reason is one of schema.ERRORS.
+"""
+from __future__ import annotations
+
+import math
+import re
+
+from mcutorch import ops
+from mcutorch.errors import ProgramError
+from mcutorch.program import schema as S
+from mcutorch.program.model import Area, Program
+
+U32 = 0xFFFFFFFF
+I32 = (-2**31, 2**31 - 1)
+_REGION_NAME = re.compile(r"[A-Za-z0-9_]{1,8}")
+
+
+def require(cond: bool, reason: str, detail: str) -> None:
+    if not cond:
+        raise ProgramError(reason, detail)
+
+
+def is_int(v, lo: int = 0, hi: int = U32) -> bool:
+    """A plain int (not bool) in [lo, hi]."""
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def validate(p: Program) -> None:
+    """Raise ProgramError on the first inconsistency; return None when `p` is valid."""
+    check_target(p)
+    check_regions(p)
+    check_metadata(p)
+    for i, t in enumerate(p.tensors):
+        check_tensor(p, i, t)
+    subgraph = check_delegates(p)
+    for i, op in enumerate(p.ops):
+        check_op(p, i, op, i in subgraph)
+    check_io(p)
+
+
+def check_target(p: Program) -> None:
+    t = p.target
+    for name, table in (("cpu", S.CPUS), ("isa", S.ISAS), ("npu", S.NPUS),
+                        ("rounding", S.ROUNDINGS)):
+        require(getattr(t, name) in table, "bad_target",
+                f"{name} {getattr(t, name)!r} is not one of {', '.join(table)}")
+    require(t.flags == 0, "bad_target", f"program flags 0x{t.flags:x}: none are defined in "
+            f"format {S.VERSION_MAJOR}.{S.VERSION_MINOR}")
+
+
+def check_regions(p: Program) -> None:
+    require(len(p.regions) < S.NONE16, "bad_region", f"{len(p.regions)} regions")
+    seen: set = set()
+    for i, r in enumerate(p.regions):
+        what = f"region {i} ({r.name!r})"
+        require(isinstance(r.name, str) and _REGION_NAME.fullmatch(r.name) is not None,
+                "bad_region", f"{what}: name must be 1-8 characters of [A-Za-z0-9_]")
+        require(r.name not in seen, "bad_region", f"{what}: duplicate name")
+        seen.add(r.name)
+        require(is_int(r.size), "bad_region", f"{what}: size {r.size}")
+        a = r.alignment
+        require(is_int(a, S.REGION_ALIGN_MIN, S.REGION_ALIGN_MAX) and a & (a - 1) == 0,
+                "bad_region", f"{what}: alignment {a} is not a power of two in "
+                f"{S.REGION_ALIGN_MIN}..{S.REGION_ALIGN_MAX}")
+        require(is_int(r.capacity) and (r.capacity == 0 or r.size <= r.capacity), "bad_region",
+                f"{what}: needs {r.size} bytes but the region holds {r.capacity}")
+        require(r.base is None or is_int(r.base), "bad_region", f"{what}: base {r.base}")
+        require(is_int(r.rank, 0, 0xFFFF), "bad_region", f"{what}: rank {r.rank}")
+
+
+def check_tensor(p: Program, i: int, t) -> None:
+    what = f"tensor {i}"
+    require(t.dtype in S.DTYPES, "bad_tensor", f"{what}: dtype {t.dtype!r}")
+    require(t.storage in S.STORAGES, "bad_tensor", f"{what}: storage {t.storage!r}")
+    require(len(t.shape) <= S.MAX_RANK and all(is_int(d) for d in t.shape), "bad_tensor",
+            f"{what}: shape {t.shape} (rank <= {S.MAX_RANK}, dims < 2^32)")
+    require(t.nbytes <= U32, "bad_tensor", f"{what}: {t.nbytes} bytes")
+    require(math.isfinite(t.scale) and t.scale >= 0, "bad_tensor", f"{what}: scale {t.scale}")
+    lo, hi = S.DTYPE_RANGES[t.dtype]
+    require(is_int(t.zero_point, lo, hi), "bad_tensor",
+            f"{what}: zero point {t.zero_point} outside {t.dtype} [{lo}, {hi}]")
+    if t.storage == "arena":
+        _check_arena_tensor(p, what, t)
+    else:
+        _check_const_tensor(p, what, t)
+
+
+def _check_arena_tensor(p: Program, what: str, t) -> None:
+    require(is_int(t.region, 0, len(p.regions) - 1), "bad_tensor",
+            f"{what}: region {t.region} (program has {len(p.regions)})")
+    region = p.regions[t.region]
+    require(is_int(t.offset) and t.offset % t.elem_size == 0, "bad_offset",
+            f"{what}: offset {t.offset} is not a multiple of the {t.dtype} size")
+    require(t.offset + t.nbytes <= region.size, "bad_offset",
+            f"{what}: bytes [{t.offset}, {t.offset + t.nbytes}) outside region {region.name} "
+            f"({region.size} bytes)")
+
+
+def _check_const_tensor(p: Program, what: str, t) -> None:
+    require(t.region is None, "bad_tensor", f"{what}: a constant has no region")
+    require(is_int(t.offset) and t.offset % S.ALIGN == 0, "bad_offset",
+            f"{what}: constant offset {t.offset} is not {S.ALIGN}-aligned")
+    require(t.offset + t.nbytes <= len(p.constants), "bad_offset",
+            f"{what}: bytes [{t.offset}, {t.offset + t.nbytes}) outside CONST "
+            f"({len(p.constants)} bytes)")
+
+
+def check_area(p: Program, a, what: str, reason: str) -> None:
+    """A scratch area: valid region (else `reason`), inside the region's arena (else bad_offset)."""
+    require(isinstance(a, Area), reason, f"{what}: {a!r} is not an Area")
+    require(is_int(a.region, 0, len(p.regions) - 1), reason,
+            f"{what}: region {a.region} (program has {len(p.regions)})")
+    require(is_int(a.offset) and is_int(a.size), "bad_offset", f"{what}: {a}")
+    region = p.regions[a.region]
+    require(a.offset + a.size <= region.size, "bad_offset",
+            f"{what}: bytes [{a.offset}, {a.offset + a.size}) outside region {region.name} "
+            f"({region.size} bytes)")
+
+
+def check_const_range(p: Program, rng, what: str) -> None:
+    """A (offset, size) byte range of CONST, 16-aligned."""
+    off, size = rng
+    require(is_int(off) and is_int(size) and off % S.ALIGN == 0, "bad_offset",
+            f"{what}: offset {off} is not {S.ALIGN}-aligned")
+    require(off + size <= len(p.constants), "bad_offset",
+            f"{what}: bytes [{off}, {off + size}) outside CONST ({len(p.constants)} bytes)")
+
+
+def _count_ok(names: tuple[str, ...], n: int) -> bool:
+    return n >= 1 if ops.VARIADIC in names else n == len(names)
+
+
+def _expected(names: tuple[str, ...]) -> str:
+    return ">= 1" if ops.VARIADIC in names else str(len(names))
+
+
+def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
+    what = f"op {i} ({op.name})"
+    require(op.name in ops.BY_NAME, "bad_op", f"op {i}: unknown op {op.name!r}")
+    d = ops.BY_NAME[op.name]
+    require(op.variant in d.variants, "bad_op",
+            f"{what}: variant {op.variant!r} not in {', '.join(d.variants)}")
+    for kind, names, got in (("inputs", d.inputs, op.inputs), ("outputs", d.outputs, op.outputs)):
+        require(_count_ok(names, len(got)) and len(got) <= 0xFFFF, "bad_op",
+                f"{what}: {len(got)} {kind}, ops.py says {_expected(names)}")
+        require(all(is_int(t, 0, len(p.tensors) - 1) for t in got), "bad_op",
+                f"{what}: {kind} {got} (program has {len(p.tensors)} tensors)")
+    require(all(p.tensors[t].storage == "arena" for t in op.outputs), "bad_op",
+            f"{what}: an output is a constant")
+    require(list(op.attrs) == list(d.attrs), "bad_op",
+            f"{what}: attributes {list(op.attrs)}, ops.py says {list(d.attrs)}")
+    require(all(is_int(v, *I32) for v in op.attrs.values()), "bad_op",
+            f"{what}: attribute values must be int32")
+    if op.scratch is not None:
+        check_area(p, op.scratch, f"{what} scratch", "bad_op")
+    _check_source(p, what, op.source)
+    if op.name == "delegate":
+        _check_delegate_op(p, what, op, in_subgraph)
+
+
+def _check_source(p: Program, what: str, source) -> None:
+    require(source is None or is_int(source, 0, U32 - 1), "bad_op", f"{what}: source {source}")
+    if source is not None and p.metadata is not None:
+        n = len(p.metadata.get("sources", []))
+        require(source < n, "bad_metadata", f"{what}: source {source}, metadata has {n}")
+
+
+def _check_delegate_op(p: Program, what: str, op, in_subgraph: bool) -> None:
+    index = op.attrs["index"]
+    require(0 <= index < len(p.delegates), "bad_delegate",
+            f"{what}: delegate {index} (program has {len(p.delegates)})")
+    require(not in_subgraph, "bad_delegate", f"{what}: delegates cannot nest")
+    dg = p.delegates[index]
+    for kind, tensors, bindings in (("inputs", op.inputs, dg.inputs),
+                                    ("outputs", op.outputs, dg.outputs)):
+        bound = tuple(b.tensor for b in bindings)
+        require(tensors == bound, "bad_delegate",
+                f"{what}: {kind} {tensors} but delegate {index} binds {bound}")
+
+
+def check_delegates(p: Program) -> set[int]:
+    """Check every delegate; return the op indices that form their CPU versions."""
+    subgraph: set[int] = set()
+    for k, d in enumerate(p.delegates):
+        what = f"delegate {k}"
+        require(d.npu in S.NPUS[1:] and d.npu == p.target.npu, "bad_delegate",
+                f"{what}: npu {d.npu!r} but the target's is {p.target.npu!r}")
+        check_const_range(p, d.command, f"{what} command stream")
+        require(d.command[1] > 0, "bad_delegate", f"{what}: empty command stream")
+        check_const_range(p, d.weights, f"{what} weights")
+        for name in ("scratch", "fast_scratch"):
+            area = getattr(d, name)
+            if area is not None:
+                check_area(p, area, f"{what} {name}", "bad_delegate")
+                require(p.regions[area.region].npu, "bad_delegate",
+                        f"{what}: {name} in region {p.regions[area.region].name}, "
+                        "which the NPU cannot reach")
+        _check_bindings(p, what, d)
+        ops_range = _check_cpu_ops(p, what, d)
+        require(not ops_range & subgraph, "bad_delegate", f"{what}: CPU versions overlap")
+        subgraph |= ops_range
+    return subgraph
+
+
+def _check_bindings(p: Program, what: str, d) -> None:
+    require(1 <= len(d.inputs) <= 0xFFFF and 1 <= len(d.outputs) <= 0xFFFF, "bad_delegate",
+            f"{what}: {len(d.inputs)} inputs, {len(d.outputs)} outputs (each 1..65535)")
+    require(d.scratch is not None, "bad_delegate", f"{what}: bindings need a scratch area")
+    for b in d.inputs + d.outputs:
+        bw = f"{what} binding of tensor {b.tensor}"
+        require(is_int(b.tensor, 0, len(p.tensors) - 1), "bad_delegate",
+                f"{bw}: program has {len(p.tensors)} tensors")
+        t = p.tensors[b.tensor]
+        require(len(b.shape) == S.MAX_RANK and all(is_int(v) for v in b.shape), "bad_delegate",
+                f"{bw}: shape {b.shape} is not 6-D")
+        require(b.elem_size == t.elem_size and math.prod(b.shape) == t.numel, "bad_delegate",
+                f"{bw}: {b.shape} x {b.elem_size} B does not match {t.dtype}{list(t.shape)}")
+        require(is_int(b.offset) and b.offset + t.nbytes <= d.scratch.size, "bad_offset",
+                f"{bw}: bytes [{b.offset}, {b.offset + t.nbytes}) outside the scratch area "
+                f"({d.scratch.size} bytes)")
+        require(t.storage == "arena" and t.region == d.scratch.region
+                and t.offset == d.scratch.offset + b.offset, "bad_delegate",
+                f"{bw}: the tensor does not live at scratch offset {b.offset}")
+
+
+def _check_cpu_ops(p: Program, what: str, d) -> set[int]:
+    if d.cpu_ops is None:
+        return set()
+    first, count = d.cpu_ops
+    require(is_int(count, 1, U32), "bad_delegate", f"{what}: CPU version of {count} ops")
+    require(is_int(first, 0, U32 - 1) and first + count <= len(p.ops), "bad_offset",
+            f"{what}: CPU version ops [{first}, {first + count}) of {len(p.ops)}")
+    return set(range(first, first + count))
+
+
+def check_io(p: Program) -> None:
+    require(len(p.outputs) >= 1, "bad_io", "a program needs at least one output")
+    for kind, idx in (("input", p.inputs), ("output", p.outputs)):
+        require(len(set(idx)) == len(idx), "bad_io", f"duplicate {kind}s {idx}")
+        for t in idx:
+            require(is_int(t, 0, len(p.tensors) - 1), "bad_io",
+                    f"{kind} tensor {t} (program has {len(p.tensors)})")
+            require(p.tensors[t].storage == "arena", "bad_io", f"{kind} tensor {t} is a constant")
+
+
+def check_metadata(p: Program) -> None:
+    """Shape of the known METADATA keys (see schema.py); other keys are free."""
+    m = p.metadata
+    if m is None:
+        return
+    require(isinstance(m, dict), "bad_metadata", "metadata must be a JSON object")
+    require(isinstance(m.get("model", ""), str), "bad_metadata", '"model" must be a string')
+    require(isinstance(m.get("options", {}), dict), "bad_metadata", '"options" must be an object')
+    if "tensor_names" in m:
+        names = m["tensor_names"]
+        require(isinstance(names, list) and len(names) == len(p.tensors)
+                and all(isinstance(n, str) for n in names), "bad_metadata",
+                f'"tensor_names" must be {len(p.tensors)} strings')
+    sources = m.get("sources", [])
+    require(isinstance(sources, list) and all(
+        isinstance(s, dict) and isinstance(s.get("loc"), str) and isinstance(s.get("op"), str)
+        for s in sources), "bad_metadata", '"sources" must be a list of {"loc": str, "op": str}')

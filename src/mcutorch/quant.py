@@ -1,0 +1,76 @@
+"""Integer requantization: the one place multipliers and shifts are made, and their rounding rule.
+
+A real scale factor M > 0 is stored as an int32 multiplier `mult` in [2^30, 2^31) and a shift in
+[2, 62] with M ~= mult * 2^-shift. Applying it is TOSA's `apply_scale_32` with SINGLE_ROUND:
+
+    rq(acc) = (acc * mult + 2^(shift-1)) >> shift          (64-bit product, arithmetic shift)
+
+Every executor (numpy reference, C kernels, TOSA RESCALE) uses exactly this; no executor derives a
+multiplier of its own. Scales below 2^-31 lose multiplier bits (shift capped at 62); 0 maps to
+mult 0.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+ROUNDING_SINGLE = 0  # program header field `rounding`; 1 is reserved for TFLite double rounding
+MIN_SHIFT, MAX_SHIFT = 2, 62
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """(mult, shift) with real ~= mult * 2^-shift; e.g. quantize_multiplier(0.5) == (2**30, 31)."""
+    if not math.isfinite(real) or real < 0:
+        raise ValueError(f"requantization scale must be finite and >= 0, got {real}")
+    if real == 0.0:
+        return 0, MIN_SHIFT
+    frac, exp = math.frexp(real)  # real = frac * 2^exp, frac in [0.5, 1)
+    mult = round(frac * (1 << 31))
+    if mult == 1 << 31:
+        mult, exp = mult // 2, exp + 1
+    shift = 31 - exp
+    if shift > MAX_SHIFT:
+        mult >>= shift - MAX_SHIFT
+        shift = MAX_SHIFT
+        if mult == 0:
+            return 0, MIN_SHIFT
+    if shift < MIN_SHIFT:
+        raise ValueError(f"requantization scale {real} is too large (>= 2^29)")
+    return int(mult), int(shift)
+
+
+def quantize_multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
+    """Vector form of quantize_multiplier: int32 arrays (mult, shift)."""
+    pairs = [quantize_multiplier(float(r)) for r in np.asarray(reals, np.float64).ravel()]
+    mult = np.array([p[0] for p in pairs], np.int32)
+    shift = np.array([p[1] for p in pairs], np.int32)
+    return mult, shift
+
+
+def rq(acc, mult, shift) -> np.ndarray:
+    """Apply (mult, shift) to int accumulators with single rounding; returns int64."""
+    acc = np.asarray(acc, np.int64)
+    mult = np.asarray(mult, np.int64)
+    shift = np.asarray(shift, np.int64)
+    return (acc * mult + (np.int64(1) << (shift - 1))) >> shift
+
+
+def reciprocal_scale(count: int) -> tuple[int, int]:
+    """TOSA reciprocal_scale: (mult, shift) approximating 1/count, used by average pooling."""
+    if count <= 0:
+        raise ValueError("count must be positive")
+    k = (count - 1).bit_length()  # 2^(k-1) < count <= 2^k
+    numerator = ((1 << 30) + 1) << k
+    return numerator // count, 30 + k
+
+
+def quantize(x, scale: float, zero_point: int) -> np.ndarray:
+    """Float -> int8 at the program boundary: clamp(round_half_even(f32(x) / f32(s)) + zp)."""
+    q = np.round(np.asarray(x, np.float32) / np.float32(scale)) + zero_point
+    return np.clip(q, -128, 127).astype(np.int8)
+
+
+def dequantize(q, scale: float, zero_point: int) -> np.ndarray:
+    """int8 -> float32: (q - zp) * s."""
+    return ((np.asarray(q, np.int32) - zero_point) * np.float32(scale)).astype(np.float32)

@@ -1,0 +1,145 @@
+"""mcutorch's PT2E Quantizer: the numerics contract of docs/numerics.md as annotations.
+
+- activations: int8 asymmetric per-tensor (MinMax observer by default);
+- weights of conv/linear: int8 symmetric per output channel, range [-127, 127];
+- bias: int32, scale = input scale * weight scale of the channel, zero point 0;
+- softmax/sigmoid output (1/256, -128), tanh (1/128, 0);
+- pooling, reshape, flatten, permute, pad, concat, max share their input's qparams;
+- ReLU/ReLU6/clamp after a conv, linear or add is fused: only the activation's output is observed.
+
+Subclass and override `activation_spec`, `weight_spec` or `annotate_node` to change the scheme.
+"""
+from __future__ import annotations
+
+import torch
+from torch.fx import GraphModule, Node
+
+from ._torchao import pt2e
+
+pt2e()  # quiet import of torchao before the names below
+from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
+from torchao.quantization.pt2e.quantizer import (
+    DerivedQuantizationSpec,
+    FixedQParamsQuantizationSpec,
+    QuantizationAnnotation,
+    QuantizationSpec,
+    SharedQuantizationSpec,
+)
+from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer
+
+A = torch.ops.aten
+KEY = "quantization_annotation"
+
+MAC_OPS = {A.conv2d.default, A.conv2d.padding, A.linear.default}
+ACTIVATIONS = {A.relu.default, A.relu_.default, A.hardtanh.default, A.hardtanh_.default,
+               A.relu6.default, A.clamp.default}
+BINARY_OPS = {A.add.Tensor, A.add_.Tensor, A.mul.Tensor, A.mul_.Tensor}
+SHARED_OPS = {
+    A.max_pool2d.default, A.avg_pool2d.default, A.adaptive_avg_pool2d.default, A.mean.dim,
+    A.flatten.using_ints, A.view.default, A.reshape.default, A.squeeze.dim, A.squeeze.dims,
+    A.squeeze.default, A.unsqueeze.default, A.permute.default, A.transpose.int,
+    A.pad.default, A.constant_pad_nd.default, A.dropout.default, A.contiguous.default,
+    A.clone.default, A.cat.default, A.concat.default, A.amax.default,
+}
+FIXED_OUT = {
+    A.softmax.int: (1 / 256, -128), A._softmax.default: (1 / 256, -128),
+    A.sigmoid.default: (1 / 256, -128), A.tanh.default: (1 / 128, 0),
+}
+FREE_OUT = {A.hardswish.default, A.hardsigmoid.default, A.silu.default, A.gelu.default}
+
+
+class Quantizer(_PT2EQuantizer):
+    """int8 PT2E quantizer for Cortex-M and Ethos-U targets.
+
+    Example:
+        >>> from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
+        >>> prepared = prepare_pt2e(exported.module(check_guards=False), Quantizer())
+    """
+
+    def activation_spec(self) -> QuantizationSpec:
+        return QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127,
+                                qscheme=torch.per_tensor_affine,
+                                observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=2**-20))
+
+    def weight_spec(self) -> QuantizationSpec:
+        return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127,
+                                qscheme=torch.per_channel_symmetric, ch_axis=0,
+                                observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(
+                                    eps=2**-20))
+
+    def bias_spec(self, node: Node) -> DerivedQuantizationSpec:
+        x, w = node.args[0], node.args[1]
+        return DerivedQuantizationSpec(
+            derived_from=[(x, node), (w, node)], derive_qparams_fn=_bias_qparams,
+            dtype=torch.int32, quant_min=-(2**31), quant_max=2**31 - 1,
+            qscheme=torch.per_channel_symmetric, ch_axis=0)
+
+    def fixed_spec(self, scale: float, zero_point: int) -> FixedQParamsQuantizationSpec:
+        return FixedQParamsQuantizationSpec(dtype=torch.int8, scale=scale, zero_point=zero_point,
+                                            quant_min=-128, quant_max=127,
+                                            qscheme=torch.per_tensor_affine)
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        for node in model.graph.nodes:
+            if node.op == "call_function" and KEY not in node.meta:
+                self.annotate_node(node)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        """Nothing to check beyond what annotate enforces."""
+
+    # --- per-op annotation -------------------------------------------------------------------
+    def annotate_node(self, node: Node) -> None:
+        """Annotate one node (and a fused activation after it); unknown ops are left float."""
+        t = node.target
+        act = self.activation_spec()
+        if t in MAC_OPS:
+            qmap = {node.args[0]: act, node.args[1]: self.weight_spec()}
+            if len(node.args) > 2 and isinstance(node.args[2], Node):
+                qmap[node.args[2]] = self.bias_spec(node)
+            self._annotate_with_activation(node, qmap)
+        elif t in BINARY_OPS:
+            qmap = {a: act for a in node.args[:2] if _is_float_tensor(a)}
+            self._annotate_with_activation(node, qmap)
+        elif t in ACTIVATIONS:  # standalone: its own output range
+            _set(node, {node.args[0]: act}, act)
+        elif t in SHARED_OPS:
+            self._annotate_shared(node)
+        elif t in FIXED_OUT:
+            _set(node, {node.args[0]: act}, self.fixed_spec(*FIXED_OUT[t]))
+        elif t in FREE_OUT:
+            _set(node, {node.args[0]: act}, act)
+
+    def _annotate_with_activation(self, node: Node, qmap: dict) -> None:
+        users = list(node.users)
+        if len(users) == 1 and users[0].target in ACTIVATIONS and KEY not in users[0].meta:
+            _set(node, qmap, None)
+            _set(users[0], {}, self.activation_spec())
+        else:
+            _set(node, qmap, self.activation_spec())
+
+    def _annotate_shared(self, node: Node) -> None:
+        inputs = node.args[0] if node.target in (A.cat.default, A.concat.default) else [node.args[0]]
+        first = inputs[0]
+        qmap = {first: self.activation_spec()}
+        for other in inputs[1:]:
+            qmap[other] = SharedQuantizationSpec((first, node))
+        _set(node, qmap, SharedQuantizationSpec((first, node)))
+
+
+def _set(node: Node, qmap: dict, out) -> None:
+    node.meta[KEY] = QuantizationAnnotation(input_qspec_map=qmap, output_qspec=out, _annotated=True)
+
+
+def _is_float_tensor(arg) -> bool:
+    if not isinstance(arg, Node):
+        return False
+    val = arg.meta.get("val")
+    return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def _bias_qparams(observers):
+    (s_in, _), (s_w, _) = (obs.calculate_qparams() for obs in observers)
+    scale = (s_in * s_w).to(torch.float32)
+    return scale, torch.zeros_like(scale, dtype=torch.int32)
+

@@ -1,0 +1,95 @@
+"""Helpers shared by the reference kernels: argument checks, window geometry, requantize + clamp.
+
+The checks here are part of the numerics contract (docs/numerics.md): they define the domain on
+which every executor must agree. A kernel given arguments outside that domain raises ValueError
+instead of returning a value that some executor (a 32-bit C kernel, TOSA) could not reproduce.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mcutorch import quant
+
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+INT8_MIN, INT8_MAX = -128, 127
+
+
+def check(cond: bool, msg: str) -> None:
+    """Raise ValueError(msg) unless cond holds."""
+    if not cond:
+        raise ValueError(msg)
+
+
+def as_array(a, dtype, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
+    """`a` as an ndarray of exactly `dtype` (no silent casts), optionally of a given rank."""
+    check(isinstance(a, np.ndarray), f"{name}: expected a numpy array, got {type(a).__name__}")
+    check(a.dtype == dtype, f"{name}: expected dtype {np.dtype(dtype)}, got {a.dtype}")
+    if ndim is not None:
+        ranks = (ndim,) if isinstance(ndim, int) else ndim
+        check(a.ndim in ranks, f"{name}: expected rank {ndim}, got shape {a.shape}")
+    return a
+
+
+def check_zp(name: str, zp: int) -> None:
+    """Zero points are int8 values."""
+    check(INT8_MIN <= zp <= INT8_MAX, f"{name}={zp} is not an int8 zero point")
+
+
+def check_act(act_min: int, act_max: int) -> None:
+    """The fused activation range is a non-empty int8 interval."""
+    check(INT8_MIN <= act_min <= act_max <= INT8_MAX,
+          f"act_min/act_max = {act_min}/{act_max} is not an int8 range")
+
+
+def check_scale(mult, shift, name: str = "mult/shift") -> None:
+    """(mult, shift) pairs are legal for rq and TOSA RESCALE: 0 <= mult < 2^31, 2 <= shift <= 62."""
+    mult = np.asarray(mult, np.int64)
+    shift = np.asarray(shift, np.int64)
+    if mult.size:
+        check(mult.min() >= 0 and mult.max() <= INT32_MAX, f"{name}: multiplier outside [0, 2^31)")
+    if shift.size:
+        check(shift.min() >= quant.MIN_SHIFT and shift.max() <= quant.MAX_SHIFT,
+              f"{name}: shift outside [{quant.MIN_SHIFT}, {quant.MAX_SHIFT}]")
+
+
+def check_int32(v: np.ndarray, what: str) -> None:
+    """Every intermediate of the contract is an int32; leaving that range is outside the domain."""
+    if v.size:
+        check(v.min() >= INT32_MIN and v.max() <= INT32_MAX, f"{what} overflows int32")
+
+
+def requantize(acc, mult, shift, out_zp: int, act_min: int, act_max: int) -> np.ndarray:
+    """y = clamp(rq(acc, mult, shift) + out_zp, act_min, act_max) as int8.
+
+    `acc` must be int32-valued, and so must rq(acc) (TOSA apply_scale_32 requires both).
+    mult/shift broadcast against acc (per channel: shape (C,) against (..., C)).
+    """
+    check_scale(mult, shift)
+    check_zp("out_zp", out_zp)
+    check_act(act_min, act_max)
+    acc = np.asarray(acc, np.int64)
+    check_int32(acc, "accumulator")
+    scaled = quant.rq(acc, mult, shift)
+    check_int32(scaled, "requantized accumulator")
+    return np.clip(scaled + out_zp, act_min, act_max).astype(np.int8)
+
+
+def out_size(size: int, kernel: int, stride: int, dilation: int, pad0: int, pad1: int,
+             what: str) -> int:
+    """Output length of a window op: (size + pad0 + pad1 - dilation*(kernel-1) - 1)//stride + 1."""
+    check(kernel >= 1 and stride >= 1 and dilation >= 1, f"{what}: kernel/stride/dilation < 1")
+    check(pad0 >= 0 and pad1 >= 0, f"{what}: negative padding")
+    span = size + pad0 + pad1 - dilation * (kernel - 1) - 1
+    check(span >= 0, f"{what}: window ({kernel}, dilation {dilation}) larger than padded input")
+    return span // stride + 1
+
+
+def pad_hw(x: np.ndarray, pads: tuple[int, int, int, int], value) -> np.ndarray:
+    """Pad an NHWC array spatially; pads = (top, left, bottom, right)."""
+    top, left, bottom, right = pads
+    return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=value)
+
+
+def window_slice(offset: int, stride: int, count: int) -> slice:
+    """Rows offset, offset + stride, ... (count of them) of a padded input."""
+    return slice(offset, offset + stride * (count - 1) + 1, stride)

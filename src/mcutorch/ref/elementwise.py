@@ -1,0 +1,104 @@
+"""Element-wise ops: add, mul, clamp, lut, rescale; and `make_lut`, the compile-time table maker.
+
+Binary ops take two int8 tensors of the same shape (no broadcasting). Every value goes through
+int32 intermediates exactly as the TOSA sequences named in docs/numerics.md do.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mcutorch import quant
+
+from ._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_array, check, check_act,
+                      check_scale, check_zp, requantize)
+
+
+def _same_shape(a, b, op: str):
+    as_array(a, np.int8, "a")
+    as_array(b, np.int8, "b")
+    check(a.shape == b.shape, f"{op}: shapes {a.shape} and {b.shape} differ (no broadcasting)")
+
+
+def _rq_range(zp: int, mult: int, shift: int) -> tuple[int, int]:
+    """[lo, hi] of rq(v - zp) over all int8 v (rq is monotone for mult >= 0)."""
+    lo, hi = quant.rq([INT8_MIN - zp, INT8_MAX - zp], mult, shift)
+    return int(lo), int(hi)
+
+
+def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift):
+    """Static domain of add: every int32 intermediate fits for every possible int8 input pair."""
+    for name, zp in (("a_zp", a_zp), ("b_zp", b_zp)):
+        check_zp(name, zp)
+    check_scale([a_mult, b_mult, out_mult], [a_shift, b_shift, out_shift], "add scales")
+    a_lo, a_hi = _rq_range(a_zp, a_mult, a_shift)
+    b_lo, b_hi = _rq_range(b_zp, b_mult, b_shift)
+    lo, hi = a_lo + b_lo, a_hi + b_hi
+    check(INT32_MIN <= lo and hi <= INT32_MAX, "add: a32 + b32 can overflow int32")
+    out = quant.rq([lo, hi], out_mult, out_shift)
+    check(INT32_MIN <= out.min() and out.max() <= INT32_MAX,
+          "add: rescaled sum can overflow int32")
+
+
+def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
+        act_min, act_max):
+    """RESCALE(a) + RESCALE(b) in int32, then RESCALE to int8 and clamp."""
+    # a, b: (...) int8, same shape  ->  y: (...) int8
+    _same_shape(a, b, "add")
+    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift)
+    a32 = quant.rq(a.astype(np.int64) - a_zp, a_mult, a_shift)
+    b32 = quant.rq(b.astype(np.int64) - b_zp, b_mult, b_shift)
+    return requantize(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max)
+
+
+def mul(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
+    """y = clamp(rq((a - a_zp) * (b - b_zp)) + out_zp)."""
+    # a, b: (...) int8, same shape  ->  y: (...) int8
+    _same_shape(a, b, "mul")
+    check_zp("a_zp", a_zp)
+    check_zp("b_zp", b_zp)
+    prod = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)  # |prod| <= 255 * 255
+    return requantize(prod, mult, shift, out_zp, act_min, act_max)
+
+
+def clamp(x, *, act_min, act_max):
+    """y = clip(x, act_min, act_max)."""
+    # x: (...) int8  ->  y: (...) int8
+    as_array(x, np.int8, "x")
+    check_act(act_min, act_max)
+    return np.clip(x, act_min, act_max).astype(np.int8)
+
+
+def lut(x, table):
+    """y = table[x + 128]."""
+    # x: (...) int8; table: (256,) int8  ->  y: (...) int8
+    as_array(x, np.int8, "x")
+    as_array(table, np.int8, "table", 1)
+    check(table.shape == (256,), f"lut: table must have 256 entries, got {table.shape}")
+    return table[x.astype(np.int16) + 128]
+
+
+def rescale(x, *, in_zp, out_zp, mult, shift, act_min, act_max):
+    """int8 -> int8 with new qparams: y = clamp(rq(x - in_zp) + out_zp)."""
+    # x: (...) int8  ->  y: (...) int8
+    as_array(x, np.int8, "x")
+    check_zp("in_zp", in_zp)
+    return requantize(x.astype(np.int64) - in_zp, mult, shift, out_zp, act_min, act_max)
+
+
+def make_lut(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> np.ndarray:
+    """The `lut` table for y = fn(x): table[i] = clamp(round_half_even(fn(s_in*(i-128-in_zp))/s_out)
+    + out_zp), all in float64.
+
+    `fn` maps a float64 numpy array to one of the same shape (np.tanh, a sigmoid lambda, ...).
+    Pass the scales exactly as the program stores them. Made once, at compile time; no executor
+    evaluates fn.
+    """
+    check(in_scale > 0 and out_scale > 0, "make_lut: scales must be positive")
+    check_zp("in_zp", in_zp)
+    check_zp("out_zp", out_zp)
+    real = np.float64(in_scale) * (np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64) - in_zp)
+    val = np.asarray(fn(real), dtype=np.float64)
+    check(val.shape == (256,), f"make_lut: fn returned shape {val.shape}, expected (256,)")
+    check(not np.isnan(val).any(), "make_lut: fn returned NaN")
+    q = np.rint(val / np.float64(out_scale)) + out_zp  # np.rint rounds half to even
+    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)

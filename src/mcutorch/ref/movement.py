@@ -1,0 +1,100 @@
+"""Data movement: transpose, concat, pad, copy. No arithmetic; outputs share the input's qparams.
+
+Rank convention (all movement attributes): a tensor of rank r <= 4 is addressed as the 4-D tensor
+obtained by prepending 4 - r unit dims, so its dim k is 4-D dim k + 4 - r ("right-aligned", as in
+numpy broadcasting). Attributes always name 4-D dims:
+  - transpose: perm0..perm3 is a permutation of 0..3 that keeps the prepended dims in place
+    (perm[i] == i for i < 4 - r); the output has rank r. [N, C] -> [C, N] is perm (0, 1, 3, 2).
+  - concat: `axis` is a 4-D dim in [4 - r, 3] (never negative); the channel axis is always 3.
+  - pad: before0..3 / after0..3 per 4-D dim; the prepended dims take no padding.
+The helpers `transpose_attrs`, `concat_attrs` and `pad_attrs` convert rank-r PyTorch-style
+arguments into these attributes.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import INT8_MAX, INT8_MIN, as_array, check
+
+
+def _lead(x, op: str) -> int:
+    """Number of unit dims prepended to view x as 4-D."""
+    check(1 <= x.ndim <= 4, f"{op}: rank {x.ndim} not in 1..4")
+    return 4 - x.ndim
+
+
+def _local_axis(axis: int, rank: int, op: str) -> int:
+    check(4 - rank <= axis <= 3, f"{op}: axis {axis} is not a 4-D dim of a rank-{rank} tensor")
+    return axis - (4 - rank)
+
+
+def transpose_attrs(perm) -> dict:
+    """Attributes for a rank-r permutation (PyTorch/numpy `perm`, non-negative)."""
+    lead = 4 - len(perm)
+    full = list(range(lead)) + [p + lead for p in perm]
+    return {f"perm{i}": p for i, p in enumerate(full)}
+
+
+def concat_attrs(axis: int, rank: int) -> dict:
+    """Attributes for concatenating rank-r tensors along rank-r `axis` (negative allowed here)."""
+    return {"axis": axis % rank + 4 - rank}
+
+
+def pad_attrs(pads, value: int) -> dict:
+    """Attributes from rank-r [(before, after), ...] per dim, outermost first."""
+    lead = [(0, 0)] * (4 - len(pads))
+    full = lead + [tuple(p) for p in pads]
+    attrs = {f"before{i}": b for i, (b, _) in enumerate(full)}
+    attrs.update({f"after{i}": a for i, (_, a) in enumerate(full)})
+    attrs["value"] = value
+    return attrs
+
+
+def transpose(x, *, perm0, perm1, perm2, perm3):
+    """numpy-style x4.transpose(perm): y.shape[k] = x4.shape[perm_k]; output rank = input rank."""
+    # x: rank r <= 4, int8  ->  y: rank r, int8
+    as_array(x, np.int8, "x")
+    lead = _lead(x, "transpose")
+    perm = (perm0, perm1, perm2, perm3)
+    check(sorted(perm) == [0, 1, 2, 3], f"transpose: {perm} is not a permutation of 0..3")
+    check(all(perm[i] == i for i in range(lead)),
+          f"transpose: {perm} moves a prepended unit dim of a rank-{x.ndim} tensor")
+    y = x.reshape((1,) * lead + x.shape).transpose(perm)
+    return np.ascontiguousarray(y.reshape(y.shape[lead:]))
+
+
+def concat(*xs, axis):
+    """Join same-rank int8 tensors along 4-D dim `axis`."""
+    # xs: k >= 1 tensors of rank r, equal except along axis  ->  y: rank r, int8
+    check(len(xs) >= 1, "concat: no inputs")
+    for i, x in enumerate(xs):
+        as_array(x, np.int8, f"input {i}")
+    rank = xs[0].ndim
+    _lead(xs[0], "concat")
+    check(all(x.ndim == rank for x in xs), "concat: inputs differ in rank")
+    local = _local_axis(axis, rank, "concat")
+    other = [x.shape[:local] + x.shape[local + 1:] for x in xs]
+    check(all(s == other[0] for s in other), "concat: inputs differ off the concat axis")
+    return np.concatenate(xs, axis=local)
+
+
+def pad(x, *, before0, before1, before2, before3, after0, after1, after2, after3, value):
+    """Constant padding with the int8 `value` (the input's zero point for a "zero" pad)."""
+    # x: rank r <= 4, int8  ->  y: rank r, int8, dim k grows by before_k + after_k
+    as_array(x, np.int8, "x")
+    lead = _lead(x, "pad")
+    before = (before0, before1, before2, before3)
+    after = (after0, after1, after2, after3)
+    check(min(before + after) >= 0, "pad: negative padding")
+    check(not any(before[:lead]) and not any(after[:lead]),
+          f"pad: padding on a prepended unit dim of a rank-{x.ndim} tensor")
+    check(INT8_MIN <= value <= INT8_MAX, f"pad: value {value} is not int8")
+    widths = list(zip(before[lead:], after[lead:]))
+    return np.pad(x, widths, constant_values=np.int8(value))
+
+
+def copy(x):
+    """Identity (a byte copy; the runtime uses it for reshapes that cannot alias)."""
+    # x: (...) int8  ->  y: same shape, int8
+    as_array(x, np.int8, "x")
+    return x.copy()

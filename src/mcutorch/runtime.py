@@ -1,0 +1,72 @@
+"""The Python reference runtime: executes a program file with the numpy reference kernels.
+
+It reads the same bytes the C runtime reads: one byte arena per memory region, tensors as views
+at their planned offsets (so a wrong plan corrupts results, as it would on the device), constants
+read in place. Ops run in program order; a delegate runs through its CPU version.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import McutorchError
+from .program import schema as S
+from .program.model import Program
+from .ref import KERNELS
+
+
+class Interpreter:
+    """Runs one program on int8 tensors.
+
+    Example:
+        >>> it = Interpreter(Program.load("model.mtp"))
+        >>> (y,) = it.invoke([x_int8_nhwc])
+    """
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.arenas = [np.zeros(r.size, np.uint8) for r in program.regions]
+        self.views = [self._view(i) for i in range(len(program.tensors))]
+        self.steps = [self._resolve(i) for i in program.main_ops()]
+
+    def _view(self, index: int) -> np.ndarray:
+        t = self.program.tensors[index]
+        if t.storage == "const":
+            return self.program.const_array(index)
+        dtype = np.dtype(S.DTYPE_NUMPY[t.dtype])
+        return np.frombuffer(self.arenas[t.region].data, dtype, t.numel, t.offset).reshape(t.shape)
+
+    def _resolve(self, i: int):
+        op = self.program.ops[i]
+        if op.name == "delegate":
+            d = self.program.delegates[op.attrs["index"]]
+            if d.cpu_ops is None:
+                raise McutorchError(f"op {i} is an {d.npu} delegate without a CPU version; the "
+                                    "host cannot run it (compile without --no-npu-fallback)")
+            return [self._resolve(j) for j in range(d.cpu_ops[0], d.cpu_ops[0] + d.cpu_ops[1])]
+        kernel = KERNELS[op.name]
+        ins = [self.views[t] for t in op.inputs]
+        out = self.views[op.outputs[0]]
+        return (kernel, ins, op.attrs, out)
+
+    def invoke(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """Set the program's int8 inputs (NHWC), run every op, return copies of the outputs."""
+        if len(inputs) != len(self.program.inputs):
+            raise McutorchError(f"program takes {len(self.program.inputs)} inputs, "
+                                f"got {len(inputs)}")
+        for idx, x in zip(self.program.inputs, inputs):
+            view = self.views[idx]
+            x = np.asarray(x)
+            if x.shape != view.shape or x.dtype != view.dtype:
+                raise McutorchError(f"input {self.program.tensor_name(idx)} must be "
+                                    f"{view.dtype}{list(view.shape)}, got {x.dtype}{list(x.shape)}")
+            view[...] = x
+        self._run(self.steps)
+        return [self.views[i].copy() for i in self.program.outputs]
+
+    def _run(self, steps) -> None:
+        for step in steps:
+            if isinstance(step, list):
+                self._run(step)
+                continue
+            kernel, ins, attrs, out = step
+            out[...] = kernel(*ins, **attrs)

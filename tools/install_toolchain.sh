@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the Debian packages mcutorch's C builds and emulated boards need, when missing.
+set -euo pipefail
+need=()
+command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
+command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
+command -v clang >/dev/null || need+=(clang)
+[ -e /usr/lib/arm-none-eabi/newlib/libc.a ] || need+=(libnewlib-arm-none-eabi)
+if [ ${#need[@]} -eq 0 ]; then exit 0; fi
+echo "installing ${need[*]} (Debian packages)"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
