@@ -32,7 +32,7 @@ bench: setup toolchain
 	$(PY) -m bench
 
 header: setup
-	$(PY) -m mcutorch.program.schema --c-header > runtime/include/mt_program.h
+	$(PY) -m mcutorch.program --c-header > runtime/include/mt_program.h
 
 clean:
 	rm -rf $(VENV) build .pytest_cache *.mtp

@@ -5,11 +5,25 @@
     program = mcutorch.compile(qmodel, example_inputs, target="cortex-m55")
     program.save("model.mtp")
     outputs = mcutorch.load("model.mtp").run(inputs)
-"""
-from .api import CompiledModel, load
-from .compiler import compile
-from .errors import McutorchError
-from .quantize import Quantizer, quantize
 
+The public names load lazily, so tools that only need targets, boards or the program format do
+not pay for importing torch.
+"""
+from __future__ import annotations
+
+import importlib
+
+from .errors import McutorchError
+
+_LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "pt2e",
+         "quantize": "pt2e"}
 __all__ = ["CompiledModel", "McutorchError", "Quantizer", "compile", "load", "quantize"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'mcutorch' has no attribute {name!r}")

@@ -45,9 +45,9 @@ class CompiledModel:
         idx = (self.program.inputs if kind == "inputs" else self.program.outputs)[i]
         shape = tuple(self.program.tensors[idx].shape)
         entries = self.io.get(kind, [])
-        model_shape = tuple(entries[i]["shape"]) if i < len(entries) else shape
-        nchw = len(shape) == 4 and model_shape != shape
-        return model_shape, nchw
+        if i >= len(entries):  # metadata stripped: the program's own int8 NHWC I/O
+            return shape, False
+        return tuple(entries[i]["shape"]), bool(entries[i].get("nchw_as_nhwc"))
 
     def quantize_inputs(self, inputs) -> list[np.ndarray]:
         """Float inputs in the model's layout -> the program's int8 NHWC inputs."""

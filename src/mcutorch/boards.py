@@ -39,7 +39,7 @@ from typing import Mapping, NamedTuple, Sequence
 
 from mcutorch.errors import TargetError, ToolchainError
 from mcutorch.plan import Region
-from mcutorch.targets import ARCH_CONTAINS, CPUS, Target, parse_target
+from mcutorch.targets import ARCH_CONTAINS, CPUS, FEATURES, Target, parse_target
 
 KiB = 1024
 MiB = 1024 * 1024
@@ -162,6 +162,15 @@ def get_board(name: str | Board) -> Board:
 # Which board runs which program
 
 
+_FEATURE_NAMES = {
+    "dsp": "DSP",
+    "mve": "MVE (Helium)",
+    "mve.fp": "MVE floating point",
+    "fp": "an FPU",
+    "fp.dp": "a double-precision FPU",
+}
+
+
 def can_run(board: str | Board, target: str | Target) -> tuple[bool, str]:
     """Can `board` run a program compiled for `target`? Returns (ok, reason).
 
@@ -170,8 +179,9 @@ def can_run(board: str | Board, target: str | Target) -> tuple[bool, str]:
     single/double-precision FPU). On refusal the reason says what is missing; when the
     program runs on a bigger core than its own, the reason says how it is emulated.
 
-    >>> can_run("mps2-an505", "cortex-m55")
-    (False, 'mps2-an505 (cortex-m33, armv8-m.main) cannot run cortex-m55 programs: needs armv8.1-m.main, MVE (Helium)')
+    >>> ok, reason = can_run("mps2-an505", "cortex-m55+nomve")
+    >>> ok, reason.split(": ")[1]
+    (False, 'needs armv8.1-m.main, a double-precision FPU')
     >>> can_run("mps2-an385", "cortex-m0plus")[0]
     True
     """
@@ -181,15 +191,10 @@ def can_run(board: str | Board, target: str | Target) -> tuple[bool, str]:
     missing = []
     if t.arch not in ARCH_CONTAINS[core.arch]:
         missing.append(t.arch)
-    names = {"dsp": "DSP", "mve": "MVE (Helium)", "mve.fp": "MVE floating point",
-             "fp": "an FPU", "fp.dp": "a double-precision FPU"}  # fmt: skip
-    for feat in ("dsp", "mve", "mve.fp", "fp", "fp.dp"):
-        if feat in t.features and feat not in core.features:
-            if feat == "mve.fp" and "mve" in missing:
-                continue
-            missing.append(names[feat])
-    if "MVE (Helium)" in missing and "MVE floating point" in missing:
-        missing.remove("MVE floating point")
+    lacking = t.features - core.features
+    if "mve" in lacking:
+        lacking -= {"mve.fp"}  # "needs MVE" says it all
+    missing += [_FEATURE_NAMES[f] for f in FEATURES if f in lacking]
     if missing:
         return False, (
             f"{b.name} ({core.name}, {core.arch}) cannot run {t.name} programs: "
@@ -248,11 +253,13 @@ def _fmt_size(n: int) -> str:
 
 
 def _region_sections(r: Region) -> str:
+    # Load address = run address (AT(ADDR(...))): the ELF loader puts .mt_data in place and
+    # zero-fills .mt_bss in its own region rather than after the code image.
     return (
-        f"    .mt_bss.{r.name} (NOLOAD) : ALIGN(16)\n"
-        f"    {{\n        *(.mt_bss.{r.name} .mt_bss.{r.name}.*)\n    }} > {r.name}\n\n"
-        f"    .mt_data.{r.name} : ALIGN(16)\n"
-        f"    {{\n        *(.mt_data.{r.name} .mt_data.{r.name}.*)\n    }} > {r.name}\n"
+        f"    .mt_data.{r.name} : AT(ADDR(.mt_data.{r.name})) ALIGN(16)\n"
+        f"    {{\n        *(.mt_data.{r.name} .mt_data.{r.name}.*)\n    }} > {r.name}\n\n"
+        f"    .mt_bss.{r.name} (NOLOAD) : AT(ADDR(.mt_bss.{r.name})) ALIGN(16)\n"
+        f"    {{\n        *(.mt_bss.{r.name} .mt_bss.{r.name}.*)\n    }} > {r.name}\n"
     )
 
 
@@ -266,7 +273,8 @@ def linker_script(board: str | Board) -> str:
     template = (boards_dir() / "common" / "link.ld.in").read_text()
     # Drop the template's own header comment; the generated file gets its own.
     template = template[template.index("*/") + 2 :].lstrip("\n")
-    mem = [f"    {b.code.name} (rx) : ORIGIN = 0x{b.code.base:08X}, LENGTH = {_fmt_size(b.code.size)}"]
+    c = b.code
+    mem = [f"    {c.name} (rx) : ORIGIN = 0x{c.base:08X}, LENGTH = {_fmt_size(c.size)}"]
     for r in b.regions:
         role = "rank 0: .data .bss stack" if r.rank == 0 else f"rank {r.rank}"
         npu = ", NPU" if r.npu else ""
@@ -293,12 +301,20 @@ def linker_script(board: str | Board) -> str:
 
 
 def linker_script_path(board: str | Board) -> Path:
-    """``boards/<board>/link.ld``."""
+    """``boards/<board>/link.ld``, the script `build_elf` links with.
+
+    >>> linker_script_path("mps3-an547").parts[-2:]
+    ('mps3-an547', 'link.ld')
+    """
     return boards_dir() / get_board(board).name / "link.ld"
 
 
 def write_linker_scripts() -> list[Path]:
-    """(Re)generate ``boards/<board>/link.ld`` for every board; returns the paths."""
+    """(Re)generate ``boards/<board>/link.ld`` for every board; returns the paths.
+
+    >>> [p.parent.name for p in write_linker_scripts()]                 # doctest: +SKIP
+    ['mps2-an385', 'mps2-an386', 'mps2-an500', 'mps2-an505', 'mps3-an547']
+    """
     paths = []
     for b in BOARDS.values():
         p = linker_script_path(b)

@@ -64,7 +64,7 @@ def build_graph(qmodel, example_inputs=None) -> Graph:
         if example_inputs is None:
             raise McutorchError("compile() needs a module from mcutorch.quantize(), or "
                                 "example_inputs to quantize a float module with")
-        from .quantize import quantize
+        from .pt2e import quantize
 
         qmodel = quantize(qmodel, example_inputs)
     return run_all(lift(qmodel))

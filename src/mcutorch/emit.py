@@ -54,8 +54,9 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
         "tensor_names": names,
         "sources": sources,
         "options": {"target": target.name, "board": board},
-        "io": {"inputs": graph.meta.get("inputs", []), "outputs": graph.meta.get("outputs", []),
-               "layout": graph.meta.get("layout", "NHWC")},
+        "io": {kind: [{**entry, "nchw_as_nhwc": t.layout == "NHWC"}
+                      for entry, t in zip(graph.meta.get(kind, []), tensors_of)]
+               for kind, tensors_of in (("inputs", graph.inputs), ("outputs", graph.outputs))},
         "plan": {"lower_bound": result.lower_bound},
     }
     return Program(

@@ -16,7 +16,7 @@ from torch.fx import GraphModule, Node as FxNode
 from .errors import UnsupportedOpError
 from .export import source_of
 from .ir import Graph, Node, Tensor, verify
-from .quantize._torchao import pt2e
+from .pt2e._torchao import pt2e
 
 pt2e()  # registers torch.ops.quantized_decomposed
 
@@ -66,6 +66,7 @@ class Lifter:
         self.values: dict[FxNode, Tensor] = {}  # q node / constant node -> IR tensor
         self.nodes: list[Node] = []
         self.names: set[str] = set()
+        self.qnodes: dict[str, str] = {}  # IR tensor name -> the quantize node it came from
 
     # --- tensors ------------------------------------------------------------------------------
     def new_tensor(self, name: str, shape, scale=1.0, zp=0, **kw) -> Tensor:
@@ -117,7 +118,8 @@ class Lifter:
 
     # --- graph --------------------------------------------------------------------------------
     def run(self) -> Graph:
-        inputs, outputs, meta = [], [], {"inputs": [], "outputs": []}
+        inputs, outputs = [], []
+        meta = {"inputs": [], "outputs": [], "qnodes": self.qnodes}
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
                 q = _only_quantize_user(node)
@@ -125,6 +127,7 @@ class Lifter:
                 shape = tuple(node.meta["val"].shape)
                 t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape))
                 self.values[q] = t
+                self.qnodes[t.name] = q.name
                 inputs.append(t)
                 meta["inputs"].append({"name": node.name, "shape": list(shape),
                                        "dtype": str(node.meta["val"].dtype)})
@@ -149,12 +152,16 @@ class Lifter:
             inner = prod.args[0]
             if inner.op == "call_function" and inner.target not in DQ_OPS and len(inner.users) == 1:
                 bounds, prod = _bounds(prod), inner  # fused activation
-        shape = tuple(prod.meta["val"].shape) if "val" in prod.meta else ()
-        out = self.new_tensor(prod.name, shape, s, zp, layout=_layout(shape))
+        requant = prod.target in DQ_OPS  # q(dq(x)): requantize an existing int8 tensor
+        src = self.operand(prod, q) if requant else None
+        shape = src.shape if requant else tuple(prod.meta["val"].shape)
+        out = self.new_tensor(prod.name if not requant else q.name, shape, s, zp,
+                              layout=src.layout if requant else _layout(shape))
         self.values[q] = out
+        self.qnodes[out.name] = q.name
         act = _act_range(bounds, s, zp)
-        if prod.target in DQ_OPS:  # requantize an existing int8 tensor
-            self.emit("rescale", [self.operand(prod, q)], out, {"act": act}, q)
+        if requant:
+            self.emit("rescale", [src], out, {"act": act}, q)
             return
         builder = BUILDERS.get(prod.target)
         if builder is None:
@@ -386,7 +393,8 @@ BUILDERS = {
     A.softmax.int: _softmax, A._softmax.default: _softmax,
     **{t: _reshape for t in (A.flatten.using_ints, A.view.default, A.reshape.default,
                              A.squeeze.dim, A.squeeze.dims, A.squeeze.default,
-                             A.unsqueeze.default, A._unsafe_view.default)},
+                             A.unsqueeze.default, A._unsafe_view.default,
+                             A.unflatten.int)},
     **{t: _activation for t in (*ACT_BOUNDS, *HARDTANH, A.clamp.default)},
     **{t: _lut for t in LUT_FNS},
 }

@@ -2,7 +2,8 @@
 
 Each op names its operands (activations first, then constants), its int32 attributes in the order
 they are stored in the program, and its kernel variants. The IR, the program writer/reader, the
-Python reference runtime and the generated C header (`runtime/include/mt_ops.h`) all read this table;
+Python reference runtime and the generated C header (`runtime/include/mt_program.h`) all read this
+table;
 nothing else defines an opcode.
 
 Conventions shared by every op (the numerics contract, docs/numerics.md):
@@ -48,7 +49,7 @@ OPS: tuple[OpDef, ...] = (
           doc="y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0"),
     OpDef("depthwise_conv2d", 1, ("x", "weight", "bias", "mult", "shift"), ("y",),
           (*CONV_ATTRS, "depth_multiplier", *OUT_ATTRS),
-          {"x": "NHWC", "weight": "1HWC", "y": "NHWC"},
+          {"x": "NHWC", "weight": "HWC: [KH, KW, C*M]", "y": "NHWC"},
           doc="output channel c*M+m reads input channel c"),
     OpDef("fully_connected", 2, ("x", "weight", "bias", "mult", "shift"), ("y",), OUT_ATTRS,
           {"x": "NC", "weight": "OI", "y": "NC"}),
@@ -78,6 +79,7 @@ OPS: tuple[OpDef, ...] = (
           {"x": "rows along the last axis", "exp_table": "int32[256]: round(2^16 exp(-s_in d))"},
           doc="output qparams fixed (1/256, -128); see docs/numerics.md"),
     # --- data movement (no arithmetic; qparams shared) ---
+    # rank r < 4 tensors are addressed as 4-D with 4 - r leading unit dims (ref/movement.py)
     OpDef("transpose", 11, ("x",), ("y",), ("perm0", "perm1", "perm2", "perm3"), {}),
     OpDef("concat", 12, (VARIADIC,), ("y",), ("axis",), {}),
     OpDef("pad", 13, ("x",), ("y",),

@@ -13,28 +13,30 @@ Four buffers of a chain, 16-byte alignment, one arena (offset up, ops to the rig
     Largest first, each at the lowest offset free while it is live: a at 0, c at 0
     (a is dead by op 2), b and d at 64. Arena 96 B = the lower bound (ops 1-3 hold 96 B).
 
-Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, plus search and spilling):
+Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
 
 - Aliases (free views such as reshape) fold into their root buffer: the root's lifetime
-  grows to cover every alias, and an alias lands at root offset + alias_offset.
+  grows to cover every view, and a view lands at root offset + alias_offset.
 - Legal in-place pairs (the input dies at the op that writes the output, which is no
   bigger) chain into one block at one offset. Any other two blocks live at a common op
   (lifetimes [first, last], inclusive) must not overlap in memory.
-- First fit: blocks taken in some order, each at the lowest aligned offset clear of the
-  placed blocks it is live with.
-- Squeaky wheel: the target is the lower bound (or the region size, if smaller); blocks
-  that end above it move to the front of the order and first fit runs again. Start
-  orders: size, start op, size x lifetime, lifetime (ties by buffer id, so deterministic).
-  Stops at the target, after 8 rounds per order, or when a work budget runs out; the best
-  packing (fewest bytes left out, then smallest) wins.
-- Regions: fastest (lowest rank) first. A block ending past the region's size is left
-  out, and tries the next region that accepts it (npu reach, pin); blocks with no later
-  option go first. Anything no region holds raises PlanError with the memory map.
+- First fit, TFLM's pass: largest block first, each at the lowest aligned offset clear of
+  the placed blocks it is live with.
+- If that ends above the target (the lower bound, or the region size if smaller), squeaky
+  wheel from four start orders (size; start op; size x lifetime; lifetime; ties by buffer
+  id): a block sits on the floor (offset 0) if free there, else hangs from the target if
+  free there, else takes the lowest free offset; blocks ending above the target move to
+  the front of the order and the pass runs again (8 rounds per order). The first pass
+  within the target ends the search; otherwise the best pass wins.
+- Regions, fastest (lowest rank) first: a block that would end past the region's size is
+  left out and tries the next region that accepts it (npu reach, pin); blocks with no later
+  option go first. A pass is scored by bytes left out, then top. Anything no region can
+  hold raises PlanError carrying the memory map.
 
-Cost: finding the E pairs of blocks live together is O(B log B + E) (a sweep by start op);
-one first-fit pass is O(B + sum k log k) for k placed live neighbours of each block; the
-number of passes is at most 32 and capped so that passes x (B + E) stays near 100k. A chain of
-400 buffers plans in a few milliseconds. The lower bound is the most bytes live during one op.
+Cost: a sweep by start op finds the E pairs of blocks live together in O(B log B + E); a
+pass is O(B + sum of k log k) for k placed live neighbours per block; at most 33 passes,
+fewer when passes x (B + E) would pass 100k. Chains of 400 buffers plan in ~10 ms.
+The lower bound is the most bytes live during a single op.
 """
 
 from __future__ import annotations
@@ -122,13 +124,24 @@ _ROUNDS = 8  # squeaky-wheel rounds per start order
 
 
 @dataclass
+class _Root:
+    """A buffer that owns memory, with the lifetime and constraints of all its views folded in."""
+
+    size: int
+    first: int
+    last: int
+    npu: bool = False
+    pins: set[str] = field(default_factory=set)
+
+
+@dataclass
 class _Block:
     """Root buffers sharing one offset (a single root, or an in-place chain) and their constraints."""
 
     members: list[int]
     segs: list[tuple[int, int, int]]
     npu: bool
-    pin: str | None
+    pins: frozenset[str]
     size: int = field(init=False)
     first: int = field(init=False)
     last: int = field(init=False)
@@ -166,18 +179,20 @@ def _layout(regions: list[Region] | None) -> list[Region]:
 
 def _accepts(region: Region, block: _Block) -> bool:
     """Whether the block may live in this region (npu reach, pin)."""
-    return (region.npu or not block.npu) and block.pin in (None, region.name)
+    return (region.npu or not block.npu) and block.pins <= {region.name}
 
 
 def _check(buffers: list[Buffer], num_ops: int) -> dict[int, Buffer]:
     """Index buffers by id, rejecting duplicate ids, negative sizes and impossible lifetimes."""
+    if num_ops < 0:
+        raise ValueError(f"num_ops must be >= 0, got {num_ops}")
     byid = {}
     for b in buffers:
         if b.id in byid:
             raise ValueError(f"duplicate buffer id {b.id}")
         if b.size < 0 or b.alias_offset < 0:
             raise ValueError(f"buffer {b.id}: negative size or alias offset")
-        if not (-1 <= b.first <= b.last <= num_ops and b.first < max(num_ops, 0)):
+        if not -1 <= b.first <= b.last <= num_ops or b.first >= max(num_ops, 0):
             raise ValueError(f"buffer {b.id}: lifetime [{b.first}, {b.last}] outside -1..{num_ops}")
         byid[b.id] = b
     return byid
@@ -214,20 +229,17 @@ def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Bl
     """Validate the graph; return the alias map and the blocks to place (aliases folded, in-place chained)."""
     byid = _check(buffers, num_ops)
     roots = _resolve(byid)
-    info: dict[int, list] = {}
+    info: dict[int, _Root] = {}
     for b in buffers:
         rid = roots[b.id][0]
-        r = info.setdefault(rid, [byid[rid].size, b.first, b.last, False, set()])
-        r[1], r[2] = min(r[1], b.first), max(r[2], b.last)
-        r[3] |= b.npu
-        r[4] |= {b.region} - {None}
-    for rid, (_, _, _, _, pins) in info.items():
-        if len(pins) > 1:
-            raise PlanError(f"buffer {_label(byid[rid])} and its views are pinned to {sorted(pins)}")
+        r = info.setdefault(rid, _Root(byid[rid].size, b.first, b.last))
+        r.first, r.last = min(r.first, b.first), max(r.last, b.last)
+        r.npu |= b.npu
+        r.pins |= {b.region} - {None}
     return roots, _chain(info, roots, inplace, num_ops)
 
 
-def _chain(info: dict[int, list], roots: dict, inplace, num_ops: int) -> list[_Block]:
+def _chain(info: dict[int, _Root], roots: dict, inplace, num_ops: int) -> list[_Block]:
     """Merge legal in-place pairs into chains sharing one offset; ignore pairs that are not legal."""
     group = {rid: [rid] for rid in info}
     for i, o in inplace:
@@ -239,25 +251,25 @@ def _chain(info: dict[int, list], roots: dict, inplace, num_ops: int) -> list[_B
             merged = gi + go
             for m in merged:
                 group[m] = merged
-    blocks = {id(g): g for g in group.values()}.values()
-    return sorted((_block(g, info, num_ops) for g in blocks), key=lambda b: b.members[0])
+    chains = {id(g): g for g in group.values()}.values()
+    return sorted((_block(g, info, num_ops) for g in chains), key=lambda b: b.members[0])
 
 
-def _legal(info: dict[int, list], gi: list[int], go: list[int], num_ops: int) -> bool:
+def _legal(info: dict[int, _Root], gi: list[int], go: list[int], num_ops: int) -> bool:
     """Whether chain go may start over the tail of chain gi (lifetimes meet, sizes and pins allow)."""
-    (isz, _, ilast, _, _), (osz, ofirst, _, _, _) = info[gi[-1]], info[go[0]]
-    pins = {p for m in gi + go for p in info[m][4]}
-    spans = {m: _span(info[m][1], info[m][2], num_ops) for m in gi + go}
+    tail, head = info[gi[-1]], info[go[0]]
+    pins = {p for m in gi + go for p in info[m].pins}
+    spans = {m: _span(info[m].first, info[m].last, num_ops) for m in gi + go}
     clash = any(spans[x][0] <= spans[y][1] and spans[y][0] <= spans[x][1]
                 for x in gi for y in go if (x, y) != (gi[-1], go[0]))
-    return ilast == ofirst and osz <= isz and len(pins) <= 1 and not clash
+    return tail.last == head.first and head.size <= tail.size and len(pins) <= 1 and not clash
 
 
-def _block(members: list[int], info: dict[int, list], num_ops: int) -> _Block:
+def _block(members: list[int], info: dict[int, _Root], num_ops: int) -> _Block:
     """Build a block from a chain of root ids."""
-    segs = [(*_span(info[m][1], info[m][2], num_ops), info[m][0]) for m in members]
-    pins = {p for m in members for p in info[m][4]}
-    return _Block(members, segs, any(info[m][3] for m in members), next(iter(pins), None))
+    segs = [(*_span(info[m].first, info[m].last, num_ops), info[m].size) for m in members]
+    pins = frozenset(p for m in members for p in info[m].pins)
+    return _Block(members, segs, any(info[m].npu for m in members), pins)
 
 
 def _bound(blocks: list[_Block]) -> int:
@@ -311,8 +323,9 @@ def _orders(blocks: list[_Block], ks: list[int]) -> list[list[int]]:
     return [sorted(ks, key=lambda k: (*key(blocks[k]), blocks[k].members[0])) for key in keys]
 
 
-def _lowest(nbrs: list[tuple[int, int, int]], pos: dict[int, int], alignment: int) -> int:
-    """Lowest aligned offset at which a block clears every placed neighbour."""
+def _offset(nbrs: list[tuple[int, int, int]], pos: dict[int, int], size: int, alignment: int,
+            ceiling: int | None) -> int:
+    """Lowest aligned offset clear of the placed neighbours; unless that is 0, hang from a free ceiling."""
     spans = sorted([(at - own + 1, at + other) for j, own, other in nbrs
                     if (at := pos.get(j)) is not None])
     x = 0
@@ -321,6 +334,10 @@ def _lowest(nbrs: list[tuple[int, int, int]], pos: dict[int, int], alignment: in
             break
         if hi > x:
             x = -(-hi // alignment) * alignment
+    if x and ceiling is not None:
+        top = (ceiling - size) // alignment * alignment
+        if top > x and not any(lo <= top < hi for lo, hi in spans):
+            return top
     return x
 
 
@@ -343,41 +360,41 @@ def _fill(blocks: list[_Block], options: list[list[int]], nbrs: list, layout: li
 
 def _pack(here: list[int], must: set[int], blocks: list[_Block], nbrs: list, cap: int | None,
           alignment: int, relax: bool) -> tuple[dict[int, int], int]:
-    """Best first-fit packing of one region found by squeaky-wheel search from a few start orders."""
+    """Best packing of one region: TFLM's greedy pass, then squeaky-wheel floor/ceiling passes."""
     target = _align(_bound([blocks[k] for k in here]), alignment)
     target = target if cap is None else min(target, cap)
-    rounds = max(2, _WORK // (1 + sum(len(nbrs[k]) + 1 for k in here)))
+    budget = max(2, _WORK // (1 + sum(len(nbrs[k]) + 1 for k in here)))
+    orders = _orders(blocks, here)
     best = None
-    for order in _orders(blocks, here):
-        for _ in range(min(_ROUNDS, rounds)):
-            rounds -= 1
+    for order, hang in [(orders[0], False)] + [(o, True) for o in orders]:
+        for _ in range(_ROUNDS if hang else 1):
             order = [k for k in order if k in must] + [k for k in order if k not in must]
-            pos, over, end = _decode(order, must, blocks, nbrs, cap, target, alignment, relax)
-            lost = [blocks[k].size for k in here if k not in pos]
-            score = (sum(blocks[k].size for k in must if k not in pos), sum(lost), end)
+            pos, over, end = _decode(order, blocks, nbrs, cap, target, hang, alignment,
+                                     must if relax else set())
+            lost = [k for k in here if k not in pos]
+            score = (sum(blocks[k].size for k in lost if k in must), sum(blocks[k].size for k in lost), end)
             if best is None or score < best[0]:
-                best = score, pos, end
-            if not over or rounds <= 0:
-                break
+                best = score, pos
+            budget -= 1
+            if not over or budget <= 0:
+                return best[1], best[0][2]
             late = set(over)
             order = over + [k for k in order if k not in late]
-        if best[0][:2] == (0, 0) and best[2] <= target or rounds <= 0:
-            break
-    return best[1], best[2]
+    return best[1], best[0][2]
 
 
-def _decode(order: list[int], must: set[int], blocks: list[_Block], nbrs: list, cap: int | None,
-            target: int, alignment: int, relax: bool) -> tuple[dict[int, int], list[int], int]:
-    """First fit in order; returns offsets, the blocks ending past target, and the end of the highest."""
+def _decode(order: list[int], blocks: list[_Block], nbrs: list, cap: int | None, target: int,
+            hang: bool, alignment: int, force: set[int]) -> tuple[dict[int, int], list[int], int]:
+    """Place blocks in order (past cap only if forced); return offsets, blocks ending past target, top."""
     pos: dict[int, int] = {}
     over = []
     end = 0
     for k in order:
-        x = _lowest(nbrs[k], pos, alignment)
+        x = _offset(nbrs[k], pos, blocks[k].size, alignment, target if hang else None)
         top = x + blocks[k].size
         if top > target:
             over.append(k)
-        if cap is None or top <= cap or (relax and k in must):
+        if cap is None or top <= cap or k in force:
             pos[k] = x
             end = max(end, top)
     return pos, over, end
@@ -404,7 +421,7 @@ def _failure(diag: Plan, blocks: list[_Block], fill: _Fill) -> str:
            for reg, used in zip(diag.layout, fill.used) if reg.size is not None and used > reg.size]
     for k in fill.unplaced:
         b = blocks[k]
-        need = ", ".join(["npu"] * b.npu + [f"pinned to {b.pin}"] * (b.pin is not None))
+        need = ", ".join(["npu"] * b.npu + [f"pinned to {' and '.join(sorted(b.pins))}"] * bool(b.pins))
         why.append(f"{_label(byid[b.members[0]])} ({b.size} B{', ' + need if need else ''}) fits no region")
     return "memory plan does not fit: " + "; ".join(why) + "\n" + diag.memory_map(limit=5)
 

@@ -23,6 +23,9 @@ class Interpreter:
     """
 
     def __init__(self, program: Program):
+        if program.target.rounding != "single":
+            raise McutorchError(f"rounding mode {program.target.rounding!r} is reserved; this "
+                                "mcutorch executes single-rounding programs only")
         self.program = program
         self.arenas = [np.zeros(r.size, np.uint8) for r in program.regions]
         self.views = [self._view(i) for i in range(len(program.tensors))]

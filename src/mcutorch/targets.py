@@ -151,8 +151,10 @@ class Target:
     """A parsed target: CPU + switches + optional NPU. Build one with `parse_target`.
 
     >>> t = parse_target("cortex-m55+nomve")
-    >>> (t.cpu, t.isa, t.arch, t.gcc_flags)
-    ('cortex-m55', 'dsp', 'armv8.1-m.main', ('-mcpu=cortex-m55+nomve', '-mthumb', '-mfloat-abi=hard'))
+    >>> (t.cpu, t.isa, t.arch)
+    ('cortex-m55', 'dsp', 'armv8.1-m.main')
+    >>> " ".join(t.gcc_flags)
+    '-mcpu=cortex-m55+nomve -mthumb -mfloat-abi=hard'
     """
 
     name: str  # canonical name, e.g. "cortex-m55+nomve+ethos-u55-128"

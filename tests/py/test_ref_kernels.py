@@ -28,7 +28,7 @@ FULL = dict(act_min=-128, act_max=127)
 # ----------------------------------------------------------------------------- helpers
 
 def rq_py(acc: int, mult: int, shift: int) -> int:
-    """Single-rounding requantization with Python ints: floor((acc*mult + 2^(shift-1)) / 2^shift)."""
+    """Single-rounding requantization in Python ints: floor((acc*mult + 2^(shift-1)) / 2^shift)."""
     return (int(acc) * int(mult) + (1 << (int(shift) - 1))) >> int(shift)
 
 
@@ -98,7 +98,10 @@ ZPS = [-128, 127, 0, -3, 17]
 
 # ----------------------------------------------------------------------------- op table
 
-@pytest.mark.parametrize("op", [op for op in ops.OPS if op.name != "delegate"], ids=lambda o: o.name)
+KERNEL_OPS = [op for op in ops.OPS if op.name != "delegate"]
+
+
+@pytest.mark.parametrize("op", KERNEL_OPS, ids=lambda o: o.name)
 def test_kernel_signature_matches_op_table(op):
     params = list(inspect.signature(KERNELS[op.name]).parameters.values())
     positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
@@ -414,8 +417,9 @@ def pool_windows(x, kh, kw, sh, sw, pads):
 
 def pool_out_shape(x, kh, kw, sh, sw, pads):
     pt, pl, pb, pr = pads
-    return (x.shape[0], (x.shape[1] + pt + pb - kh) // sh + 1, (x.shape[2] + pl + pr - kw) // sw + 1,
-            x.shape[3])
+    ho = (x.shape[1] + pt + pb - kh) // sh + 1
+    wo = (x.shape[2] + pl + pr - kw) // sw + 1
+    return x.shape[0], ho, wo, x.shape[3]
 
 
 POOL_CASES = [  # (N, H, W, C, KH, KW, stride, pads)
@@ -534,6 +538,18 @@ def test_softmax(length, s_in):
     # loose sanity against float softmax: quantization step 1/256 plus the table's rounding
     ref = torch.softmax(torch.from_numpy(x.astype(np.float64)) * s_in, dim=-1).numpy()
     assert np.abs((got.astype(np.float64) + 128) / 256 - ref).max() <= 1 / 256 + 1e-3
+
+
+def test_softmax_rounds_ties_up():
+    """256 e / sum exactly k + 1/2 (possible only for even sums) rounds up (custom legal tables)."""
+    table = np.full(256, 128, np.int32)
+    table[0] = 511 * 128  # row [0, -1]: e = [65408, 128], sum 65536, 256 * 128 / sum = 0.5
+    assert KERNELS["softmax"](np.array([[0, -1]], np.int8), table).tolist() == [[127, -127]]
+    table[:] = 1  # 512 equal elements: 256 / 512 = 0.5 -> 1
+    assert (KERNELS["softmax"](np.zeros((1, 512), np.int8), table) == -127).all()
+    table[0], table[1] = 3, 1  # row [0, -1, -1]: sum 5, 153.6 and 51.2 -> 154, 51 (no tie)
+    assert KERNELS["softmax"](np.array([[0, -1, -1]], np.int8), table).tolist() == \
+        [[154 - 128, 51 - 128, 51 - 128]]
 
 
 def test_softmax_longest_row():
@@ -704,4 +720,5 @@ def test_boundary_quantize():
     expected = [min(max(round(float(np.float32(v) / np.float32(s))) + 3, -128), 127) for v in x]
     assert q.tolist() == expected and q.dtype == np.int8
     assert quant.quantize(np.array([0.5, 1.5, 2.5]), 1.0, 0).tolist() == [0, 2, 2]
-    np.testing.assert_array_equal(quant.dequantize(q, s, 3), (q.astype(np.float32) - 3) * np.float32(s))
+    expected_real = (q.astype(np.float32) - 3) * np.float32(s)
+    np.testing.assert_array_equal(quant.dequantize(q, s, 3), expected_real)

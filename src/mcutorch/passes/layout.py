@@ -66,6 +66,7 @@ def _reshape(node: Node, graph, consumers):
         if (len(y.shape) == 2 and users and y not in graph.outputs
                 and all(u.op == "fully_connected" for u in users)):
             _fold_flatten(users, _nchw_shape(x), y)
+            graph.meta.setdefault("nhwc_flattened", {})[y.name] = _nchw_shape(x)[1:]
         else:
             x = _transpose(x, TO_NCHW, _nchw_shape(x), out, node)
     if y.layout == "NHWC" and not _orders_agree(_nchw_shape(y)):

@@ -30,7 +30,7 @@ class Area:
 class TargetInfo:
     """What the program was compiled for (ids: schema.CPUS, ISAS, NPUS, ROUNDINGS)."""
 
-    cpu: str = "generic"
+    cpu: str
     isa: str = "scalar"
     npu: str = "none"
     rounding: str = "single"
@@ -126,7 +126,8 @@ class Binding:
     def __post_init__(self):
         shape = tuple(int(d) for d in self.shape)
         self.shape = (1,) * (S.MAX_RANK - len(shape)) + shape
-        self.tensor, self.offset, self.elem_size = int(self.tensor), int(self.offset), int(self.elem_size)
+        self.tensor, self.offset = int(self.tensor), int(self.offset)
+        self.elem_size = int(self.elem_size)
 
 
 @dataclass
@@ -167,7 +168,8 @@ class Program:
     metadata: dict | None = None
 
     def __post_init__(self):
-        self.regions, self.tensors, self.ops = list(self.regions), list(self.tensors), list(self.ops)
+        self.regions, self.tensors = list(self.regions), list(self.tensors)
+        self.ops = list(self.ops)
         self.inputs = [int(i) for i in self.inputs]
         self.outputs = [int(i) for i in self.outputs]
         self.delegates = list(self.delegates)

@@ -1,33 +1,36 @@
 """The mcutorch program file, format 1.0: the one description of its bytes.
 
 Everything here is data. The Python writer/reader (`writer.py`, `reader.py`) and the generated C
-header `runtime/include/mt_program.h` (`python -m mcutorch.program.schema --c-header`) are both
+header `runtime/include/mt_program.h` (`python -m mcutorch.program --c-header`) are both
 derived from the structs and enums below; nothing else spells out an offset.
 
 Layout (little-endian; every section starts on a 16-byte boundary; padding is zero)::
 
-    0x00 +---------------------------------------------+
-         | HEADER (32 B)                                |
-         |   magic "MCUT" | major u16 | minor u16        |
-         |   file_size | crc32 | flags | section_count    |
-         |   section_table | reserved                    |
-    0x20 +---------------------------------------------+  crc32 = zlib.crc32(file[16:])
-         | SECTION TABLE: section_count x SECTION (16 B)|
-         |   kind u16 | flags u16 | offset | size | rsvd |
-         +---------------------------------------------+
-         | TARGET     1 x TARGET (16 B)                 |
-         | REGIONS    n x REGION (32 B)                 |
-         | TENSORS    n x TENSOR (48 B)                 |
-         | OPS        n x OP (32 B)                     |
-         | OPERANDS   n x i32 tensor index              |  op k: inputs then outputs
-         | ATTRS      n x i32                           |  op k: ops.py attribute order
-         | IO         IO (8 B) + n_inputs + n_outputs i32|
-         | DELEGATES  n x DELEGATE (56 B)               |
-         | BINDINGS   n x BINDING (36 B)                |  delegate I/O inside Vela's scratch
-         | CONST      constant blob (tensors, command   |  each item 16-aligned, read in place
-         |            streams, NPU weights)             |
-         | METADATA   UTF-8 JSON (SKIPPABLE)            |  last, so it can be stripped
-         +---------------------------------------------+
+    offset
+    0x00 +------------------------------------------------+
+         | HEADER (32 B)                                  |
+         |   magic "MCUT" | version_major u16 | minor u16  |
+         |   file_size u32 | crc32 u32                    |
+    0x10 |   flags | section_count | section_table        |  crc32 = zlib.crc32(file[0x10:])
+         |   reserved                          (all u32)  |
+    0x20 +------------------------------------------------+
+         | SECTION TABLE  section_count x SECTION (16 B)  |
+         |   kind u16 | flags u16 | offset | size | rsvd  |
+         +------------------------------------------------+  every section 16-aligned:
+         | TARGET     1 x TARGET (16 B)                   |
+         | REGIONS    n x REGION (32 B)                   |
+         | TENSORS    n x TENSOR (48 B)                   |
+         | OPS        n x OP (32 B)                       |
+         | OPERANDS   n x i32 tensor index                |  per op: inputs, then outputs
+         | ATTRS      n x i32                             |  per op: ops.py attribute order
+         | IO         IO (8 B), then i32 input indices,   |
+         |            then i32 output indices             |
+         | DELEGATES  n x DELEGATE (56 B)                 |
+         | BINDINGS   n x BINDING (36 B)                  |  delegate I/O in Vela's scratch
+         | CONST      constant blob: const tensors, NPU   |  every item 16-aligned: read
+         |            command streams and weights         |  in place from flash
+         | METADATA   UTF-8 JSON object (SKIPPABLE)       |  last, so it is cheap to strip
+         +------------------------------------------------+
 
 Sections are found through the table only; the writer emits them in the order above. Array
 sections hold `size / record size` records. A reader skips sections whose kind it does not know
@@ -39,8 +42,9 @@ opcode). Record layouts change only with the major version.
 
 Meaning of the records:
   * TARGET: CPU / ISA level / NPU the program was compiled for (ids in CPUS / ISAS / NPUS), the
-    requantization rounding rule (ROUNDINGS; "tflite" is reserved for imported TFLite models), and
-    program flags (none defined in 1.0; must be 0).
+    requantization rounding rule (ROUNDINGS; "tflite" is reserved for imported TFLite models: the
+    format carries it, executors refuse it until they implement it), and program flags (none
+    defined in 1.0; must be 0).
   * REGION: one memory arena the caller provides: name (<= 8 ASCII chars [A-Za-z0-9_], zero
     padded), `size` bytes needed, `capacity` of the board region (0 = unknown), `base` address
     (informational, valid with REGION_FLAG_BASE_KNOWN), `alignment` the arena needs (power of two,
@@ -63,6 +67,12 @@ Meaning of the records:
   * METADATA: a JSON object; known keys: "model" (str), "tensor_names" (list of str, one per
     tensor), "sources" (list of {"loc": "file:line", "op": torch op}; OP.source indexes it),
     "options" (object). Other keys are kept as they are.
+
+Validation (reader.py, then validate.py; the C loader does the same in the same order): header
+size, magic, version, file_size == buffer length, CRC, reserved fields; section table bounds,
+alignment, overlap, kinds, record sizes; every record's enum ids and reserved fields; then every
+index and byte range (tensors in their region / CONST, operand and attribute ranges, scratch,
+delegate blobs and bindings, IO) and the counts ops.py prescribes. Failures are named by ERRORS.
 """
 from __future__ import annotations
 
@@ -112,8 +122,9 @@ DTYPE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)
 STORAGES = ("arena", "const")
 ISAS = ("scalar", "dsp", "mve")
 ROUNDINGS = ("single", "tflite")
-CPUS = ("generic", "cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7",
-        "cortex-m23", "cortex-m33", "cortex-m35p", "cortex-m52", "cortex-m55", "cortex-m85")
+# CPU and NPU ids are the ones targets.py documents (a test keeps the two tables equal).
+CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m23",
+        "cortex-m33", "cortex-m35p", "cortex-m55", "cortex-m85")
 NPUS = ("none", "ethos-u55-32", "ethos-u55-64", "ethos-u55-128", "ethos-u55-256",
         "ethos-u65-256", "ethos-u65-512", "ethos-u85-128", "ethos-u85-256", "ethos-u85-512",
         "ethos-u85-1024", "ethos-u85-2048")
@@ -161,6 +172,7 @@ class Struct:
         self._struct = struct.Struct(self.format)
         self.size = self._struct.size
         self.offsets = _natural_offsets(self)
+        self._plan = tuple((f.name, f.count if f.is_array else 0) for f in self.fields)
 
     @property
     def c_name(self) -> str:
@@ -191,12 +203,12 @@ class Struct:
         """Unpack one record at `offset` (caller checked bounds) into a dict."""
         flat = self._struct.unpack_from(buf, offset)
         out, i = {}, 0
-        for f in self.fields:
-            if f.is_array:
-                out[f.name] = tuple(flat[i:i + f.count])
-                i += f.count
+        for name, count in self._plan:
+            if count:
+                out[name] = flat[i:i + count]
+                i += count
             else:
-                out[f.name] = flat[i]
+                out[name] = flat[i]
                 i += 1
         return out
 
@@ -217,7 +229,7 @@ def _numpy_format(f: Field):
 
 
 def _natural_offsets(s: Struct) -> dict[str, int]:
-    """Field offsets; asserts the layout has no implicit C padding (every field naturally aligned)."""
+    """Field offsets; asserts there is no implicit C padding (every field naturally aligned)."""
     offsets, pos, widest = {}, 0, 1
     for f in s.fields:
         align = _TYPES[f.type][1]
@@ -292,7 +304,7 @@ OP = Struct("op", "bad_op", "one op: kernel, operands, attributes, scratch", [
     F("scratch_size", "u32"),
     F("source", "u32", doc="index into metadata sources, NONE32 = none"),
 ])
-IO = Struct("io", "bad_io", "head of the IO section; n_inputs + n_outputs i32 tensor indices follow", [
+IO = Struct("io", "bad_io", "IO section head; n_inputs + n_outputs i32 tensor indices follow", [
     F("n_inputs", "u32"),
     F("n_outputs", "u32"),
 ])
@@ -359,7 +371,7 @@ HEADER_PATH = Path(__file__).resolve().parents[3] / "runtime" / "include" / "mt_
 
 def check_header_current(path: Path | str | None = None) -> bool:
     """True when the C header at `path` (default runtime/include/mt_program.h) is what
-    `python -m mcutorch.program.schema --c-header` generates now."""
+    `python -m mcutorch.program --c-header` generates now."""
     from mcutorch.program.c_header import generate
 
     path = Path(path) if path is not None else HEADER_PATH
@@ -378,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = check_header_current()
         print(f"{HEADER_PATH}: {'current' if ok else 'STALE: regenerate with --c-header'}")
         return 0 if ok else 1
-    print("usage: python -m mcutorch.program.schema --c-header | --check", file=sys.stderr)
+    print("usage: python -m mcutorch.program --c-header | --check", file=sys.stderr)
     return 2
 
 

@@ -22,11 +22,13 @@ def check(cond: bool, msg: str) -> None:
 
 def as_array(a, dtype, name: str, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
     """`a` as an ndarray of exactly `dtype` (no silent casts), optionally of a given rank."""
-    check(isinstance(a, np.ndarray), f"{name}: expected a numpy array, got {type(a).__name__}")
-    check(a.dtype == dtype, f"{name}: expected dtype {np.dtype(dtype)}, got {a.dtype}")
-    if ndim is not None:
-        ranks = (ndim,) if isinstance(ndim, int) else ndim
-        check(a.ndim in ranks, f"{name}: expected rank {ndim}, got shape {a.shape}")
+    # messages are formatted only on failure: this runs on every operand of every call
+    if not isinstance(a, np.ndarray):
+        raise ValueError(f"{name}: expected a numpy array, got {type(a).__name__}")
+    if a.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {np.dtype(dtype)}, got {a.dtype}")
+    if ndim is not None and a.ndim not in ((ndim,) if isinstance(ndim, int) else ndim):
+        raise ValueError(f"{name}: expected rank {ndim}, got shape {a.shape}")
     return a
 
 

@@ -38,7 +38,7 @@ def _im2col(xc, kh, kw, ho, wo, stride_h, stride_w, dilation_h, dilation_w):
     """Patches of padded float64 NHWC xc -> (N, Ho, Wo, KH, KW, C) (a copy, C fastest)."""
     eff_h, eff_w = dilation_h * (kh - 1) + 1, dilation_w * (kw - 1) + 1
     win = sliding_window_view(xc, (eff_h, eff_w), axis=(1, 2))  # (N, H', W', C, effH, effW)
-    win = win[:, ::stride_h, ::stride_w, :, ::dilation_h, ::dilation_w][:, :, :, :, ::-1][:, :ho, :wo]
+    win = win[:, ::stride_h, ::stride_w, :, ::dilation_h, ::dilation_w][:, :ho, :wo]
     return np.ascontiguousarray(win.transpose(0, 1, 2, 4, 5, 3))
 
 
@@ -78,7 +78,7 @@ def depthwise_conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilati
     as_array(x, np.int8, "x", 4)
     as_array(weight, np.int8, "weight", (3, 4))
     if weight.ndim == 4:
-        check(weight.shape[0] == 1, f"depthwise weight: expected (1, KH, KW, C*M), got {weight.shape}")
+        check(weight.shape[0] == 1, f"depthwise weight: need (1, KH, KW, C*M), not {weight.shape}")
         weight = weight[0]
     check_zp("in_zp", in_zp)
     n, _, _, c = x.shape

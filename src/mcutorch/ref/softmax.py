@@ -31,7 +31,7 @@ def softmax_exp_table(scale: float) -> np.ndarray:
 
 def _check_table(exp_table):
     as_array(exp_table, np.int32, "exp_table", 1)
-    check(exp_table.shape == (256,), f"softmax: exp_table must have 256 entries, got {exp_table.shape}")
+    check(exp_table.shape == (256,), f"softmax: exp_table needs 256 entries, not {exp_table.shape}")
     check(exp_table[0] >= 1 and exp_table.min() >= 0 and exp_table.max() <= EXP_ONE,
           "softmax: exp_table entries must lie in [0, 65536] with exp_table[0] > 0")
 

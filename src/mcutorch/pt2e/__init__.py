@@ -1,4 +1,6 @@
-"""PT2E quantization: export -> prepare_pt2e(our Quantizer) -> calibrate -> convert_pt2e."""
+"""PT2E quantization: export -> prepare_pt2e(our Quantizer) -> calibrate -> convert_pt2e.
+
+`mcutorch.quantize` is the `quantize` function of this package."""
 from __future__ import annotations
 
 

@@ -39,7 +39,7 @@ SHARED_OPS = {
     A.flatten.using_ints, A.view.default, A.reshape.default, A.squeeze.dim, A.squeeze.dims,
     A.squeeze.default, A.unsqueeze.default, A.permute.default, A.transpose.int,
     A.pad.default, A.constant_pad_nd.default, A.dropout.default, A.contiguous.default,
-    A.clone.default, A.cat.default, A.concat.default, A.amax.default,
+    A.clone.default, A.cat.default, A.concat.default, A.amax.default, A.unflatten.int,
 }
 FIXED_OUT = {
     A.softmax.int: (1 / 256, -128), A._softmax.default: (1 / 256, -128),
@@ -94,12 +94,13 @@ class Quantizer(_PT2EQuantizer):
         t = node.target
         act = self.activation_spec()
         if t in MAC_OPS:
-            qmap = {node.args[0]: act, node.args[1]: self.weight_spec()}
+            qmap = {node.args[0]: self.input_spec(node.args[0], node),
+                    node.args[1]: self.weight_spec()}
             if len(node.args) > 2 and isinstance(node.args[2], Node):
                 qmap[node.args[2]] = self.bias_spec(node)
             self._annotate_with_activation(node, qmap)
         elif t in BINARY_OPS:
-            qmap = {a: act for a in node.args[:2] if _is_float_tensor(a)}
+            qmap = {a: self.input_spec(a, node) for a in node.args[:2] if _is_float_tensor(a)}
             self._annotate_with_activation(node, qmap)
         elif t in ACTIVATIONS:  # standalone: its own output range
             _set(node, {node.args[0]: act}, act)
@@ -109,6 +110,13 @@ class Quantizer(_PT2EQuantizer):
             _set(node, {node.args[0]: act}, self.fixed_spec(*FIXED_OUT[t]))
         elif t in FREE_OUT:
             _set(node, {node.args[0]: act}, act)
+
+    def input_spec(self, arg: Node, node: Node):
+        """Activation spec for an input edge; reuse a fixed-qparams producer's (no requant)."""
+        ann = arg.meta.get(KEY)
+        if ann is not None and isinstance(ann.output_qspec, FixedQParamsQuantizationSpec):
+            return SharedQuantizationSpec(arg)
+        return self.activation_spec()
 
     def _annotate_with_activation(self, node: Node, qmap: dict) -> None:
         users = list(node.users)

@@ -1,0 +1,129 @@
+/*
+ * mcutorch.h - the mcutorch C runtime: run a compiled program file on a microcontroller.
+ *
+ * C99, no heap, no recursion, no printf. The caller owns every byte of memory:
+ *
+ *   mt_model m;                                   fixed size, anywhere (stack, .bss)
+ *   mt_load(&m, program, size, &kernels);         validate EVERY byte; nothing runs yet
+ *   mt_bind_state(&m, state, n);                  n >= mt_state_size(&m)
+ *   for (r = 0; r < mt_region_count(&m); r++)
+ *       mt_bind_arena(&m, r, arena[r], n_r);      n_r >= mt_arena_size(&m, r)
+ *   memcpy(mt_input(&m, 0)->data, x, mt_input(&m, 0)->size);
+ *   mt_invoke(&m);                                runs every op, in program order
+ *   y = mt_output(&m, 0)->data;
+ *
+ * Every fallible call returns an mt_status: MT_STATUS_OK (0), a load error MT_ERR_* (1..63,
+ * mt_program.h; the same reason the Python reader gives for the same file) or a run-time
+ * MT_STATUS_* (64.., mt_kernel.h). mt_status_name() gives its name.
+ *
+ * Memory picture (three kinds, all passed in):
+ *
+ *   program (flash or RAM; start 16-byte aligned; read in place, never written; must outlive m)
+ *   +--------+----------------------------+----------------------------------+----------+
+ *   | header | records: regions, tensors, | CONST: weights, biases, tables,  | METADATA |
+ *   |  CRC32 | ops, operands, attrs, io,  | command streams; every item      | skipped  |
+ *   |        | delegates, bindings        | 16-aligned, read by the kernels  |          |
+ *   +--------+----------------------------+----------------------------------+----------+
+ *
+ *   state (RAM, pointer-aligned, mt_state_size(&m) bytes; a few hundred bytes):
+ *   +----------------------+--------------------------+-------------------------------+
+ *   | void *arena[regions] | mt_tensor per input and  | mt_tensor x (most operands of |
+ *   |                      | per output (user views)  | one op): the running op's args|
+ *   +----------------------+--------------------------+-------------------------------+
+ *     size = regions * sizeof(void *) + (inputs + outputs + max operands) * sizeof(mt_tensor)
+ *     (mcutorch.crt.state_size(program) computes it on the host for a 32-bit target)
+ *
+ *   arena r (RAM, mt_arena_size(&m, r) bytes, aligned to mt_region(&m, r)->alignment):
+ *   +---------+------+---------+-----------------+------+--------------+
+ *   | input x | t3   | scratch | delegate scratch | t7   | output y ... |   planned offsets:
+ *   +---------+------+---------+-----------------+------+--------------+   tensors share
+ *     bytes in time, never while both are alive; the runtime never clears an arena.
+ *
+ * Why a state buffer: an op's tensor views are built just before its kernel runs, into one
+ * buffer sized for the op with the most operands, so RAM does not grow with the model.
+ *
+ * Program buffer: 16-byte aligned (constants are 16-aligned inside the file so that kernels
+ * may use aligned vector loads), little-endian CPU. METADATA (names, source locations) is
+ * skipped: a device build may strip it (`Program.stripped()`).
+ *
+ * Compile-time switches: MT_SKIP_CRC (fuzzing builds: no CRC check), MT_PROFILE (call the
+ * mt_port_op_begin / mt_port_op_end hooks of runtime/port/mt_port.h around every op).
+ */
+#ifndef MCUTORCH_H
+#define MCUTORCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mt_kernel.h"
+#include "mt_program.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A loaded program. Caller-owned; its fields are private (use the functions below). */
+typedef struct {
+  const uint8_t *program;
+  const mt_kernel_table *kernels; /* NULL: validate only (mt_invoke refuses) */
+  const mt_target_t *target;
+  const mt_region_t *regions;
+  const mt_tensor_t *tensors;
+  const mt_op_t *ops;
+  const int32_t *operands;
+  const int32_t *attrs;
+  const int32_t *io; /* input then output tensor indices */
+  const mt_delegate_t *delegates;
+  const mt_binding_t *bindings;
+  const uint8_t *constants;
+  uint32_t n_regions, n_tensors, n_ops, n_operands, n_attrs;
+  uint32_t n_inputs, n_outputs, n_delegates, n_bindings, const_size;
+  uint32_t max_operands; /* most operands (inputs + outputs) of one op */
+  void **arenas;         /* state: base of each bound arena (NULL = not bound) */
+  mt_tensor *views;      /* state: input views, output views, then the running op's */
+  uint8_t stage;         /* MT_STAGE_* below */
+} mt_model;
+
+enum { MT_STAGE_EMPTY = 0, MT_STAGE_LOADED = 1, MT_STAGE_READY = 2 };
+
+/* 1. Validate `program` (size bytes, 16-aligned) and remember where its records are.
+ * Checks everything the Python reader checks, in the same order (same MT_ERR_* for the same
+ * bytes; METADATA excepted, which is skipped), then that `kernels` has a function for every
+ * (opcode, variant) of the program's non-delegate ops (else MT_STATUS_NO_KERNEL). `kernels`
+ * may be NULL to validate only. MT_STATUS_BAD_ARGUMENT: NULL or misaligned pointers. */
+mt_status mt_load(mt_model *m, const void *program, size_t size, const mt_kernel_table *kernels);
+
+/* 2. Bytes of state the loaded program needs (see the picture); 0 before mt_load. */
+size_t mt_state_size(const mt_model *m);
+/* Give the state buffer (pointer-aligned; MT_STATUS_ARENA_TOO_SMALL when too small). */
+mt_status mt_bind_state(mt_model *m, void *state, size_t size);
+
+/* 3. The memory regions (one arena each) in the program's order, with the planner's needs:
+ * name (<= 8 chars, zero padded), size, alignment, NPU reachability. NULL when out of range. */
+uint32_t mt_region_count(const mt_model *m);
+const mt_region_t *mt_region(const mt_model *m, uint32_t region);
+uint32_t mt_arena_size(const mt_model *m, uint32_t region); /* 0 when out of range */
+/* Bind arena `region`: `mem` aligned to the region's alignment, `size` >= its size.
+ * Needs the state bound first (MT_STATUS_BAD_STATE); may be called again to move an arena. */
+mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size);
+
+/* 4. Program inputs and outputs: int8 (usually) NHWC tensors whose data points into the
+ * bound arenas. NULL when out of range or before mt_bind_state; data is NULL while the
+ * tensor's arena is unbound. The view stays valid until the next call on `m`. */
+uint32_t mt_input_count(const mt_model *m);
+uint32_t mt_output_count(const mt_model *m);
+mt_tensor *mt_input(mt_model *m, uint32_t i);
+const mt_tensor *mt_output(mt_model *m, uint32_t i);
+
+/* 5. Run every op once. MT_STATUS_BAD_STATE before all arenas (of non-zero size) are bound or
+ * when loaded without kernels; otherwise the first non-OK kernel / delegate status. */
+mt_status mt_invoke(mt_model *m);
+
+/* Helpers. */
+const char *mt_status_name(int status); /* "ok", "bad_crc", "no_kernel", ... */
+uint32_t mt_crc32(uint32_t crc, const void *data, size_t n); /* zlib crc32; start with 0 */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MCUTORCH_H */

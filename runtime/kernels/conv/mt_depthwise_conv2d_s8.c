@@ -1,0 +1,134 @@
+/*
+ * mt_depthwise_conv2d_s8.c - depthwise 2-D convolution, int8 NHWC, any depth multiplier M.
+ *
+ * Output channel c*M + m reads input channel c only. Per output pixel the in-bounds taps are
+ * found once (padding contributes 0 and is never read); each output channel then accumulates
+ * over the window, stepping C bytes per tap in x and C*M bytes per tap in the weights.
+ */
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+typedef struct {
+  const int8_t *x, *w;
+  const int32_t *bias, *mult, *shift;
+  int8_t *y;
+  mt_axis ah, aw;
+  int32_t batch, c, m, kw;
+  int32_t x_off, out_zp, act_min, act_max;
+} dw_ctx;
+
+/* The weight as (KH, KW, C*M): rank 3, or rank 4 with a leading 1 ("1HWC"). */
+static const uint32_t *dw_weight_dims(const mt_tensor *w)
+{
+  if (w->rank == 4 && w->shape[0] == 1) {
+    return &w->shape[1];
+  }
+  return w->rank == 3 ? w->shape : NULL;
+}
+
+static int dw_shapes_ok(const mt_op_args *a, const uint32_t *wd)
+{
+  const mt_tensor *x = &a->in[MT_DEPTHWISE_CONV2D_IN_X];
+  const mt_tensor *y = &a->out[MT_DEPTHWISE_CONV2D_OUT_Y];
+  const int32_t m = a->attrs[MT_DEPTHWISE_CONV2D_DEPTH_MULTIPLIER];
+  return wd != NULL && mt_tensor_ok(x, MT_DTYPE_INT8, 4) && mt_tensor_ok(y, MT_DTYPE_INT8, 4) &&
+         mt_tensor_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT], MT_DTYPE_INT8,
+                      a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT].rank) &&
+         m >= 1 && mt_dim(wd[2]) >= 0 && (uint64_t)x->shape[3] * (uint32_t)m == wd[2] &&
+         y->shape[0] == x->shape[0] && y->shape[3] == wd[2] &&
+         mt_vec_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_BIAS], wd[2]) &&
+         mt_vec_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_MULT], wd[2]) &&
+         mt_vec_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_SHIFT], wd[2]);
+}
+
+static int dw_init(dw_ctx *c, const mt_op_args *a)
+{
+  if (!mt_args_ok(a, MT_DEPTHWISE_CONV2D_N_INPUTS, MT_DEPTHWISE_CONV2D_N_OUTPUTS,
+                  MT_DEPTHWISE_CONV2D_N_ATTRS)) {
+    return 0;
+  }
+  const uint32_t *wd = dw_weight_dims(&a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT]);
+  if (!dw_shapes_ok(a, wd)) {
+    return 0;
+  }
+  const int32_t *at = a->attrs;
+  const mt_tensor *x = &a->in[MT_DEPTHWISE_CONV2D_IN_X], *y = &a->out[MT_DEPTHWISE_CONV2D_OUT_Y];
+  c->x = (const int8_t *)x->data;
+  c->w = (const int8_t *)a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT].data;
+  c->bias = (const int32_t *)a->in[MT_DEPTHWISE_CONV2D_IN_BIAS].data;
+  c->mult = (const int32_t *)a->in[MT_DEPTHWISE_CONV2D_IN_MULT].data;
+  c->shift = (const int32_t *)a->in[MT_DEPTHWISE_CONV2D_IN_SHIFT].data;
+  c->y = (int8_t *)y->data;
+  c->batch = mt_dim(x->shape[0]);
+  c->c = (int32_t)x->shape[3];
+  c->m = at[MT_DEPTHWISE_CONV2D_DEPTH_MULTIPLIER];
+  c->kw = mt_dim(wd[1]);
+  c->x_off = -at[MT_DEPTHWISE_CONV2D_IN_ZP];
+  c->out_zp = at[MT_DEPTHWISE_CONV2D_OUT_ZP];
+  c->act_min = at[MT_DEPTHWISE_CONV2D_ACT_MIN];
+  c->act_max = at[MT_DEPTHWISE_CONV2D_ACT_MAX];
+  return c->batch >= 0 &&
+         mt_axis_init(&c->ah, x->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
+                      at[MT_DEPTHWISE_CONV2D_DILATION_H], at[MT_DEPTHWISE_CONV2D_PAD_TOP],
+                      at[MT_DEPTHWISE_CONV2D_PAD_BOTTOM], y->shape[1]) &&
+         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_DEPTHWISE_CONV2D_STRIDE_W],
+                      at[MT_DEPTHWISE_CONV2D_DILATION_W], at[MT_DEPTHWISE_CONV2D_PAD_LEFT],
+                      at[MT_DEPTHWISE_CONV2D_PAD_RIGHT], y->shape[2]) &&
+         mt_zp_ok(at[MT_DEPTHWISE_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
+         mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, wd[2]);
+}
+
+/* One output pixel: y_px[c*M + m] for every channel. */
+static void dw_pixel(const dw_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, int8_t *y_px)
+{
+  int32_t ky0, ky1, kx0, kx1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
+  const size_t cm = (size_t)c->c * (size_t)c->m, x_tap = (size_t)c->aw.dilation * c->c;
+  const size_t x_row = (size_t)c->ah.dilation * c->aw.size * c->c;
+  const int32_t taps_w = kx1 - kx0;
+  const int8_t *x_win = x_img, *w_win = c->w;
+  if (taps_w == 0 || ky1 == ky0) { /* the window lies in the padding: y = rq(bias) */
+    ky1 = ky0;
+  } else {
+    x_win += ((size_t)(iy + ky0 * c->ah.dilation) * c->aw.size +
+              (size_t)(ix + kx0 * c->aw.dilation)) * c->c;
+    w_win += ((size_t)ky0 * c->kw + kx0) * cm;
+  }
+  size_t oc = 0;
+  for (int32_t ch = 0; ch < c->c; ch++) {
+    for (int32_t m = 0; m < c->m; m++, oc++) {
+      uint32_t acc = (uint32_t)c->bias[oc];
+      for (int32_t ky = 0; ky < ky1 - ky0; ky++) {
+        const int8_t *xr = x_win + (size_t)ky * x_row + ch;
+        const int8_t *wr = w_win + (size_t)ky * c->kw * cm + oc;
+        for (int32_t kx = 0; kx < taps_w; kx++) {
+          acc += (uint32_t)((xr[(size_t)kx * x_tap] + c->x_off) * wr[(size_t)kx * cm]);
+        }
+      }
+      y_px[oc] = mt_requantize(mt_wrap_s32(acc), c->mult[oc], c->shift[oc], c->out_zp,
+                               c->act_min, c->act_max);
+    }
+  }
+}
+
+// x: (N, H, W, C) int8; weight: (KH, KW, C*M) or (1, KH, KW, C*M) int8
+// bias, mult, shift: (C*M,) int32  ->  y: (N, Ho, Wo, C*M) int8
+mt_status mt_depthwise_conv2d_s8(const mt_op_args *args)
+{
+  dw_ctx c;
+  if (!dw_init(&c, args)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const size_t x_img = (size_t)c.ah.size * (size_t)c.aw.size * (size_t)c.c;
+  const size_t y_px = (size_t)c.c * (size_t)c.m;
+  int8_t *y = c.y;
+  for (int32_t n = 0; n < c.batch; n++) {
+    for (int32_t oh = 0; oh < c.ah.out; oh++) {
+      for (int32_t ow = 0; ow < c.aw.out; ow++, y += y_px) {
+        dw_pixel(&c, c.x + (size_t)n * x_img, oh, ow, y);
+      }
+    }
+  }
+  return MT_STATUS_OK;
+}

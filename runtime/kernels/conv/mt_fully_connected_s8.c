@@ -1,0 +1,58 @@
+/*
+ * mt_fully_connected_s8.c - y = x @ weight^T, int8 in and out, per-output requantization.
+ *
+ * Each output is one dot product of an input row with a weight row (both contiguous), plus the
+ * bias, requantized with that output channel's (mult, shift).
+ */
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+static int fc_args_ok(const mt_op_args *a)
+{
+  if (!mt_args_ok(a, MT_FULLY_CONNECTED_N_INPUTS, MT_FULLY_CONNECTED_N_OUTPUTS,
+                  MT_FULLY_CONNECTED_N_ATTRS)) {
+    return 0;
+  }
+  const int32_t *at = a->attrs;
+  const mt_tensor *x = &a->in[MT_FULLY_CONNECTED_IN_X], *w = &a->in[MT_FULLY_CONNECTED_IN_WEIGHT];
+  const mt_tensor *y = &a->out[MT_FULLY_CONNECTED_OUT_Y];
+  const uint32_t n_out = w->shape[0];
+  return mt_tensor_ok(x, MT_DTYPE_INT8, 2) && mt_tensor_ok(w, MT_DTYPE_INT8, 2) &&
+         mt_tensor_ok(y, MT_DTYPE_INT8, 2) && x->shape[1] == w->shape[1] &&
+         y->shape[0] == x->shape[0] && y->shape[1] == n_out &&
+         mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_BIAS], n_out) &&
+         mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_MULT], n_out) &&
+         mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_SHIFT], n_out) &&
+         mt_zp_ok(at[MT_FULLY_CONNECTED_IN_ZP]) && mt_zp_ok(at[MT_FULLY_CONNECTED_OUT_ZP]) &&
+         mt_act_ok(at[MT_FULLY_CONNECTED_ACT_MIN], at[MT_FULLY_CONNECTED_ACT_MAX]) &&
+         mt_scales_ok((const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data,
+                      (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, n_out);
+}
+
+// x: (N, In) int8; weight: (Out, In) int8 (OI); bias, mult, shift: (Out,) int32
+// -> y: (N, Out) int8
+mt_status mt_fully_connected_s8(const mt_op_args *args)
+{
+  if (!fc_args_ok(args)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int32_t *at = args->attrs;
+  const mt_tensor *xt = &args->in[MT_FULLY_CONNECTED_IN_X];
+  const mt_tensor *wt = &args->in[MT_FULLY_CONNECTED_IN_WEIGHT];
+  const int8_t *x = (const int8_t *)xt->data, *w = (const int8_t *)wt->data;
+  const int32_t *bias = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_BIAS].data;
+  const int32_t *mult = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_MULT].data;
+  const int32_t *shift = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_SHIFT].data;
+  int8_t *y = (int8_t *)args->out[MT_FULLY_CONNECTED_OUT_Y].data;
+  const uint32_t batch = xt->shape[0], n_in = xt->shape[1], n_out = wt->shape[0];
+  const int32_t x_off = -at[MT_FULLY_CONNECTED_IN_ZP], out_zp = at[MT_FULLY_CONNECTED_OUT_ZP];
+  const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
+  for (uint32_t n = 0; n < batch; n++) {
+    const int8_t *x_row = x + (size_t)n * n_in;
+    for (uint32_t o = 0; o < n_out; o++) {
+      uint32_t acc = (uint32_t)bias[o] + mt_dot_s8(x_row, w + (size_t)o * n_in, n_in, x_off);
+      *y++ = mt_requantize(mt_wrap_s32(acc), mult[o], shift[o], out_zp, lo, hi);
+    }
+  }
+  return MT_STATUS_OK;
+}

@@ -1,0 +1,31 @@
+/*
+ * mt_rescale_s8.c - int8 -> int8 with new qparams: y = clamp(rq(x - in_zp) + out_zp).
+ * y may be x (in place).
+ */
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+// x: (...) int8  ->  y: (...) int8, same shape (y may alias x)
+mt_status mt_rescale_s8(const mt_op_args *args)
+{
+  if (!mt_args_ok(args, MT_RESCALE_N_INPUTS, MT_RESCALE_N_OUTPUTS, MT_RESCALE_N_ATTRS)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const mt_tensor *xt = &args->in[MT_RESCALE_IN_X], *yt = &args->out[MT_RESCALE_OUT_Y];
+  const int32_t *at = args->attrs;
+  const int32_t in_zp = at[MT_RESCALE_IN_ZP], out_zp = at[MT_RESCALE_OUT_ZP];
+  const int32_t mult = at[MT_RESCALE_MULT], shift = at[MT_RESCALE_SHIFT];
+  const int32_t lo = at[MT_RESCALE_ACT_MIN], hi = at[MT_RESCALE_ACT_MAX];
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
+      !mt_same_shape(xt, yt) || !mt_zp_ok(in_zp) || !mt_zp_ok(out_zp) ||
+      !mt_scale_ok(mult, shift) || !mt_act_ok(lo, hi)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int8_t *x = (const int8_t *)xt->data;
+  int8_t *y = (int8_t *)yt->data;
+  const uint32_t n = mt_numel(yt);
+  for (uint32_t i = 0; i < n; i++) { /* reads x[i] before writing y[i]: in place is fine */
+    y[i] = mt_requantize(x[i] - in_zp, mult, shift, out_zp, lo, hi);
+  }
+  return MT_STATUS_OK;
+}

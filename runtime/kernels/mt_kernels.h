@@ -1,0 +1,50 @@
+/*
+ * mt_kernels.h - every int8 kernel of mcutorch: one mt_kernel_fn per (op, variant).
+ *
+ * Kernel tables (mt_kernels_all.c, or the per-model table the compiler emits with
+ * mcutorch.backends.cortex_m.kernels.kernel_table_c) point at these; the interpreter calls them
+ * through the table only. Portable C99 ("ref" variant) unless the name says otherwise.
+ *
+ *   family       kernels                                           scratch
+ *   conv/        conv2d, depthwise_conv2d, fully_connected         none
+ *   elementwise/ add, mul, clamp, lut, rescale (out may equal in)  none
+ *   pool/        max_pool2d, avg_pool2d                            none
+ *   softmax/     softmax                                           none
+ *   movement/    transpose, concat, pad, copy                      none
+ */
+#ifndef MT_KERNELS_H
+#define MT_KERNELS_H
+
+#include "mt_kernel.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+mt_status mt_conv2d_s8(const mt_op_args *args);
+mt_status mt_depthwise_conv2d_s8(const mt_op_args *args);
+mt_status mt_fully_connected_s8(const mt_op_args *args);
+mt_status mt_add_s8(const mt_op_args *args);
+mt_status mt_mul_s8(const mt_op_args *args);
+mt_status mt_max_pool2d_s8(const mt_op_args *args);
+mt_status mt_avg_pool2d_s8(const mt_op_args *args);
+mt_status mt_clamp_s8(const mt_op_args *args);
+mt_status mt_lut_s8(const mt_op_args *args);
+mt_status mt_rescale_s8(const mt_op_args *args);
+mt_status mt_softmax_s8(const mt_op_args *args);
+mt_status mt_transpose_s8(const mt_op_args *args);
+mt_status mt_concat_s8(const mt_op_args *args);
+mt_status mt_pad_s8(const mt_op_args *args);
+mt_status mt_copy_s8(const mt_op_args *args);
+
+/* Every kernel above, indexed by opcode (the delegate row is NULL: the interpreter runs it). */
+extern const mt_kernel_table mt_kernels_all;
+
+/* Only the kernels one model uses: the C file the compiler emits
+ * (mcutorch.backends.cortex_m.kernels.kernel_table_c) defines it. */
+extern const mt_kernel_table mt_kernels_model;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MT_KERNELS_H */

@@ -1,0 +1,106 @@
+/*
+ * mt_avg_pool2d_s8.c - average pooling with TOSA's integer arithmetic:
+ * acc = sum over the in-bounds elements of (x - in_zp), y = clamp(rq(acc, reciprocal(count))
+ * + out_zp), where count = divisor if divisor > 0, else kernel_h * kernel_w if
+ * count_include_pad, else the number of in-bounds elements. The reciprocal is recomputed only
+ * when count changes (at the borders), so its 64-bit division is rare.
+ */
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+/* mt_pool_axes reads the window attributes from attrs[0..7] */
+typedef char mt_avg_pool_attr_order[(MT_AVG_POOL2D_KERNEL_H == 0 && MT_AVG_POOL2D_KERNEL_W == 1 &&
+                                      MT_AVG_POOL2D_STRIDE_H == 2 && MT_AVG_POOL2D_PAD_TOP == 4 &&
+                                      MT_AVG_POOL2D_PAD_RIGHT == 7) ? 1 : -1];
+
+#define AVG_MAX_COUNT (1 << 30) /* larger counts need a multiplier >= 2^31 */
+
+typedef struct {
+  mt_axis ah, aw;
+  int32_t fixed_count; /* divisor or kernel_h * kernel_w; 0 = count the in-bounds elements */
+  int32_t count, mult, shift; /* the reciprocal of the last count */
+  int32_t in_zp, out_zp, lo, hi;
+} avg_ctx;
+
+/* TOSA reciprocal_scale: mult = ((2^30 + 1) << k) / count, shift = 30 + k, 2^(k-1) < count <= 2^k. */
+static void avg_reciprocal(avg_ctx *c, int32_t count)
+{
+  int32_t k = 0;
+  while (((uint32_t)1 << k) < (uint32_t)count) {
+    k++;
+  }
+  c->count = count;
+  c->mult = (int32_t)(((((uint64_t)1 << 30) + 1) << k) / (uint32_t)count);
+  c->shift = 30 + k;
+}
+
+static int avg_init(avg_ctx *c, const mt_op_args *a)
+{
+  const int32_t *at = a->attrs;
+  const int64_t full = (int64_t)at[MT_AVG_POOL2D_KERNEL_H] * at[MT_AVG_POOL2D_KERNEL_W];
+  const int32_t cip = at[MT_AVG_POOL2D_COUNT_INCLUDE_PAD], divisor = at[MT_AVG_POOL2D_DIVISOR];
+  c->in_zp = at[MT_AVG_POOL2D_IN_ZP];
+  c->out_zp = at[MT_AVG_POOL2D_OUT_ZP];
+  c->lo = at[MT_AVG_POOL2D_ACT_MIN];
+  c->hi = at[MT_AVG_POOL2D_ACT_MAX];
+  c->count = 0;
+  if (!mt_pool_axes(&c->ah, &c->aw, &a->in[MT_AVG_POOL2D_IN_X], &a->out[MT_AVG_POOL2D_OUT_Y],
+                    at) || (cip != 0 && cip != 1) || divisor < 0 || divisor > AVG_MAX_COUNT ||
+      !mt_zp_ok(c->in_zp) || !mt_zp_ok(c->out_zp) || !mt_act_ok(c->lo, c->hi)) {
+    return 0;
+  }
+  /* count <= kernel_h * kernel_w unless a divisor overrides it */
+  if (divisor == 0 && full > AVG_MAX_COUNT) {
+    return 0;
+  }
+  c->fixed_count = divisor > 0 ? divisor : (cip ? (int32_t)full : 0);
+  return 1;
+}
+
+/* y_px[ch] for the C channels of one output pixel. */
+static void avg_pixel(avg_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, size_t ch_n,
+                      int8_t *y_px)
+{
+  int32_t ky0, ky1, kx0, kx1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
+  const int32_t count = c->fixed_count ? c->fixed_count : (ky1 - ky0) * (kx1 - kx0);
+  if (count != c->count) {
+    avg_reciprocal(c, count);
+  }
+  const size_t x_row = (size_t)c->aw.size * ch_n;
+  const int8_t *x_win = x_img + (size_t)(iy + ky0) * x_row + (size_t)(ix + kx0) * ch_n;
+  const uint32_t zp_sum = (uint32_t)c->in_zp * (uint32_t)((ky1 - ky0) * (kx1 - kx0));
+  for (size_t ch = 0; ch < ch_n; ch++) {
+    uint32_t acc = 0u - zp_sum; /* sum of (x - in_zp) = sum of x - taps * in_zp */
+    for (int32_t ky = 0; ky < ky1 - ky0; ky++) {
+      const int8_t *xr = x_win + (size_t)ky * x_row + ch;
+      for (int32_t kx = 0; kx < kx1 - kx0; kx++) {
+        acc += (uint32_t)(int32_t)xr[(size_t)kx * ch_n];
+      }
+    }
+    y_px[ch] = mt_requantize(mt_wrap_s32(acc), c->mult, c->shift, c->out_zp, c->lo, c->hi);
+  }
+}
+
+// x: (N, H, W, C) int8  ->  y: (N, Ho, Wo, C) int8
+mt_status mt_avg_pool2d_s8(const mt_op_args *args)
+{
+  avg_ctx c;
+  if (!mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) ||
+      !avg_init(&c, args)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const mt_tensor *xt = &args->in[MT_AVG_POOL2D_IN_X];
+  const size_t ch_n = xt->shape[3], x_img = (size_t)c.ah.size * (size_t)c.aw.size * ch_n;
+  const int8_t *x = (const int8_t *)xt->data;
+  int8_t *y = (int8_t *)args->out[MT_AVG_POOL2D_OUT_Y].data;
+  for (uint32_t n = 0; n < xt->shape[0]; n++) {
+    for (int32_t oh = 0; oh < c.ah.out; oh++) {
+      for (int32_t ow = 0; ow < c.aw.out; ow++, y += ch_n) {
+        avg_pixel(&c, x + n * x_img, oh, ow, ch_n, y);
+      }
+    }
+  }
+  return MT_STATUS_OK;
+}

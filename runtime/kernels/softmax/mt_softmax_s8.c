@@ -1,0 +1,68 @@
+/*
+ * mt_softmax_s8.c - integer softmax along the last axis; output qparams fixed at (1/256, -128).
+ *
+ * Per row (docs/numerics.md, "softmax"): d = max - x in 0..255, e = exp_table[d] in [0, 65536],
+ * sum = sum of e < 2^31 (rows of <= 32767), y = min((256 e + (sum >> 1)) / sum, 255) - 128 with
+ * unsigned 32-bit division. Three passes over the row (max, sum, output); y may be x.
+ */
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+#define SOFTMAX_MAX_ROW 32767
+#define SOFTMAX_EXP_ONE 65536
+
+static int softmax_table_ok(const int32_t *table)
+{
+  if (table[0] < 1) {
+    return 0;
+  }
+  for (int32_t d = 0; d < 256; d++) {
+    if (table[d] < 0 || table[d] > SOFTMAX_EXP_ONE) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void softmax_row(const int8_t *x, const int32_t *table, uint32_t len, int8_t *y)
+{
+  int32_t max = x[0];
+  for (uint32_t i = 1; i < len; i++) {
+    max = x[i] > max ? x[i] : max;
+  }
+  uint32_t sum = 0; /* >= table[0] >= 1: the max element has d = 0 */
+  for (uint32_t i = 0; i < len; i++) {
+    sum += (uint32_t)table[max - x[i]];
+  }
+  const uint32_t half = sum >> 1;
+  for (uint32_t i = 0; i < len; i++) { /* reads x[i] before writing y[i]: in place is fine */
+    const uint32_t q = ((uint32_t)table[max - x[i]] * 256u + half) / sum;
+    y[i] = (int8_t)((int32_t)(q < 255u ? q : 255u) - 128);
+  }
+}
+
+// x: (..., L) int8 with 1 <= L <= 32767; exp_table: (256,) int32  ->  y: (..., L) int8
+mt_status mt_softmax_s8(const mt_op_args *args)
+{
+  if (!mt_args_ok(args, MT_SOFTMAX_N_INPUTS, MT_SOFTMAX_N_OUTPUTS, MT_SOFTMAX_N_ATTRS)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const mt_tensor *xt = &args->in[MT_SOFTMAX_IN_X], *yt = &args->out[MT_SOFTMAX_OUT_Y];
+  const mt_tensor *tt = &args->in[MT_SOFTMAX_IN_EXP_TABLE];
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
+      xt->rank < 1 || !mt_same_shape(xt, yt) || !mt_vec_ok(tt, 256)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const uint32_t len = xt->shape[xt->rank - 1];
+  const int32_t *table = (const int32_t *)tt->data;
+  if (len < 1 || len > SOFTMAX_MAX_ROW || !softmax_table_ok(table)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int8_t *x = (const int8_t *)xt->data;
+  int8_t *y = (int8_t *)yt->data;
+  const uint32_t rows = mt_numel(xt) / len;
+  for (uint32_t r = 0; r < rows; r++) {
+    softmax_row(x + (size_t)r * len, table, len, y + (size_t)r * len);
+  }
+  return MT_STATUS_OK;
+}

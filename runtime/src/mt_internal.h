@@ -1,0 +1,51 @@
+/* mt_internal.h - shared by the runtime's own .c files; not part of the API. */
+#ifndef MT_INTERNAL_H
+#define MT_INTERNAL_H
+
+#include "mcutorch.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the mcutorch runtime reads program records in place: it needs a little-endian CPU"
+#endif
+
+/* Return `err` (an MT_ERR_* or MT_STATUS_*) unless `cond` holds. */
+#define MT_REQUIRE(cond, err)            \
+    do {                                 \
+        if (!(cond)) {                   \
+            return (mt_status)(err);     \
+        }                                \
+    } while (0)
+
+/* Return the status of `call` unless it is MT_STATUS_OK. */
+#define MT_TRY(call)                            \
+    do {                                        \
+        mt_status mt_try_ = (call);             \
+        if (mt_try_ != MT_STATUS_OK) {          \
+            return mt_try_;                     \
+        }                                       \
+    } while (0)
+
+/* Counts per opcode from ops.py (MT_VARIADIC = -1: any number >= 1). */
+typedef struct {
+    int8_t n_inputs;
+    int8_t n_outputs;
+    uint8_t n_attrs;
+    uint8_t n_variants;
+} mt_op_counts;
+
+extern const mt_op_counts mt_op_table[MT_OP_COUNT];
+
+/* Bytes per element of a dtype id (checked < MT_DTYPE_COUNT first). */
+uint32_t mt_dtype_bytes(uint32_t dtype);
+
+/* prod(dims[0..n)) saturated: any value above UINT32_MAX comes back as UINT32_MAX + 1. */
+uint64_t mt_shape_numel(const uint32_t *dims, uint32_t n);
+
+/* Second half of mt_load: the semantic checks of validate.py, then the op flags, in the
+ * Python reader's order. The records are known to be in bounds and well formed. */
+mt_status mt_validate_program(const mt_model *m);
+
+/* Is op `i` part of some delegate's CPU version? (ranges validated) */
+int mt_in_subgraph(const mt_model *m, uint32_t i);
+
+#endif /* MT_INTERNAL_H */

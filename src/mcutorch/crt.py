@@ -1,0 +1,265 @@
+"""The C runtime from Python: its sources, a host build of the runner, firmware runner builds.
+
+The runner (`runtime/harness/mt_run.c`) loads a program file, reads raw int8 input files, runs
+the program once and writes the outputs; `mt_run --check` only validates. On the host it is
+built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
+on a board the same runner is firmware (`build_firmware_runner`, then `mcutorch.boards.run_elf`).
+
+    >>> runner = build_host_runner()                        # doctest: +SKIP
+    >>> (y,) = run_host(program.to_bytes(), [x_int8_nhwc])  # doctest: +SKIP
+    >>> check_host([blob])                                  # doctest: +SKIP
+    [0]
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from .errors import McutorchError, ToolchainError
+from .program import schema as S
+from .program.model import Program
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime"
+BUILD = ROOT / "build" / "host"
+HOST_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g")
+SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
+                  "-fno-omit-frame-pointer")
+MAX_ARENAS = 4  # arenas the firmware runner can hold (mt_run_board.c)
+STATUS_NAMES = ("ok", *S.ERRORS)  # load statuses 0..; run-time statuses in RUNTIME_STATUSES
+RUNTIME_STATUSES = {64: "bad_argument", 65: "no_kernel", 66: "bad_state",
+                    67: "arena_too_small", 68: "npu_failed", 69: "no_npu"}
+
+
+def status_name(code: int) -> str:
+    """Name of an mt_status code (the C runtime's mt_status_name)."""
+    if 0 <= code < len(STATUS_NAMES):
+        return STATUS_NAMES[code]
+    return RUNTIME_STATUSES.get(code, f"unknown status {code}")
+
+
+# ---------------------------------------------------------------------------------------------
+# sources
+
+
+def include_dirs() -> list[Path]:
+    """Include folders of the runtime core, its port hooks, the kernels and the runner."""
+    return [RUNTIME / d for d in ("include", "port", "kernels", "harness")]
+
+
+def core_sources() -> list[Path]:
+    """The runtime core: loader/validator, interpreter, CRC, status names, weak port hooks."""
+    return sorted((RUNTIME / "src").glob("*.c")) + sorted((RUNTIME / "port").glob("*.c"))
+
+
+def kernel_sources() -> list[Path]:
+    """Every kernel plus the full kernel table (runtime/kernels/**/*.c)."""
+    if not (RUNTIME / "kernels" / "mt_kernels_all.c").is_file():
+        raise McutorchError(f"the C kernels are missing: {RUNTIME / 'kernels'} has no "
+                            "mt_kernels_all.c (the table of every kernel), so the runtime can "
+                            "validate programs (build_host_runner(kernels=False)) but not run them")
+    return sorted((RUNTIME / "kernels").rglob("*.c"))
+
+
+def runner_sources(board: bool = False) -> list[Path]:
+    """The runner's own files: mt_run.c plus the host or the board implementation."""
+    return [RUNTIME / "harness" / "mt_run.c",
+            RUNTIME / "harness" / ("mt_run_board.c" if board else "mt_run_host.c")]
+
+
+# ---------------------------------------------------------------------------------------------
+# host build
+
+
+def _hash(paths: Sequence[Path], flags: Sequence[str]) -> str:
+    h = hashlib.sha256("\0".join(flags).encode())
+    headers = [p for d in include_dirs() for p in sorted(d.rglob("*.h"))]
+    headers += sorted((RUNTIME / "src").glob("*.h"))
+    for p in [*paths, *headers]:
+        h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def compile_host(sources: Sequence[Path], out_name: str, flags: Sequence[str] = (),
+                 cc: str = "gcc") -> Path:
+    """Compile and link C sources into a host program cached under build/host/<hash>/."""
+    tool = shutil.which(cc)
+    if tool is None:
+        raise ToolchainError(f"{cc} not found on PATH: the host C runtime needs a C compiler")
+    sources = [Path(s).resolve() for s in sources]
+    flags = [*flags, *(f"-I{d}" for d in include_dirs())]
+    out = BUILD / _hash(sources, [cc, *flags]) / out_name
+    if out.is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out_name}.{os.getpid()}")
+    cmd = [tool, *flags, *map(str, sources), "-o", str(tmp)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ToolchainError(f"building {out_name} failed:\n$ {' '.join(cmd)}\n"
+                             f"{proc.stdout}{proc.stderr}")
+    os.replace(tmp, out)  # atomic: parallel test workers may build the same runner
+    return out
+
+
+def build_host_runner(sanitize: bool = True, kernels: bool = True) -> Path:
+    """Build (or reuse) the host runner; returns its path.
+
+    `sanitize` adds AddressSanitizer and UBSan (any finding aborts the run). Without `kernels`
+    the runner only validates (`mt_run --check`), which needs no kernel sources.
+
+    >>> build_host_runner(kernels=False).name                    # doctest: +SKIP
+    'mt_run'
+    """
+    sources = core_sources() + runner_sources()
+    flags = [*HOST_FLAGS, *(SANITIZE_FLAGS if sanitize else ())]
+    if kernels:
+        sources += kernel_sources()
+    else:
+        flags.append("-DMT_RUN_NO_KERNELS")
+    return compile_host(sources, "mt_run", flags)
+
+
+def _program_bytes(program) -> bytes:
+    if isinstance(program, (bytes, bytearray, memoryview)):
+        return bytes(program)
+    if isinstance(program, Program):
+        return program.to_bytes()
+    if hasattr(program, "program") and isinstance(program.program, Program):  # CompiledModel
+        return program.program.to_bytes()
+    return Path(program).read_bytes()
+
+
+def run_host(program, inputs: Sequence[np.ndarray], runner: Path | None = None) -> list[np.ndarray]:
+    """Run a program once with the C runtime on the host; returns its int8 outputs.
+
+    `program`: bytes, a path, a Program or a CompiledModel. `inputs`: the program's inputs as
+    arrays of the program's dtypes and shapes (NHWC). Raises McutorchError with the runtime's
+    status name when the C runtime refuses the program or a kernel fails.
+    """
+    blob = _program_bytes(program)
+    p = Program.from_bytes(blob)
+    if len(inputs) != len(p.inputs):
+        raise McutorchError(f"the program takes {len(p.inputs)} inputs, got {len(inputs)}")
+    runner = runner or build_host_runner()
+    with tempfile.TemporaryDirectory(prefix="mcutorch-crt-") as tmp:
+        d = Path(tmp)
+        (d / "program.mtp").write_bytes(blob)
+        args = [str(runner), "program.mtp"]
+        for i, (x, idx) in enumerate(zip(inputs, p.inputs)):
+            t = p.tensors[idx]
+            x = np.asarray(x)
+            if x.shape != t.shape or x.dtype != np.dtype(S.DTYPE_NUMPY[t.dtype]):
+                raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, "
+                                    f"got {x.dtype}{list(x.shape)}")
+            np.ascontiguousarray(x).tofile(d / f"in{i}.bin")
+            args.append(f"in{i}.bin")
+        args += ["-o", *(f"out{i}.bin" for i in range(len(p.outputs)))]
+        proc = subprocess.run(args, cwd=d, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise McutorchError(f"C runtime failed (exit {proc.returncode}, "
+                                f"{status_name(proc.returncode)}):\n{proc.stdout}{proc.stderr}")
+        outs = []
+        for i, idx in enumerate(p.outputs):
+            t = p.tensors[idx]
+            data = np.fromfile(d / f"out{i}.bin", np.dtype(S.DTYPE_NUMPY[t.dtype]))
+            outs.append(data.reshape(t.shape))
+        return outs
+
+
+def check_host(programs: Sequence, runner: Path | None = None) -> list[int]:
+    """mt_load's status for each program (bytes or paths), in one runner process."""
+    runner = runner or build_host_runner(kernels=False)
+    with tempfile.TemporaryDirectory(prefix="mcutorch-crt-") as tmp:
+        names = []
+        for i, prog in enumerate(programs):
+            (Path(tmp) / f"p{i}.mtp").write_bytes(_program_bytes(prog))
+            names.append(f"p{i}.mtp")
+        proc = subprocess.run([str(runner), "--check", *names], cwd=tmp, capture_output=True,
+                              text=True)
+        lines = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("mt_status ")]
+        if proc.returncode != 0 or len(lines) != len(names):
+            raise McutorchError(f"mt_run --check failed (exit {proc.returncode}):\n"
+                                f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}")
+        return [int(ln[1]) for ln in lines]
+
+
+# ---------------------------------------------------------------------------------------------
+# firmware
+
+
+def state_size(program: Program, pointer_size: int = 4) -> int:
+    """Bytes of C runtime state (mt_state_size) for `program` on a CPU with `pointer_size`-byte
+    pointers: a pointer per region, an mt_tensor per input, output and operand of the op with
+    the most operands (mt_tensor: 40 bytes with 4-byte pointers, 48 with 8)."""
+    tensor = 40 if pointer_size == 4 else 48
+    most = max((len(op.inputs) + len(op.outputs) for op in program.ops), default=0)
+    n_views = len(program.inputs) + len(program.outputs) + most
+    return len(program.regions) * pointer_size + n_views * tensor
+
+
+def firmware_defines(program: Program, board) -> dict[str, object]:
+    """-D values for the firmware runner (mt_run_board.c): buffer sizes for `program`, arenas
+    placed in the board regions of the same name (else in .bss, the board's rank-0 RAM), the
+    program buffer in the board's slowest region when it has several."""
+    from .boards import get_board
+
+    b = get_board(board)
+    if len(program.regions) > MAX_ARENAS:
+        raise McutorchError(f"the firmware runner holds {MAX_ARENAS} arenas; the program has "
+                            f"{len(program.regions)} regions")
+    names = {r.name for r in b.regions}
+    size = len(program.to_bytes())
+    defines: dict[str, object] = {"MT_PROGRAM_SIZE": size + (-size % 16),
+                                  "MT_STATE_SIZE": state_size(program, 4),
+                                  "MT_ARENA_ALIGN": max([16, *(r.alignment for r in program.regions)])}
+    if len(b.regions) > 1:
+        defines["MT_PROGRAM_REGION"] = f'"{b.regions[-1].name}"'
+    for k, r in enumerate(program.regions):
+        defines[f"MT_ARENA{k}_SIZE"] = max(r.size, 16)
+        if r.name in names:
+            defines[f"MT_ARENA{k}_REGION"] = f'"{r.name}"'
+    return defines
+
+
+def build_firmware_runner(program: Program, board, out, target=None, profile: bool = False,
+                          opt: str = "-Os") -> Path:
+    """Firmware that runs `program` files on `board` (the runner with buffers sized for this
+    program); run it with ``mcutorch.boards.run_elf(elf, board, ["model.mtp", "in0.bin"],
+    files={...})``: it writes out<k>.bin and prints ``mt_ticks <instructions of mt_invoke>``
+    (with `profile`, also ``mt_ticks op<i> <n>`` per op). `target` defaults to the program's
+    CPU and ISA."""
+    from .boards import build_elf
+
+    defines = firmware_defines(program, board)
+    if profile:
+        defines["MT_PROFILE"] = None
+    sources = core_sources() + runner_sources(board=True) + kernel_sources()
+    return build_elf(sources, include_dirs(), board, target or target_name(program), out,
+                     defines=defines, opt=opt)
+
+
+def target_name(program: Program) -> str:
+    """The target a program was compiled for: metadata options.target, else the CPU with the
+    feature switches that give the program's ISA level."""
+    from .errors import TargetError
+    from .targets import parse_target
+
+    name = ((program.metadata or {}).get("options") or {}).get("target")
+    if name:
+        return name
+    cpu, isa = program.target.cpu, program.target.isa
+    for candidate in (cpu, f"{cpu}+nomve", f"{cpu}+nodsp"):
+        try:
+            if parse_target(candidate).isa == isa:
+                return candidate
+        except TargetError:
+            continue
+    return cpu

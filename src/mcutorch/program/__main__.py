@@ -1,0 +1,9 @@
+"""`python -m mcutorch.program --c-header > runtime/include/mt_program.h` (or `--check`).
+
+Same as `python -m mcutorch.program.schema ...`, without runpy's warning about running a module
+that the package import already loaded."""
+import sys
+
+from mcutorch.program.schema import main
+
+sys.exit(main())

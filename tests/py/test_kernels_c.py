@@ -1,0 +1,690 @@
+"""C kernels (runtime/kernels) bit-exact against the Python reference (mcutorch.ref.KERNELS).
+
+Cases are generated here: for every op, named edge cases (strides on odd and even sizes,
+dilation, asymmetric padding, channel counts 1/3/5/17, groups, depth multipliers, extreme zero
+points and scales, in-place element-wise ops, ...) plus seeded random ones, and "bad" cases that
+the reference refuses (ValueError) or whose shapes do not fit, where the kernel must return
+MT_STATUS_BAD_ARGUMENT. Each case is one file named after it (format: tests/c/kernels/
+run_kernel.c); one runner binary runs all of them, on the host (gcc, ASan + UBSan) and, marked
+`qemu`, on every emulated board through semihosting. Bigger random sweeps are marked `slow`.
+"""
+from __future__ import annotations
+
+import math
+import shutil
+import struct
+import subprocess
+import zlib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from mcutorch import ops, quant
+from mcutorch.backends.cortex_m import kernels as ck
+from mcutorch.ref import KERNELS, concat_attrs, pad_attrs, softmax_exp_table, transpose_attrs
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
+MAGIC, VERSION, NONE = 0x434B544D, 1, 0xFFFFFFFF
+OK, BAD_ARGUMENT = 0, 64  # mt_status
+DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.int32): 3}
+FAST_RANDOM, SLOW_RANDOM = 4, 60  # random cases per op
+ARENA_LIMIT = 200 * 1024  # the board runner's arena is 256 KiB
+BOARD_BUILDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
+                ("mps2-an386", "cortex-m4"), ("mps2-an500", "cortex-m7"),
+                ("mps2-an505", "cortex-m33"), ("mps3-an547", "cortex-m55")]
+HOST_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
+              "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
+
+
+@dataclass
+class Case:
+    """One kernel call: operands, attributes, and what the kernel must answer."""
+
+    name: str
+    op: str
+    inputs: tuple
+    attrs: dict
+    alias: int | None = None  # output placed over this input (in place)
+    status: int = OK
+    out_shape: tuple | None = None  # the y shape handed to the kernel (default: the reference's)
+    ref_raises: bool = True  # for bad cases: the reference refuses them too
+    extra: dict = field(default_factory=dict)
+
+
+def rng_for(name: str) -> np.random.Generator:
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+# ----------------------------------------------------------------------------- value helpers
+
+def s8(rng, shape, lo=-128, hi=127):
+    return rng.integers(lo, hi + 1, size=shape, dtype=np.int64).astype(np.int8)
+
+
+def i32(values):
+    return np.asarray(values, dtype=np.int64).astype(np.int32)
+
+
+def pick_zp(rng):
+    return int(rng.choice([-128, 127, int(rng.integers(-128, 128)), int(rng.integers(-128, 128))]))
+
+
+def pick_act(rng, zp):
+    """A fused activation range at least 30 wide: none, ReLU, ReLU6-like or a random one."""
+    choice = rng.integers(4)
+    if choice == 1 and zp <= 90:
+        return zp, 127  # fused ReLU
+    if choice == 2 and zp <= 90:
+        return zp, zp + 30 + int(rng.integers(0, 98 - zp))  # ReLU6-like
+    if choice == 3:
+        lo = int(rng.integers(-128, 97))
+        return lo, int(rng.integers(lo + 30, 128))
+    return -128, 127
+
+
+def odd_pair(rng, real):
+    """`real` encoded with a random shift in 2..62 instead of the normalized one, so the
+    multiplier ranges from tiny (1) to large (2^31 - 1); rq is the same up to rounding."""
+    lo = max(2, math.ceil(-math.log2(real)))
+    hi = min(62, math.floor(30.99 - math.log2(real)))
+    shift = int(rng.integers(lo, hi + 1)) if lo <= hi else min(62, max(2, lo))
+    return max(0, min((1 << 31) - 1, round(real * 2.0**shift))), shift
+
+
+def wild_pair(rng, max_acc):
+    """Any shift in 2..62 with a log-uniform multiplier that keeps rq(max_acc) inside int32."""
+    shift = int(rng.integers(2, 63))
+    cap = min((1 << 31) - 1, ((1 << 31) - 1 << shift) // (int(max_acc) + 1) - 1)
+    if cap < 1 or rng.random() < 0.05:
+        return 0, shift
+    return int(math.exp(rng.uniform(0, math.log(cap)))), shift
+
+
+def any_pair(rng, real, max_acc, extreme):
+    """Normalized (1 - extreme), odd (extreme * 3/4) or wild (extreme / 4) encoding of ~real."""
+    u = rng.random()
+    if u >= extreme:
+        return quant.quantize_multiplier(real)
+    return odd_pair(rng, real) if u < 0.75 * extreme else wild_pair(rng, max_acc)
+
+
+def channel_scales(rng, n, typical, max_acc, extreme=0.15):
+    """Per-channel (mult, shift) int32 vectors around `typical`, some encoded unusually."""
+    pairs = [any_pair(rng, typical * rng.uniform(0.5, 2.0), max_acc, extreme) for _ in range(n)]
+    return i32([p[0] for p in pairs]), i32([p[1] for p in pairs])
+
+
+# ----------------------------------------------------------------------------- MAC ops
+
+def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0),
+             groups=1, mult=1, zp=None, extreme=0.15, bias_bits=12, **extra):
+    """A conv2d / depthwise_conv2d / fully_connected case with sensible random operands."""
+    rng = rng_for(name)
+    in_zp = pick_zp(rng) if zp is None else zp[0]
+    out_zp = pick_zp(rng) if zp is None else zp[1]
+    x = s8(rng, x_shape)
+    w = s8(rng, w_shape, -127, 127)
+    if rng.random() < 0.2:
+        w.flat[rng.integers(w.size)] = -128  # kernels also accept -128
+    cout = w_shape[0] if op != "depthwise_conv2d" else w_shape[-1]
+    taps = w.size // cout
+    bias = i32(rng.integers(-(1 << bias_bits), 1 << bias_bits, size=cout))
+    max_acc = (1 << bias_bits) + taps * 255 * 128
+    typical = 50.0 / (math.sqrt(taps) * 74 * 73 + 1)
+    m, s = channel_scales(rng, cout, typical, max_acc, extreme)
+    act_min, act_max = pick_act(rng, out_zp)
+    attrs = dict(in_zp=in_zp, out_zp=out_zp, act_min=act_min, act_max=act_max)
+    if op != "fully_connected":
+        attrs.update(stride_h=stride[0], stride_w=stride[1], dilation_h=dil[0],
+                     dilation_w=dil[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
+                     pad_right=pads[3])
+        attrs["groups" if op == "conv2d" else "depth_multiplier"] = groups if op == "conv2d" \
+            else mult
+    attrs.update(extra)
+    return Case(name, op, (x, w, bias, m, s), attrs)
+
+
+CONV_EDGES = [  # name, x NHWC, w OHWI, stride, dilation, pads (t, l, b, r), groups
+    ("3x3_same", (1, 8, 8, 3), (8, 3, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("stride2_odd", (1, 9, 9, 5), (4, 3, 3, 5), (2, 2), (1, 1), (1, 1, 1, 1), 1),
+    ("stride2_even", (1, 8, 8, 5), (4, 3, 3, 5), (2, 2), (1, 1), (0, 0, 1, 1), 1),
+    ("stride2_even_w10", (1, 8, 10, 3), (3, 3, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 1),
+    ("stride3_hw", (1, 10, 11, 2), (3, 2, 4, 2), (3, 2), (1, 1), (0, 1, 2, 0), 1),
+    ("dilation2", (1, 9, 9, 3), (5, 3, 3, 3), (1, 1), (2, 2), (2, 2, 2, 2), 1),
+    ("dilation_3x1_s12", (1, 11, 7, 2), (3, 3, 2, 2), (1, 2), (3, 1), (0, 1, 2, 0), 1),
+    ("asym_pad", (1, 6, 7, 4), (6, 3, 2, 4), (1, 1), (1, 1), (2, 0, 1, 3), 1),
+    ("cin1_cout17", (1, 7, 7, 1), (17, 3, 3, 1), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("cin17_cout3", (1, 5, 5, 17), (3, 3, 3, 17), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    ("cout1", (1, 6, 5, 3), (1, 3, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("1x1_c17", (1, 6, 6, 17), (5, 1, 1, 17), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    ("1x1_stride2", (1, 7, 7, 8), (16, 1, 1, 8), (2, 2), (1, 1), (0, 0, 0, 0), 1),
+    ("1x1_padded", (1, 4, 4, 3), (3, 1, 1, 3), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("groups2", (1, 6, 6, 6), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), 2),
+    ("groups3_cout9", (1, 5, 5, 6), (9, 3, 3, 2), (1, 1), (1, 1), (1, 1, 1, 1), 3),
+    ("groups_eq_cin", (1, 5, 5, 5), (10, 3, 3, 1), (2, 2), (1, 1), (1, 1, 1, 1), 5),
+    ("groups_dilated", (1, 8, 8, 4), (4, 2, 2, 2), (1, 1), (2, 3), (1, 2, 0, 1), 2),
+    ("kernel_gt_input", (1, 3, 3, 2), (4, 5, 5, 2), (1, 1), (1, 1), (2, 2, 2, 2), 1),
+    ("windows_in_padding", (1, 2, 2, 2), (3, 2, 2, 2), (1, 1), (1, 1), (3, 3, 3, 3), 1),
+    ("batch2", (2, 5, 4, 3), (4, 3, 3, 3), (1, 2), (1, 1), (1, 0, 1, 1), 1),
+    ("wide_row", (1, 3, 20, 4), (2, 1, 7, 4), (1, 3), (1, 1), (0, 3, 0, 3), 1),
+    ("kws_conv1", (1, 49, 10, 1), (64, 10, 4, 1), (2, 2), (1, 1), (4, 1, 5, 1), 1),
+    ("kws_pointwise", (1, 25, 5, 64), (64, 1, 1, 64), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+]
+
+DW_EDGES = [  # name, x NHWC, weight, stride, dilation, pads, depth multiplier
+    ("3x3_same", (1, 8, 8, 8), (3, 3, 8), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("stride2_odd", (1, 9, 9, 5), (3, 3, 5), (2, 2), (1, 1), (1, 1, 1, 1), 1),
+    ("stride2_even", (1, 8, 8, 3), (3, 3, 3), (2, 2), (1, 1), (0, 0, 1, 1), 1),
+    ("mult2", (1, 6, 6, 3), (3, 3, 6), (1, 1), (1, 1), (1, 1, 1, 1), 2),
+    ("mult3_c1", (1, 5, 5, 1), (3, 3, 3), (1, 1), (1, 1), (0, 1, 1, 0), 3),
+    ("dilation", (1, 9, 9, 4), (3, 3, 4), (1, 1), (2, 3), (2, 3, 2, 3), 1),
+    ("asym_c17", (1, 7, 6, 17), (3, 2, 17), (1, 2), (1, 1), (2, 0, 0, 1), 1),
+    ("weight_1hwc", (1, 5, 5, 5), (1, 3, 3, 5), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("weight_1hwc_mult2", (2, 4, 5, 3), (1, 2, 3, 6), (2, 1), (1, 2), (0, 2, 1, 1), 2),
+    ("windows_in_padding", (1, 2, 2, 3), (2, 2, 3), (1, 1), (1, 1), (3, 3, 3, 3), 1),
+    ("kws_dw", (1, 25, 5, 64), (3, 3, 64), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+]
+
+FC_EDGES = [("kws", (1, 64), (12, 64)), ("batch3", (3, 17), (5, 17)), ("in1", (2, 1), (3, 1)),
+            ("out1", (1, 33), (1, 33)), ("in1000", (1, 1000), (10, 1000)),
+            ("in5_out5", (4, 5), (5, 5))]
+
+
+def conv_cases(n_random):
+    cases = [mac_case(f"conv2d_{n}", "conv2d", x, w, stride=s, dil=d, pads=p, groups=g)
+             for n, x, w, s, d, p, g in CONV_EDGES]
+    cases += [mac_case("conv2d_zp_min", "conv2d", (1, 5, 5, 3), (4, 3, 3, 3), pads=(1,) * 4,
+                       zp=(-128, 127)),
+              mac_case("conv2d_zp_max", "conv2d", (1, 5, 5, 3), (4, 3, 3, 3), pads=(1,) * 4,
+                       zp=(127, -128)),
+              mac_case("conv2d_scales_extreme", "conv2d", (1, 4, 4, 5), (17, 2, 2, 5),
+                       extreme=1.0),
+              mac_case("conv2d_bias_large", "conv2d", (1, 4, 4, 3), (5, 3, 3, 3),
+                       pads=(1,) * 4, bias_bits=28)]
+    cases += [mac_case(f"dw_{n}", "depthwise_conv2d", x, w, stride=s, dil=d, pads=p, mult=m)
+              for n, x, w, s, d, p, m in DW_EDGES]
+    cases += [mac_case("dw_zp_extreme", "depthwise_conv2d", (1, 4, 4, 5), (3, 3, 5),
+                       pads=(1,) * 4, zp=(127, 127)),
+              mac_case("dw_scales_extreme", "depthwise_conv2d", (1, 4, 4, 17), (2, 2, 17),
+                       extreme=1.0)]
+    cases += [mac_case(f"fc_{n}", "fully_connected", x, w) for n, x, w in FC_EDGES]
+    cases += [mac_case("fc_scales_extreme", "fully_connected", (2, 9), (17, 9), extreme=1.0),
+              mac_case("fc_zp_extreme", "fully_connected", (2, 40), (3, 40), zp=(-128, 127))]
+    for i in range(n_random):
+        rng = rng_for(f"mac_random_{i}")
+        n, n_in, n_out = (int(v) for v in rng.integers(1, (4, 300, 40)))
+        cases += [random_conv(f"conv2d_random_{i:03d}", rng),
+                  random_dw(f"dw_random_{i:03d}", rng),
+                  mac_case(f"fc_random_{i:03d}", "fully_connected", (n, n_in), (n_out, n_in))]
+    return cases
+
+
+def _window(rng, size):
+    k, s, d = int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    p0, p1 = int(rng.integers(0, 4)), int(rng.integers(0, 4))
+    if size + p0 + p1 - d * (k - 1) - 1 < 0:
+        k, d = 1, 1
+    return k, s, d, p0, p1
+
+
+def random_conv(name, rng):
+    h, w = int(rng.integers(1, 12)), int(rng.integers(1, 12))
+    g = int(rng.choice([1, 1, 1, 2, 3]))
+    cg, cout_g = int(rng.integers(1, 9)), int(rng.integers(1, 6))
+    kh, sh, dh, pt, pb = _window(rng, h)
+    kw, sw, dw, pl, pr = _window(rng, w)
+    return mac_case(name, "conv2d", (int(rng.integers(1, 3)), h, w, cg * g),
+                    (cout_g * g, kh, kw, cg), stride=(sh, sw), dil=(dh, dw),
+                    pads=(pt, pl, pb, pr), groups=g)
+
+
+def random_dw(name, rng):
+    h, w, c, m = (int(rng.integers(1, 12)), int(rng.integers(1, 12)), int(rng.integers(1, 20)),
+                  int(rng.choice([1, 1, 2, 3])))
+    kh, sh, dh, pt, pb = _window(rng, h)
+    kw, sw, dw, pl, pr = _window(rng, w)
+    return mac_case(name, "depthwise_conv2d", (int(rng.integers(1, 3)), h, w, c),
+                    (kh, kw, c * m), stride=(sh, sw), dil=(dh, dw), pads=(pt, pl, pb, pr),
+                    mult=m)
+
+
+# ----------------------------------------------------------------------------- element-wise
+
+SHAPES = [(1, 8, 8, 17), (17,), (2, 3, 5), (1, 1, 1, 1), (3, 1000)]
+
+
+def add_case(name, shape, alias=None, extreme=False):
+    rng = rng_for(name)
+    a_zp, b_zp, out_zp = pick_zp(rng), pick_zp(rng), pick_zp(rng)
+    sa, sb, so = (float(np.exp(rng.uniform(-6, 0))) for _ in range(3))
+    big = 2 * max(sa, sb)  # the usual left-shift scheme; extreme: unusual encodings of it
+    ext = 1.0 if extreme else 0.0
+    a_m, a_s = any_pair(rng, 2**20 * sa / big, 510, ext)  # |a32|, |b32| < 2^30: the sum fits
+    b_m, b_s = any_pair(rng, 2**20 * sb / big, 510, ext)
+    a32, b32 = (int(quant.rq(255, m, s)) for m, s in ((a_m, a_s), (b_m, b_s)))
+    o_m, o_s = any_pair(rng, big / (2**20 * so), 2 * max(a32, b32), ext)
+    act_min, act_max = pick_act(rng, out_zp)
+    attrs = dict(a_zp=a_zp, a_mult=a_m, a_shift=a_s, b_zp=b_zp, b_mult=b_m, b_shift=b_s,
+                 out_zp=out_zp, out_mult=o_m, out_shift=o_s, act_min=act_min, act_max=act_max)
+    return Case(name, "add", (s8(rng, shape), s8(rng, shape)), attrs, alias)
+
+
+def mul_case(name, shape, alias=None, extreme=False):
+    rng = rng_for(name)
+    a_zp, b_zp, out_zp = pick_zp(rng), pick_zp(rng), pick_zp(rng)
+    mult, shift = any_pair(rng, float(np.exp(rng.uniform(-12, -2))), 255 * 255,
+                           1.0 if extreme else 0.0)
+    act_min, act_max = pick_act(rng, out_zp)
+    attrs = dict(a_zp=a_zp, b_zp=b_zp, out_zp=out_zp, mult=mult, shift=shift, act_min=act_min,
+                 act_max=act_max)
+    return Case(name, "mul", (s8(rng, shape), s8(rng, shape)), attrs, alias)
+
+
+def unary_case(name, op, shape, alias=None, extreme=False):
+    rng = rng_for(name)
+    x = s8(rng, shape)
+    zp = pick_zp(rng)
+    act_min, act_max = pick_act(rng, zp)
+    if op == "clamp":
+        return Case(name, op, (x,), dict(act_min=act_min, act_max=act_max), alias)
+    if op == "lut":
+        return Case(name, op, (x, s8(rng, (256,))), {}, alias)
+    mult, shift = any_pair(rng, float(np.exp(rng.uniform(-4, 4))), 255, 1.0 if extreme else 0.0)
+    return Case(name, op, (x,), dict(in_zp=pick_zp(rng), out_zp=zp, mult=mult, shift=shift,
+                                      act_min=act_min, act_max=act_max), alias)
+
+
+def elementwise_cases(n_random):
+    cases = []
+    for i, shape in enumerate(SHAPES):
+        for op, make in (("add", add_case), ("mul", mul_case)):
+            cases.append(make(f"{op}_shape{i}", shape))
+            cases.append(make(f"{op}_shape{i}_extreme", shape, extreme=True))
+        for op in ("clamp", "lut", "rescale"):
+            cases.append(unary_case(f"{op}_shape{i}", op, shape))
+    for alias in (0, 1):
+        cases += [add_case(f"add_inplace_{alias}", (2, 4, 4, 5), alias),
+                  mul_case(f"mul_inplace_{alias}", (2, 4, 4, 5), alias)]
+    cases += [unary_case(f"{op}_inplace", op, (3, 7, 5), alias=0)
+              for op in ("clamp", "lut", "rescale")]
+    cases += [unary_case(f"rescale_extreme_{i:02d}", "rescale", (4, 64), extreme=True)
+              for i in range(12)]
+    cases += [mul_case(f"mul_extreme_{i:02d}", (4, 64), extreme=True) for i in range(6)]
+    for i in range(n_random):
+        rng = rng_for(f"elementwise_random_{i}")
+        shape = tuple(int(d) for d in rng.integers(1, 9, size=int(rng.integers(1, 5))))
+        alias = int(rng.integers(0, 2)) if rng.random() < 0.3 else None
+        cases += [add_case(f"add_random_{i:03d}", shape, alias, extreme=rng.random() < 0.5),
+                  mul_case(f"mul_random_{i:03d}", shape, alias, extreme=rng.random() < 0.5),
+                  unary_case(f"rescale_random_{i:03d}", "rescale", shape,
+                             extreme=rng.random() < 0.5)]
+    return cases
+
+
+# ----------------------------------------------------------------------------- pooling
+
+def pool_case(name, op, x_shape, kernel, stride=(1, 1), pads=(0, 0, 0, 0), **extra):
+    rng = rng_for(name)
+    attrs = dict(kernel_h=kernel[0], kernel_w=kernel[1], stride_h=stride[0], stride_w=stride[1],
+                 pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2], pad_right=pads[3])
+    zp = pick_zp(rng)
+    if op == "avg_pool2d":
+        attrs.update(count_include_pad=0, divisor=0, in_zp=zp,
+                     out_zp=zp if rng.random() < 0.7 else pick_zp(rng))
+    attrs["act_min"], attrs["act_max"] = pick_act(rng, zp) if rng.random() < 0.5 else (-128, 127)
+    attrs.update(extra)
+    return Case(name, op, (s8(rng, x_shape),), attrs)
+
+
+POOL_EDGES = [  # name, x, kernel, stride, pads
+    ("2x2s2_even", (1, 8, 8, 3), (2, 2), (2, 2), (0, 0, 0, 0)),
+    ("2x2s2_odd", (1, 9, 9, 3), (2, 2), (2, 2), (0, 0, 0, 0)),
+    ("2x2s2_odd_pad", (1, 9, 9, 5), (2, 2), (2, 2), (0, 0, 1, 1)),
+    ("3x3s2_pad", (1, 9, 9, 5), (3, 3), (2, 2), (1, 1, 1, 1)),
+    ("3x3s1_pad", (1, 6, 6, 4), (3, 3), (1, 1), (1, 1, 1, 1)),
+    ("asym_c17", (1, 6, 7, 17), (3, 2), (1, 2), (2, 0, 0, 1)),
+    ("c1_batch2", (2, 5, 5, 1), (2, 3), (1, 1), (0, 1, 1, 0)),
+    ("stride_gt_kernel", (1, 10, 10, 2), (2, 2), (3, 3), (0, 0, 0, 0)),
+    ("big_pad", (1, 4, 4, 3), (3, 3), (1, 1), (2, 2, 2, 2)),
+    ("global_25x5", (1, 25, 5, 64), (25, 5), (1, 1), (0, 0, 0, 0)),
+]
+
+
+def pool_cases(n_random):
+    cases = []
+    for name, x, k, s, p in POOL_EDGES:
+        cases.append(pool_case(f"maxpool_{name}", "max_pool2d", x, k, s, p))
+        for cip in (0, 1):
+            cases.append(pool_case(f"avgpool_{name}_cip{cip}", "avg_pool2d", x, k, s, p,
+                                   count_include_pad=cip))
+    cases += [pool_case(f"avgpool_divisor_{d}", "avg_pool2d", (1, 6, 6, 4), (3, 3), (1, 1),
+                        (1, 1, 1, 1), divisor=d) for d in (1, 7, 9, 1000, 1 << 30)]
+    cases += [pool_case("avgpool_zp_extreme", "avg_pool2d", (1, 5, 5, 3), (2, 2), (1, 1),
+                        (1, 1, 1, 1), in_zp=-128, out_zp=127, act_min=-128, act_max=127),
+              pool_case("avgpool_ties", "avg_pool2d", (1, 8, 8, 6), (2, 2), (1, 1),
+                        (0, 0, 1, 1), in_zp=0, out_zp=0, divisor=2, act_min=-128, act_max=127)]
+    for i in range(n_random):
+        rng = rng_for(f"pool_random_{i}")
+        x = (int(rng.integers(1, 3)), int(rng.integers(1, 12)), int(rng.integers(1, 12)),
+             int(rng.integers(1, 20)))
+        k = (int(rng.integers(1, min(x[1], 4) + 1)), int(rng.integers(1, min(x[2], 4) + 1)))
+        s = (int(rng.integers(1, 4)), int(rng.integers(1, 4)))
+        p = tuple(int(rng.integers(0, k[j % 2])) for j in range(4))
+        cases.append(pool_case(f"maxpool_random_{i:03d}", "max_pool2d", x, k, s, p))
+        cases.append(pool_case(f"avgpool_random_{i:03d}", "avg_pool2d", x, k, s, p,
+                               count_include_pad=int(rng.integers(0, 2)),
+                               divisor=int(rng.choice([0, 0, 0, rng.integers(1, 50)]))))
+    return cases
+
+
+# ----------------------------------------------------------------------------- softmax
+
+def softmax_case(name, shape, scale=None, table=None, spread=255):
+    rng = rng_for(name)
+    if table is None:
+        table = softmax_exp_table(scale if scale is not None else float(np.exp(rng.uniform(-6, 0))))
+    lo = int(rng.integers(-128, 128 - min(spread, 255)))
+    return Case(name, "softmax", (s8(rng, shape, lo, lo + min(spread, 255)), i32(table)), {})
+
+
+def softmax_cases(n_random):
+    cases = [softmax_case(f"softmax_row{n}", (3, n)) for n in (1, 2, 12)]
+    cases += [softmax_case("softmax_row1000", (1, 1000)),
+              softmax_case("softmax_row1000_narrow", (2, 1000), spread=10),
+              softmax_case("softmax_rank1", (12,)),
+              softmax_case("softmax_rank4", (2, 2, 3, 5)),
+              softmax_case("softmax_equal", (2, 7), spread=0),
+              softmax_case("softmax_big_scale", (4, 12), scale=1.0),
+              softmax_case("softmax_tiny_scale", (4, 12), scale=1e-4)]
+    tie = np.zeros(256, np.int64)
+    tie[0], tie[1] = 511 * 128, 128  # row [0, -1]: 256 * 128 / 65536 = 0.5 exactly
+    cases.append(replace(softmax_case("softmax_tie", (1, 2), table=tie),
+                         inputs=(np.array([[0, -1]], np.int8), i32(tie))))
+    for i in range(n_random):
+        rng = rng_for(f"softmax_random_{i}")
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 300)))
+        cases.append(softmax_case(f"softmax_random_{i:03d}", shape,
+                                  spread=int(rng.integers(0, 256))))
+    return cases
+
+
+# ----------------------------------------------------------------------------- movement
+
+def movement_cases(n_random):
+    import itertools
+    rng = rng_for("movement")
+    cases = []
+    for rank, shape in ((1, (7,)), (2, (3, 5)), (3, (2, 3, 5)), (4, (2, 3, 4, 5))):
+        x = s8(rng, shape)
+        for perm in itertools.permutations(range(rank)):
+            tag = "".join(map(str, perm))
+            cases.append(Case(f"transpose_r{rank}_{tag}", "transpose", (x,),
+                              transpose_attrs(perm)))
+        for axis in range(rank):
+            parts = []
+            for j, n in enumerate((1, 3, 2)):
+                s = list(shape)
+                s[axis] = n
+                parts.append(s8(rng, tuple(s)))
+            cases.append(Case(f"concat_r{rank}_axis{axis}", "concat", tuple(parts),
+                              concat_attrs(axis, rank)))
+        pads = [(int(rng.integers(0, 3)), int(rng.integers(0, 3))) for _ in range(rank)]
+        for value in (-128, 127, 0):
+            cases.append(Case(f"pad_r{rank}_v{value}", "pad", (x,), pad_attrs(pads, value)))
+    cases += [Case("concat_single", "concat", (s8(rng, (2, 3, 4)),), concat_attrs(1, 3)),
+              Case("concat_empty_part", "concat", (s8(rng, (2, 3)), s8(rng, (2, 0)),
+                                                   s8(rng, (2, 4))), concat_attrs(1, 2)),
+              Case("pad_none", "pad", (s8(rng, (1, 3, 3, 2)),), pad_attrs([(0, 0)] * 4, 5)),
+              Case("pad_nhwc_spatial", "pad", (s8(rng, (1, 5, 4, 17)),),
+                   pad_attrs([(0, 0), (1, 2), (2, 1), (0, 0)], -3))]
+    for i, (a, b) in enumerate((((2, 3, 4), (24,)), ((5,), (5,)), ((1, 4, 4, 3), (1, 48)))):
+        cases.append(Case(f"copy_{i}", "copy", (s8(rng, a),), {}, out_shape=b))
+    for i in range(n_random):
+        r = rng_for(f"movement_random_{i}")
+        rank = int(r.integers(1, 5))
+        shape = tuple(int(d) for d in r.integers(1, 7, size=rank))
+        x = s8(r, shape)
+        cases += [Case(f"transpose_random_{i:03d}", "transpose", (x,),
+                       transpose_attrs(tuple(int(p) for p in r.permutation(rank)))),
+                  Case(f"pad_random_{i:03d}", "pad", (x,),
+                       pad_attrs([tuple(int(v) for v in r.integers(0, 4, 2)) for _ in shape],
+                                 int(r.integers(-128, 128))))]
+    return cases
+
+
+# ----------------------------------------------------------------------------- bad arguments
+
+def bad(case, suffix, ref_raises=True, inputs=None, out_shape=None, **attrs):
+    """`case` mutated so that the kernel must answer MT_STATUS_BAD_ARGUMENT; y keeps the shape
+    the unmutated case has (unless out_shape says otherwise)."""
+    base_shape = out_shape or reference_output(case).shape
+    return Case(f"{case.name}_bad_{suffix}", case.op, inputs or case.inputs,
+                {**case.attrs, **attrs}, status=BAD_ARGUMENT, out_shape=base_shape,
+                ref_raises=ref_raises)
+
+
+def bad_cases():
+    conv = mac_case("conv2d_base", "conv2d", (1, 5, 5, 4), (6, 3, 3, 2), pads=(1,) * 4, groups=2)
+    dw = mac_case("dw_base", "depthwise_conv2d", (1, 5, 5, 3), (3, 3, 6), pads=(1,) * 4, mult=2)
+    fc = mac_case("fc_base", "fully_connected", (2, 9), (4, 9))
+    x, w, b, m, s = conv.inputs
+    cases = [bad(conv, "groups3", groups=3), bad(conv, "in_zp128", in_zp=128),
+             bad(conv, "stride0", stride_h=0), bad(conv, "dilation0", dilation_w=0),
+             bad(conv, "pad_negative", pad_left=-1), bad(conv, "act_empty", act_min=5, act_max=4),
+             bad(conv, "shift1", inputs=(x, w, b, m, i32([1] * 6))),
+             bad(conv, "shift63", inputs=(x, w, b, m, i32([63] * 6))),
+             bad(conv, "mult_negative", inputs=(x, w, b, i32([-1] * 6), s)),
+             bad(conv, "bias_short", inputs=(x, w, b[:5], m, s)),
+             bad(conv, "y_shape", ref_raises=False, out_shape=(1, 5, 4, 6)),
+             bad(conv, "window_too_big", pad_top=0, pad_bottom=0,
+                 inputs=(x[:, :2], w, b, m, s), out_shape=(1, 1, 5, 6)),
+             bad(dw, "mult3", depth_multiplier=3), bad(dw, "out_zp_low", out_zp=-129),
+             bad(dw, "weight_2hwc", inputs=(dw.inputs[0], dw.inputs[1][None].repeat(2, 0),
+                                             *dw.inputs[2:])),
+             bad(fc, "in_mismatch", inputs=(fc.inputs[0][:, :8], *fc.inputs[1:])),
+             bad(fc, "y_shape", ref_raises=False, out_shape=(2, 5))]
+    add = add_case("add_base", (2, 5))
+    mul = mul_case("mul_base", (2, 5))
+    cases += [bad(add, "shape", inputs=(add.inputs[0], add.inputs[1][:1])),
+              bad(add, "overflow", a_mult=(1 << 31) - 1, a_shift=2),
+              bad(add, "zp", b_zp=300), bad(mul, "shift1", shift=1),
+              bad(mul, "shape", inputs=(mul.inputs[0], mul.inputs[1].reshape(5, 2))),
+              bad(unary_case("clamp_base", "clamp", (4,)), "act", act_min=3, act_max=-3),
+              bad(unary_case("lut_base", "lut", (4,)), "table255",
+                  inputs=(s8(rng_for("t"), (4,)), s8(rng_for("t"), (255,)))),
+              bad(unary_case("rescale_base", "rescale", (4,)), "shift63", shift=63)]
+    mp = pool_case("maxpool_base", "max_pool2d", (1, 4, 4, 2), (2, 2), (2, 2))
+    ap = pool_case("avgpool_base", "avg_pool2d", (1, 4, 4, 2), (2, 2), (2, 2))
+    cases += [bad(mp, "window_in_padding", pad_top=2, out_shape=(1, 3, 2, 2)),
+              bad(mp, "kernel0", kernel_w=0), bad(ap, "cip2", count_include_pad=2),
+              bad(ap, "divisor_negative", divisor=-1),
+              bad(ap, "divisor_huge", divisor=(1 << 30) + 1),
+              bad(ap, "window_in_padding", pad_left=3, out_shape=(1, 2, 3, 2))]
+    sm = softmax_case("softmax_base", (2, 5))
+    zero_first, too_big = sm.inputs[1].copy(), sm.inputs[1].copy()
+    zero_first[0], too_big[3] = 0, 65537
+    cases += [bad(sm, "table0", inputs=(sm.inputs[0], zero_first)),
+              bad(sm, "table_big", inputs=(sm.inputs[0], too_big)),
+              bad(sm, "row_too_long", inputs=(s8(rng_for("long"), (1, 32768)), sm.inputs[1]),
+                  out_shape=(1, 32768))]
+    x4 = s8(rng_for("x4"), (2, 3))
+    tr = Case("transpose_base", "transpose", (x4,), transpose_attrs((1, 0)))
+    cc = Case("concat_base", "concat", (x4, x4), concat_attrs(0, 2))
+    pd = Case("pad_base", "pad", (x4,), pad_attrs([(1, 0), (0, 2)], 0))
+    cases += [bad(tr, "not_perm", perm2=2), bad(tr, "moves_lead", perm0=3, perm2=0),
+              bad(cc, "off_axis", inputs=(x4, x4[:, :2])), bad(cc, "axis1", axis=1),
+              bad(pd, "negative", after3=-1), bad(pd, "lead_dim", before0=1),
+              bad(pd, "value", value=128),
+              bad(Case("copy_base", "copy", (x4,), {}), "numel", ref_raises=False,
+                  out_shape=(7,))]
+    return cases
+
+
+# ----------------------------------------------------------------------------- case files
+
+def reference_output(case):
+    y = KERNELS[case.op](*case.inputs, **case.attrs)
+    return y.reshape(case.out_shape) if case.out_shape is not None else y
+
+
+def expected_output(case):
+    if case.status == OK:
+        return reference_output(case)
+    if case.ref_raises:
+        with pytest.raises(ValueError):
+            KERNELS[case.op](*case.inputs, **case.attrs)
+    return np.zeros(case.out_shape, np.int8)
+
+
+def tensor_record(a, rng) -> bytes:
+    a = np.ascontiguousarray(a)
+    misalign = int(rng.integers(0, 16)) if a.dtype == np.int8 else int(rng.choice([0, 4, 8, 12]))
+    shape = list(a.shape) + [0] * (6 - a.ndim)
+    data = a.astype(a.dtype.newbyteorder("<")).tobytes()
+    head = struct.pack("<2I6Ii2I", DTYPE_ID[a.dtype], a.ndim, *shape, 0, misalign, len(data))
+    return head + data + b"\0" * (-len(data) % 4)
+
+
+def case_bytes(case) -> bytes:
+    op = ops.get(case.op)
+    y = expected_output(case)
+    rng = rng_for(case.name + "/layout")
+    attrs = [case.attrs[a] for a in op.attrs]
+    head = struct.pack(f"<9I{len(attrs)}i", MAGIC, VERSION, op.opcode,
+                       op.variants.index("ref"), case.status,
+                       NONE if case.alias is None else case.alias, len(attrs),
+                       len(case.inputs), 1, *[int(v) for v in attrs])
+    return head + b"".join(tensor_record(a, rng) for a in (*case.inputs, y))
+
+
+def all_cases(n_random):
+    cases = (conv_cases(n_random) + elementwise_cases(n_random) + pool_cases(n_random) +
+             softmax_cases(n_random) + movement_cases(n_random) + bad_cases())
+    names = [c.name for c in cases]
+    assert len(set(names)) == len(names), "case names must be unique"
+    return cases
+
+
+def write_cases(cases, folder: Path, max_bytes=None) -> Path:
+    """One <name>.mtkc per case plus cases.lst naming them; returns the list file."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for case in cases:
+        data = case_bytes(case)
+        assert max_bytes is None or 2 * len(data) < max_bytes, f"{case.name} too big for a board"
+        (folder / f"{case.name}.mtkc").write_bytes(data)
+    listing = folder / "cases.lst"
+    listing.write_text("".join(f"{c.name}.mtkc\n" for c in cases))
+    return listing
+
+
+def runner_summary(output: str, n_cases: int) -> None:
+    lines = output.strip().splitlines()
+    assert lines and lines[-1] == f"run_kernel: {n_cases} cases, 0 failed", "\n".join(lines[-60:])
+
+
+# ----------------------------------------------------------------------------- builds
+
+def kernel_sources():
+    return sorted({s for k in ck.KERNELS.values() for s in k.sources}) + [ck.ALL_TABLE_SOURCE]
+
+
+def build_host_runner(out: Path) -> Path:
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found")
+    includes = [f"-I{d}" for d in (*ck.INCLUDE_DIRS, RUNNER_DIR)]
+    sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_host.c", *kernel_sources()]
+    cmd = ["gcc", *HOST_FLAGS, *includes, *map(str, sources), "-o", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def run_host(cases, tmp: Path):
+    listing = write_cases(cases, tmp / "cases")
+    exe = build_host_runner(tmp / "run_kernel")
+    proc = subprocess.run([str(exe), "@cases.lst"], cwd=listing.parent, capture_output=True,
+                          text=True, timeout=600)
+    runner_summary(proc.stdout + proc.stderr, len(cases))
+    assert proc.returncode == 0
+
+
+def run_board(cases, tmp: Path, board: str, cpu: str):
+    from mcutorch import boards
+    if shutil.which(boards.GCC) is None or shutil.which(boards.QEMU) is None:
+        pytest.skip("arm-none-eabi-gcc or qemu-system-arm not found")
+    listing = write_cases(cases, tmp / "cases", max_bytes=ARENA_LIMIT)
+    sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
+    elf = boards.build_elf(sources, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
+                           tmp / f"run_kernel_{cpu}.elf", extra_flags=["-Werror"])
+    result = boards.run_elf(elf, board, ["@cases.lst"], cwd=listing.parent, timeout=300,
+                            target=cpu)
+    assert result.fault is None, result.fault + "\n" + result.stdout[-3000:]
+    runner_summary(result.stdout, len(cases))
+    assert result.exit_code == 0
+
+
+# ----------------------------------------------------------------------------- tests
+
+@pytest.fixture(scope="module")
+def fast_cases():
+    return all_cases(FAST_RANDOM)
+
+
+def test_kernels_host(fast_cases, tmp_path):
+    run_host(fast_cases, tmp_path)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+def test_kernels_qemu(fast_cases, tmp_path, board, cpu):
+    run_board(fast_cases, tmp_path, board, cpu)
+
+
+@pytest.mark.slow
+def test_kernels_host_sweep(tmp_path):
+    run_host(all_cases(SLOW_RANDOM), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.qemu
+@pytest.mark.parametrize("board,cpu", [("mps2-an385", "cortex-m0plus"), ("mps3-an547", "cortex-m55")])
+def test_kernels_qemu_sweep(tmp_path, board, cpu):
+    run_board(all_cases(SLOW_RANDOM), tmp_path, board, cpu)
+
+
+def test_kernel_table_links_only_used_kernels(tmp_path):
+    """kernel_table_c + sources_for build a table holding exactly the used kernels."""
+    if shutil.which("gcc") is None:
+        pytest.skip("gcc not found")
+    used = {("conv2d", "ref"), ("softmax", "ref"), ("avg_pool2d", "ref"), ("delegate", "ref")}
+    (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
+    opcodes = sorted(ops.get(op).opcode for op, _ in used if op != "delegate")
+    (tmp_path / "main.c").write_text(
+        '#include "mt_kernels.h"\nint main(void) {\n'
+        "  static const int used[] = {" + ", ".join(map(str, opcodes)) + "};\n"
+        "  int bad = mt_kernels_model.n_rows != MT_OP_COUNT;\n"
+        "  for (int op = 0, k = 0; op < MT_OP_COUNT; op++) {\n"
+        "    int want = k < (int)(sizeof used / sizeof used[0]) && used[k] == op;\n"
+        "    bad |= (mt_kernels_model.rows[op].variants[0] != 0) != want;\n"
+        "    k += want;\n  }\n  return bad;\n}\n")
+    srcs = [tmp_path / "main.c", tmp_path / "table.c", *ck.sources_for(used)]
+    includes = [f"-I{d}" for d in ck.INCLUDE_DIRS]
+    exe = tmp_path / "table"
+    subprocess.run(["gcc", *HOST_FLAGS, *includes, *map(str, srcs), "-o", str(exe)], check=True)
+    assert subprocess.run([str(exe)]).returncode == 0
+    assert [p.name for p in ck.sources_for(used)] == [
+        "mt_conv2d_s8.c", "mt_avg_pool2d_s8.c", "mt_softmax_s8.c"]
+
+
+def test_every_op_has_a_kernel_file():
+    for op in ops.OPS:
+        if op.name in ck.NO_KERNEL:
+            continue
+        k = ck.kernel(op.name)
+        text = k.sources[0].read_text()
+        assert f"mt_status {k.function}(const mt_op_args *args)" in text, k.sources[0]
+        assert len(text.splitlines()) <= 300, f"{k.sources[0]} is longer than 300 lines"
+        assert ck.scratch_bytes(op.name, [], {}) == 0

@@ -1,0 +1,203 @@
+"""End to end: torch.export -> PT2E -> lift -> passes -> plan -> program -> reference runtime."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import mcutorch
+from mcutorch.compare import layer_by_layer
+from mcutorch.compiler import build_graph
+from mcutorch.errors import ExportError, QuantizeError, UnsupportedOpError
+from mcutorch.lift import lift
+from mcutorch.passes import PIPELINE
+
+
+def compile_and_compare(model, x, calibration=None, **kw):
+    """Quantize + compile; return (program, program output, fake-quant output) as int8 arrays."""
+    qmodel = mcutorch.quantize(model, (x,), calibration=calibration or [x])
+    program = mcutorch.compile(qmodel, (x,), **kw)
+    out = program.program.tensors[program.program.outputs[0]]
+    ours = program.run(x).numpy()
+    theirs = qmodel(x).detach().numpy()
+    q = lambda v: np.round(v / out.scale).astype(np.int64) + out.zero_point  # noqa: E731
+    return program, q(ours), q(theirs)
+
+
+class AllOps(nn.Module):
+    """One model that exercises every lowering rule at least once."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=2)
+        self.dw = nn.Conv2d(8, 16, 3, padding=1, groups=8)  # depth multiplier 2
+        self.c3 = nn.Conv2d(16, 8, 1)
+        self.fc = nn.Linear(16 * 3 * 3, 10)
+
+    def forward(self, x):
+        y = torch.relu(self.c1(nn.functional.pad(x, (0, 1, 0, 1))))  # asymmetric pad -> conv
+        y = nn.functional.hardtanh(self.c2(y), -1.0, 2.0)
+        y = nn.functional.relu6(self.dw(y))
+        z = self.c3(y)
+        z = z + torch.sigmoid(z) * torch.tanh(z)
+        z = nn.functional.hardswish(z)
+        z = nn.functional.avg_pool2d(z, 3, stride=1, padding=1, count_include_pad=True)
+        z = nn.functional.max_pool2d(z, 3, stride=2, padding=1, ceil_mode=True)
+        z = torch.cat([z, torch.clamp(z, -0.5, 0.5)], dim=1)
+        z = nn.functional.pad(z.permute(0, 1, 3, 2), (2, 0, 0, 2))
+        z = nn.functional.adaptive_avg_pool2d(z, (3, 3))
+        return torch.softmax(self.fc(torch.flatten(z, 1)), dim=-1)
+
+
+@pytest.fixture(scope="module")
+def all_ops():
+    torch.manual_seed(0)
+    model = AllOps().eval()
+    cal = [torch.randn(1, 3, 11, 13) for _ in range(6)]
+    return model, cal
+
+
+def test_every_lowering_matches_fake_quant(all_ops):
+    model, cal = all_ops
+    _, ours, theirs = compile_and_compare(model, cal[0], cal)
+    assert np.abs(ours - theirs).max() <= 1, (ours, theirs)
+
+
+def test_every_lowering_layer_by_layer(all_ops):
+    model, cal = all_ops
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    rows = layer_by_layer(qmodel, (cal[1],))
+    ops = {r["op"] for r in rows}
+    assert {"conv2d", "depthwise_conv2d", "add", "mul", "lut", "avg_pool2d", "max_pool2d",
+            "concat", "softmax", "fully_connected"} <= ops
+    for r in rows:
+        assert r["within_1lsb"] >= 0.99, r
+
+
+def test_passes_do_what_they_say(all_ops):
+    model, cal = all_ops
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    graph = lift(qmodel)
+    counts = lambda g: {op: sum(n.op == op for n in g.nodes) for op in  # noqa: E731
+                        ("pad", "rescale", "clamp", "conv2d", "depthwise_conv2d", "transpose")}
+    before = counts(graph)
+    stages = {}
+    for name, fn in PIPELINE:
+        graph = fn(graph)
+        stages[name] = counts(graph)
+    assert before["pad"] == 2 and stages["fold_padding"]["pad"] == 1  # the zero pad folded
+    assert stages["to_nhwc"]["depthwise_conv2d"] == 1 and stages["to_nhwc"]["conv2d"] == 3
+    first_conv = next(n for n in graph.nodes if n.op == "conv2d")
+    assert (first_conv.attrs["pad_top"], first_conv.attrs["pad_left"],
+            first_conv.attrs["pad_bottom"], first_conv.attrs["pad_right"]) == (1, 1, 2, 2)
+    assert all(t.layout in (None, "NHWC") for t in graph.tensors())
+
+
+def test_flatten_order_folds_into_linear_weights():
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(2, 4, 3, padding=1), nn.ReLU(), nn.Flatten(),
+                          nn.Linear(4 * 5 * 6, 7)).eval()
+    x = torch.randn(1, 2, 5, 6)
+    program, ours, theirs = compile_and_compare(model, x, [torch.randn(1, 2, 5, 6)
+                                                           for _ in range(4)])
+    assert "transpose" not in [op.name for op in program.program.ops]
+    assert np.abs(ours - theirs).max() <= 1
+
+
+def test_reshape_that_cannot_alias_gets_transposes():
+    model = nn.Sequential(nn.Conv2d(2, 3, 1), nn.Flatten(), nn.Unflatten(1, (3, 4, 2))).eval()
+    x = torch.randn(1, 2, 2, 4)
+    program, ours, theirs = compile_and_compare(model, x, [torch.randn(1, 2, 2, 4)
+                                                           for _ in range(4)])
+    assert [op.name for op in program.program.ops].count("transpose") == 2
+    assert np.array_equal(ours, theirs)
+
+
+def test_compile_is_deterministic(all_ops):
+    model, cal = all_ops
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    a = mcutorch.compile(qmodel, (cal[0],)).to_bytes()
+    b = mcutorch.compile(qmodel, (cal[0],)).to_bytes()
+    assert a == b
+
+
+def test_save_load_run_inspect(tmp_path, all_ops):
+    model, cal = all_ops
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],), target="cortex-m33", memory="DTCM:4K,SRAM:1M")
+    path = program.save(tmp_path / "m.mtp")
+    loaded = mcutorch.load(path)
+    assert torch.equal(loaded.run(cal[2]), program.run(cal[2]))
+    batch = torch.cat(cal[:3])
+    assert loaded.run(batch).shape == (3, 10)
+    s = loaded.summary()
+    assert set(s["regions"]) <= {"DTCM", "SRAM"} and s["regions"].get("DTCM", 0) <= 4096
+    assert loaded.program.target.cpu == "cortex-m33" and loaded.program.target.isa == "dsp"
+
+
+def test_memory_that_does_not_fit_is_a_compile_error(all_ops):
+    model, cal = all_ops
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    with pytest.raises(mcutorch.McutorchError) as err:
+        mcutorch.compile(qmodel, (cal[0],), memory="DTCM:256")
+    assert "DTCM" in str(err.value)
+
+
+def test_unsupported_op_names_op_and_source_line():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.cumsum(x, dim=1)  # the line the error must point at
+
+    with pytest.raises(UnsupportedOpError) as err:
+        mcutorch.quantize(M(), (torch.randn(1, 4),))
+    msg = str(err.value)
+    assert "cumsum" in msg and "test_pipeline.py:" in msg
+
+
+def test_data_dependent_control_flow_is_an_export_error():
+    class M(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x
+
+    with pytest.raises(ExportError) as err:
+        mcutorch.quantize(M(), (torch.randn(1, 4),))
+    assert "torch.export could not capture" in str(err.value)
+
+
+def test_nan_in_calibration_is_rejected():
+    model = nn.Sequential(nn.Linear(4, 2)).eval()
+    bad = torch.tensor([[0.0, float("nan"), 1.0, 2.0]])
+    with pytest.raises(QuantizeError, match="NaN/Inf"):
+        mcutorch.quantize(model, (torch.randn(1, 4),), calibration=[torch.randn(1, 4), bad])
+
+
+def test_broadcasting_add_is_a_clear_error():
+    class M(nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    qmodel = mcutorch.quantize(M(), (torch.randn(1, 4, 2, 2), torch.randn(1, 4, 1, 1)))
+    with pytest.raises(UnsupportedOpError, match="broadcasting"):
+        build_graph(qmodel)
+
+
+def test_batchnorm_after_linear_is_folded():
+    torch.manual_seed(2)
+    model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU()).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(1, 6)
+    program, ours, theirs = compile_and_compare(model, x, [torch.randn(1, 6) for _ in range(8)])
+    assert [op.name for op in program.program.ops] == ["fully_connected"]
+    assert np.abs(ours - theirs).max() <= 1
+
+
+def test_boundary_quantization_rounds_half_to_even():
+    from mcutorch.quant import quantize
+
+    q = quantize(np.array([0.5, 1.5, 2.5, -0.5, 1000.0, -1000.0]), 1.0, 0)
+    assert q.tolist() == [0, 2, 2, 0, 127, -128]

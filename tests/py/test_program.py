@@ -1,0 +1,441 @@
+"""The program file: round trip, determinism, layout, every named error, fuzzing, the C header."""
+from __future__ import annotations
+
+import shutil
+import struct
+import subprocess
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from mcutorch import ops
+from mcutorch.errors import ProgramError
+from mcutorch.program import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
+                              RegionInfo, TargetInfo, TensorInfo, load, save)
+from mcutorch.program import schema as S
+
+# ----------------------------------------------------------------------------------------------
+# a small hand-built program: conv2d -> delegate (CPU version: lut) -> clamp, two regions,
+# a delegate with 6-D bindings in NPU-reachable scratch, metadata
+
+
+def build_program(meta_order: int = 0) -> Program:
+    pool = ConstantPool()
+    sram, dtcm = 0, 1
+    tensors = [
+        TensorInfo.arena("int8", (1, 4, 4, 2), dtcm, 0, 0.05, -3),  # 0 x
+        pool.tensor(np.arange(-3, 3, dtype=np.int8).reshape(3, 1, 1, 2), 0.01),  # 1 weight
+        pool.tensor(np.array([100, -200, 70000], np.int32)),  # 2 bias
+        pool.tensor(np.array([1 << 30, 1 << 29, 1 << 28], np.int32)),  # 3 mult
+        pool.tensor(np.array([33, 34, 35], np.int32)),  # 4 shift
+        TensorInfo.arena("int8", (1, 4, 4, 3), sram, 64, 0.1, 5),  # 5 y (delegate input)
+        TensorInfo.arena("int8", (1, 4, 4, 3), sram, 128, 1 / 256, -128),  # 6 z (delegate out)
+        TensorInfo.arena("int8", (1, 4, 4, 3), dtcm, 32, 1 / 256, -128),  # 7 out
+        pool.tensor(np.arange(-128, 128, dtype=np.int16).astype(np.int8)),  # 8 lut table
+    ]
+    command = pool.add(b"\x01\x02\x03\x04" * 8)
+    weights = pool.add(np.arange(48, dtype=np.uint8))
+    conv = dict.fromkeys(ops.get("conv2d").attrs, 0) | {
+        "stride_h": 1, "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "groups": 1,
+        "in_zp": -3, "out_zp": 5, "act_min": -128, "act_max": 127}
+    ops_ = [
+        OpInfo("conv2d", [0, 1, 2, 3, 4], [5], conv, scratch=Area(dtcm, 96, 32), source=0),
+        OpInfo("delegate", [5], [6], {"index": 0}, source=1),
+        OpInfo("clamp", [6], [7], {"act_max": 127, "act_min": 0}),  # given out of ops.py order
+        OpInfo("lut", [5, 8], [6], {}, source=1),  # the delegate's CPU version
+    ]
+    delegate = DelegateInfo(
+        "ethos-u55-128", (command, 32), (weights, 48), scratch=Area(sram, 0, 256),
+        fast_scratch=Area(sram, 256, 64),
+        inputs=[Binding(5, 64, (1, 4, 4, 3), 1)], outputs=[Binding(6, 128, (1, 1, 1, 4, 4, 3), 1)],
+        cpu_ops=(3, 1))
+    regions = [RegionInfo("SRAM", 320, 16, rank=1, npu=True, base=0x21000000, capacity=4 << 20),
+               RegionInfo("DTCM", 128, 16, rank=0, base=0x20000000, capacity=512 << 10)]
+    meta = {"model": "tiny", "tensor_names": [f"t{i}" for i in range(len(tensors))],
+            "sources": [{"loc": "model.py:12", "op": "aten.conv2d.default"},
+                        {"loc": "model.py:13", "op": "aten.sigmoid.default"}],
+            "options": {"target": "cortex-m55+ethos-u55-128", "béta": "ü"}}
+    if meta_order:  # same content, different insertion order
+        meta = dict(reversed(list(meta.items())))
+    return Program(TargetInfo("cortex-m55", "mve", "ethos-u55-128"), regions, tensors, ops_,
+                   [0], [7], pool.to_bytes(), [delegate], meta)
+
+
+@pytest.fixture(scope="module")
+def program() -> Program:
+    return build_program()
+
+
+@pytest.fixture(scope="module")
+def blob(program) -> bytes:
+    return program.to_bytes()
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers: find fields in a file through its own section table, patch them, fix the CRC
+
+
+def sections(buf) -> dict[str, tuple[int, int]]:
+    h = S.HEADER.unpack(buf)
+    out = {}
+    for i, e in enumerate(S.SECTION.unpack_all(buf, h["section_table"], h["section_count"])):
+        kind = S.KIND_BY_ID.get(e["kind"])
+        out[kind.name if kind else f"kind{e['kind']}"] = (e["offset"], e["size"])
+        out[f"#{i}"] = (h["section_table"] + i * S.SECTION.size, S.SECTION.size)
+    return out
+
+
+RECORD = {"header": S.HEADER, "target": S.TARGET, "regions": S.REGION, "tensors": S.TENSOR,
+          "ops": S.OP, "io": S.IO, "delegates": S.DELEGATE, "bindings": S.BINDING}
+
+
+def field_offset(buf, where: str, index: int, field: str, element: int = 0) -> tuple[int, str]:
+    """Absolute offset and struct char of record `index`.`field` in section `where`
+    ("header", a section name, or "#k" for section table entry k)."""
+    if where == "header":
+        st, base = S.HEADER, 0
+    elif where.startswith("#"):
+        st, base = S.SECTION, sections(buf)[where][0]
+    else:
+        st, base = RECORD[where], sections(buf)[where][0] + index * RECORD[where].size
+    f = next(f for f in st.fields if f.name == field)
+    width, char = S._TYPES[f.type][1], S._TYPES[f.type][2]
+    return base + st.offsets[field] + element * width, f"{f.count}s" if char == "s" else char
+
+
+def recrc(buf: bytearray) -> bytes:
+    struct.pack_into("<I", buf, 12, zlib.crc32(buf[S.CRC_START:]))
+    return bytes(buf)
+
+
+def patch(blob: bytes, where: str, index: int, field: str, value, element: int = 0,
+          fix_crc: bool = True) -> bytes:
+    buf = bytearray(blob)
+    off, char = field_offset(buf, where, index, field, element)
+    struct.pack_into("<" + char, buf, off, value)
+    return recrc(buf) if fix_crc else bytes(buf)
+
+
+def patch_bytes(blob: bytes, offset: int, data: bytes, fix_crc: bool = True) -> bytes:
+    buf = bytearray(blob)
+    buf[offset:offset + len(data)] = data
+    return recrc(buf) if fix_crc else bytes(buf)
+
+
+def reason_of(buf) -> str | None:
+    """None when `buf` loads; the ProgramError reason otherwise (any other exception fails)."""
+    try:
+        Program.from_bytes(buf)
+    except ProgramError as e:
+        assert e.reason in S.ERRORS, e
+        return e.reason
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# round trip, determinism, layout
+
+
+def test_round_trip_is_identical(program, blob):
+    back = Program.from_bytes(blob)
+    assert back == program
+    assert back.to_bytes() == blob
+    assert back.ops[2].attrs == {"act_min": 0, "act_max": 127}
+    assert list(back.ops[2].attrs) == ["act_min", "act_max"]  # ops.py order
+    assert back.delegates[0].inputs[0].shape == (1, 1, 1, 4, 4, 3)
+    assert back.regions[1].base == 0x20000000 and back.regions[0].npu
+    assert back.metadata["options"]["béta"] == "ü"
+    assert back.main_ops() == [0, 1, 2] and back.subgraph_ops() == {3}
+    assert back.op_source(0) == "model.py:12 (aten.conv2d.default)"
+
+
+def test_deterministic(blob):
+    assert build_program().to_bytes() == blob
+    assert build_program(meta_order=1).to_bytes() == blob  # JSON keys sorted
+
+
+def test_save_load(tmp_path, program):
+    save(program, tmp_path / "m.mtp")
+    assert load(tmp_path / "m.mtp") == program
+    assert Program.load(tmp_path / "m.mtp").to_bytes() == program.to_bytes()
+
+
+def test_layout(blob):
+    h = S.HEADER.unpack(blob)
+    assert blob[:4] == b"MCUT" and h["file_size"] == len(blob)
+    assert (h["version_major"], h["version_minor"]) == (1, 0)
+    assert h["crc32"] == zlib.crc32(blob[16:])
+    assert (S.HEADER.size, S.SECTION.size, S.TARGET.size, S.REGION.size, S.TENSOR.size,
+            S.OP.size, S.IO.size, S.DELEGATE.size, S.BINDING.size) == (
+        32, 16, 16, 32, 48, 32, 8, 56, 36)
+    for st in S.STRUCTS:
+        assert st.dtype.itemsize == st.size
+        assert [st.dtype.fields[f.name][1] for f in st.fields] == [st.offsets[f.name]
+                                                                    for f in st.fields]
+    secs = sections(blob)
+    for name in [k.name for k in S.SECTION_KINDS]:
+        assert secs[name][0] % 16 == 0, name
+    names = [k for k in secs if not k.startswith("#")]
+    assert names[-1] == "metadata"  # last, so stripping is cheap
+
+
+def test_tensor_records_parse_with_numpy_dtype(blob, program):
+    off, size = sections(blob)["tensors"]
+    recs = np.frombuffer(blob, S.TENSOR.dtype, size // S.TENSOR.size, off)
+    assert recs["offset"].tolist() == [t.offset for t in program.tensors]
+    assert recs["shape"][0].tolist() == [1, 4, 4, 2, 0, 0]
+
+
+def test_const_array_views_the_buffer_in_place(blob, program):
+    buf = bytearray(blob)
+    p = Program.from_bytes(buf)
+    w = p.const_array(1)
+    assert w.dtype == np.int8 and w.shape == (3, 1, 1, 2)
+    np.testing.assert_array_equal(w, np.arange(-3, 3).reshape(3, 1, 1, 2))
+    np.testing.assert_array_equal(p.const_array(2), [100, -200, 70000])
+    const_at = sections(blob)["const"][0]
+    assert (const_at + p.tensors[2].offset) % 16 == 0
+    buf[const_at + p.tensors[1].offset] = 0x7F  # a write to the buffer shows through: no copy
+    assert w[0, 0, 0, 0] == 127
+    with pytest.raises(ValueError):
+        p.const_array(0)
+
+
+def test_stripped_and_unknown_sections(program, blob):
+    stripped = program.stripped().to_bytes()
+    assert len(stripped) < len(blob) and Program.from_bytes(stripped).metadata is None
+    # an unknown SKIPPABLE section is ignored, an unknown required one refused
+    for flags, expect in ((S.SECTION_FLAG_SKIPPABLE, None), (0, "bad_section")):
+        buf = bytearray(blob)
+        i = S.HEADER.unpack(blob)["section_count"] - 1  # the metadata entry
+        off, _ = field_offset(buf, f"#{i}", 0, "kind")
+        struct.pack_into("<HH", buf, off, 99, flags)
+        assert reason_of(recrc(buf)) == expect
+
+
+def test_writer_refuses_invalid_programs(program):
+    from dataclasses import replace
+
+    def with_op2(op):
+        return replace(program, ops=[*program.ops[:2], op, *program.ops[3:]])
+
+    with pytest.raises(ProgramError, match="bad_op"):
+        with_op2(OpInfo("conv3d", [6], [7])).to_bytes()
+    with pytest.raises(ProgramError, match="bad_op"):
+        with_op2(OpInfo("clamp", [6], [7], {"act_min": 0})).to_bytes()
+    with pytest.raises(ProgramError, match="bad_op"):
+        with_op2(OpInfo("clamp", [6], [1], {"act_min": 0, "act_max": 1})).to_bytes()
+    with pytest.raises(ProgramError, match="bad_io"):
+        replace(program, outputs=[1]).to_bytes()
+    with pytest.raises(ProgramError, match="bad_metadata"):
+        replace(program, metadata={"x": float("nan")}).to_bytes()
+
+
+def test_version_error_names_the_supported_version(blob):
+    with pytest.raises(ProgramError, match=r"format 2\.0; this mcutorch reads format 1\.x"):
+        Program.from_bytes(patch(blob, "header", 0, "version_major", 2))
+
+
+def test_crc_check_can_be_skipped(blob):
+    bad = patch_bytes(blob, sections(blob)["const"][0], b"\x55", fix_crc=False)
+    assert reason_of(bad) == "bad_crc"
+    Program.from_bytes(bad, verify_crc=False)
+
+
+def test_ids_agree_with_targets():
+    targets = pytest.importorskip("mcutorch.targets")
+    assert {n: i for i, n in enumerate(S.CPUS)} == targets.CPU_IDS
+    assert {("" if n == "none" else n): i for i, n in enumerate(S.NPUS)} == targets.NPU_IDS
+    assert {n: i for i, n in enumerate(S.ISAS)} == targets.ISA_IDS
+
+
+# ----------------------------------------------------------------------------------------------
+# every named error, each reached by one targeted corruption (CRC recomputed where it matters)
+
+
+def _meta_at(b: bytes) -> int:
+    return sections(b)["metadata"][0]
+
+
+CORRUPT = {
+    "truncated": lambda b: b[:-1],
+    "bad_magic": lambda b: b"MCUX" + b[4:],
+    "bad_version": lambda b: patch(b, "header", 0, "version_major", 2),
+    "bad_crc": lambda b: patch_bytes(b, sections(b)["const"][0], b"\xAA", fix_crc=False),
+    "bad_header": lambda b: patch(b, "header", 0, "flags", 1),
+    "bad_section": lambda b: patch(b, "#0", 0, "flags", S.SECTION_FLAG_SKIPPABLE),
+    "bad_target": lambda b: patch(b, "target", 0, "isa", 7),
+    "bad_region": lambda b: patch(b, "regions", 0, "alignment", 24),
+    "bad_tensor": lambda b: patch(b, "tensors", 5, "size", 47),
+    "bad_offset": lambda b: patch(b, "tensors", 0, "offset", 4096),
+    "bad_op": lambda b: patch(b, "ops", 0, "opcode", 200),
+    "bad_io": lambda b: patch(b, "io", 0, "n_inputs", 2),
+    "bad_delegate": lambda b: patch(b, "delegates", 0, "npu", 1),
+    "bad_metadata": lambda b: patch_bytes(b, _meta_at(b), b"\xff"),
+}
+
+
+def test_every_reason_has_a_targeted_corruption():
+    assert set(CORRUPT) == set(S.ERRORS)
+
+
+@pytest.mark.parametrize("reason", S.ERRORS)
+def test_named_error(blob, reason):
+    with pytest.raises(ProgramError) as e:
+        Program.from_bytes(CORRUPT[reason](blob))
+    assert e.value.reason == reason
+
+
+@pytest.mark.parametrize("corrupt, reason", [
+    (lambda b: b[:20], "truncated"),
+    (lambda b: b + b"\0", "truncated"),
+    (lambda b: patch(b, "header", 0, "section_table", 40), "bad_section"),
+    (lambda b: patch(b, "#3", 0, "offset", sections(b)["tensors"][0]), "bad_section"),
+    (lambda b: patch(b, "tensors", 1, "offset", 8), "bad_offset"),  # const not 16-aligned
+    (lambda b: patch(b, "tensors", 2, "region", 0), "bad_tensor"),  # const with a region
+    (lambda b: patch(b, "tensors", 0, "shape", 7, element=4), "bad_tensor"),  # past rank
+    (lambda b: patch(b, "tensors", 0, "scale", float("nan")), "bad_tensor"),
+    (lambda b: patch(b, "tensors", 0, "zero_point", 128), "bad_tensor"),
+    (lambda b: patch(b, "ops", 0, "variant", 1), "bad_op"),
+    (lambda b: patch(b, "ops", 0, "n_inputs", 4), "bad_op"),
+    (lambda b: patch(b, "ops", 0, "n_attrs", 12), "bad_op"),
+    (lambda b: patch(b, "ops", 3, "flags", 0), "bad_op"),  # CPU-version op not marked
+    (lambda b: patch(b, "ops", 0, "first_attr", 10**6), "bad_offset"),
+    (lambda b: patch(b, "ops", 0, "scratch_size", 64), "bad_offset"),
+    (lambda b: patch(b, "ops", 0, "source", 5), "bad_metadata"),
+    (lambda b: patch(b, "regions", 1, "name", b"DT\0M"), "bad_region"),
+    (lambda b: patch(b, "regions", 1, "size", 1), "bad_offset"),
+    (lambda b: patch(b, "delegates", 0, "cpu_first_op", 1), "bad_delegate"),  # nests a delegate
+    (lambda b: patch(b, "delegates", 0, "command_offset", 8), "bad_offset"),
+    (lambda b: patch(b, "bindings", 0, "offset", 0), "bad_delegate"),  # tensor not there
+    (lambda b: patch(b, "bindings", 1, "shape", 2, element=5), "bad_delegate"),
+    (lambda b: patch(b, "target", 0, "rounding", 2), "bad_target"),
+    (lambda b: patch_bytes(b, _meta_at(b), b"[" * 8), "bad_metadata"),
+])
+def test_more_corruptions(blob, corrupt, reason):
+    assert reason_of(corrupt(blob)) == reason
+
+
+# ----------------------------------------------------------------------------------------------
+# fuzzing: any mutation (CRC recomputed) loads or raises ProgramError; every reason is reachable
+
+EXTREMES = {"B": (0, 1, 2, 6, 7, 0x80, 0xFF), "H": (0, 1, 2, 0x7FFF, 0xFFFE, 0xFFFF),
+            "I": (0, 1, 15, 16, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFE, 0xFFFFFFFF),
+            "i": (0, 1, -1, 16, 2**31 - 1, -2**31), "f": (0.0, -1.0, float("inf"), float("nan")),
+            "s": (b"", b"\xff" * 8, b"A\0B")}
+
+
+def _sweep(blob: bytes):
+    """Every field of every record (and raw words/bytes of the other sections) overwritten with
+    extreme values, CRC fixed; yields the mutated files."""
+    secs = sections(blob)
+    places = [("header", 0)] + [(k, 0) for k in secs if k.startswith("#")]
+    for name, st in RECORD.items():
+        if name not in ("header", "io"):
+            places += [(name, i) for i in range(secs[name][1] // st.size)]
+    places.append(("io", 0))
+    for where, index in places:
+        st = S.SECTION if where.startswith("#") else RECORD[where]
+        for f in st.fields:
+            for element in range(f.count if f.is_array else 1):
+                for value in EXTREMES[S._TYPES[f.type][2]]:
+                    yield patch(blob, where, index, f.name, value, element)
+    for name in ("operands", "attrs", "io"):
+        off, size = secs[name]
+        for pos in range(off, off + size, 4):
+            for value in (-1, 2**31 - 1, 3, 100):
+                yield patch_bytes(blob, pos, struct.pack("<i", value))
+    off, size = secs["metadata"]
+    for pos in range(off, off + size, 7):
+        for byte in (b"\xff", b"\x00", b"[", b"1"):
+            yield patch_bytes(blob, pos, byte)
+    for n in (0, 4, 31, 32, len(blob) // 2, len(blob) - 1):
+        yield blob[:n]
+    yield patch_bytes(blob, 20, b"\x01", fix_crc=False)
+
+
+def test_sweep_reaches_every_reason(blob):
+    seen: dict[str | None, int] = {}
+    for mutated in _sweep(blob):
+        r = reason_of(mutated)
+        seen[r] = seen.get(r, 0) + 1
+    missing = set(S.ERRORS) - set(seen)
+    assert not missing, f"unreached: {missing}; seen {seen}"
+
+
+MUTATION = st.one_of(
+    st.tuples(st.just("flip"), st.integers(0, 10**6), st.integers(0, 7)),
+    st.tuples(st.just("truncate"), st.integers(0, 10**6)),
+    st.tuples(st.just("write"), st.integers(0, 10**6), st.sampled_from(["<B", "<H", "<I", "<i"]),
+              st.sampled_from([0, 1, 16, 255, 0x7FFF, 0xFFFF, 2**31 - 1, 2**32 - 1, -1, -2**31])),
+)
+
+
+def _apply(blob: bytes, mutations, fix_size: bool) -> bytes:
+    buf = bytearray(blob)
+    for m in mutations:
+        if m[0] == "flip" and buf:
+            buf[m[1] % len(buf)] ^= 1 << m[2]
+        elif m[0] == "truncate":
+            del buf[m[1] % (len(buf) + 1):]
+        elif m[0] == "write" and len(buf) >= 4:
+            fmt, value = m[2], m[3]
+            size = struct.calcsize(fmt)
+            lo, hi = (-(2**(8 * size - 1)), 2**(8 * size - 1) - 1) if fmt == "<i" else (
+                0, 2**(8 * size) - 1)
+            value = value if lo <= value <= hi else value % (hi + 1) if lo == 0 else 0
+            struct.pack_into(fmt, buf, m[1] % (len(buf) - size + 1), value)
+    if len(buf) >= S.HEADER.size:
+        if fix_size:
+            struct.pack_into("<I", buf, 8, len(buf))
+        recrc(buf)
+    return bytes(buf)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutations=st.lists(MUTATION, min_size=1, max_size=4), fix_size=st.booleans())
+def test_fuzz_mutations_only_raise_program_error(blob, mutations, fix_size):
+    mutated = _apply(blob, mutations, fix_size)
+    try:
+        p = Program.from_bytes(mutated)
+    except ProgramError as e:
+        assert e.reason in S.ERRORS
+        return
+    assert Program.from_bytes(p.to_bytes()) == p  # what loads also re-serialises
+
+
+# ----------------------------------------------------------------------------------------------
+# the C header
+
+
+def test_c_header_is_current():
+    assert S.check_header_current(), (
+        "runtime/include/mt_program.h is stale: run "
+        "`python -m mcutorch.program --c-header > runtime/include/mt_program.h`")
+
+
+C_USE = r"""
+#include "mt_program.h"
+int mt_check(const mt_header_t *h, const mt_op_t *op);
+int mt_check(const mt_header_t *h, const mt_op_t *op) {
+  if (h->version_major != MT_FORMAT_VERSION_MAJOR) return MT_ERR_BAD_VERSION;
+  if (op->opcode == MT_OP_CONV2D && op->n_attrs != MT_CONV2D_N_ATTRS) return MT_ERR_BAD_OP;
+  return MT_CONV2D_STRIDE_H + MT_DELEGATE_INDEX + (int)MT_SECTION_METADATA + MT_OK;
+}
+"""
+
+
+@pytest.mark.parametrize("cc, flags", [("gcc", []),
+                                       ("arm-none-eabi-gcc", ["-mcpu=cortex-m0plus", "-mthumb"])])
+def test_c_header_compiles(tmp_path, cc, flags):
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    src = tmp_path / "use.c"
+    src.write_text(C_USE)
+    cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only", *flags,
+           "-I", str(S.HEADER_PATH.parent), str(src)]
+    run = subprocess.run(cmd, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
