@@ -29,6 +29,15 @@
 #define MT_MAX_SHIFT 62
 #define MT_DIM_MAX 0x3FFFFFFF /* spatial sizes, kernels, strides, pads: below 2^30 */
 
+/* Keeps a hot inner loop in its own function, so that its accumulators get registers instead of
+ * competing with the caller's loop state (gcc and clang otherwise inline it away); `unused`:
+ * a helper of this header that a kernel does not call is no warning. */
+#if defined(__GNUC__)
+#define MT_NOINLINE __attribute__((noinline, unused))
+#else
+#define MT_NOINLINE
+#endif
+
 /* ---- requantize ---------------------------------------------------------------------- */
 
 /* rq(acc) = (acc * mult + 2^(shift-1)) >> shift on 64 bits; exact for |acc| <= 2^31,
@@ -44,11 +53,19 @@ static inline int8_t mt_sat_s8(int64_t v, int32_t lo, int32_t hi)
   return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
 }
 
-/* y = clamp(rq(acc) + zp, lo, hi): the output stage of conv, fc, add, mul, rescale, avg pool. */
+/* y = clamp(rq(acc) + zp, lo, hi): the output stage of conv, fc, add, mul, rescale, avg pool.
+ * Exact for every input. For shift > 32 (every scale below 1/2) only the product's high word is
+ * shifted, in 32 bits: (p + 2^(s-1)) >> s == (hi(p) + 2^(s-33)) >> (s-32), since 2^(s-1) is a
+ * multiple of 2^32 and the low word cannot carry into the result. */
 static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t zp,
                                    int32_t lo, int32_t hi)
 {
-  return mt_sat_s8(mt_rq(acc, mult, shift) + zp, lo, hi);
+  const int64_t prod = (int64_t)acc * mult;
+  if (shift > 32) { /* |hi(p)| < 2^30: no int32 overflow below */
+    const int32_t v = (((int32_t)(prod >> 32) + (1 << (shift - 33))) >> (shift - 32)) + zp;
+    return (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+  }
+  return mt_sat_s8(((prod + ((int64_t)1 << (shift - 1))) >> shift) + zp, lo, hi);
 }
 
 /* The int32 whose two's-complement bits are v (no implementation-defined conversion). */
@@ -81,7 +98,7 @@ static inline int32_t mt_dim(uint32_t v) { return v <= MT_DIM_MAX ? (int32_t)v :
 
 /* acc[j] += sum over i < n of (x[i] + x_off) * w[j * w_stride + i] for j < 4: four weight rows
  * (four output channels) share every x load and the loop overhead. */
-static inline void mt_dot4_s8(const int8_t *x, const int8_t *w, size_t w_stride, uint32_t n,
+static MT_NOINLINE void mt_dot4_s8(const int8_t *x, const int8_t *w, size_t w_stride, uint32_t n,
                               int32_t x_off, uint32_t acc[4])
 {
   const int8_t *w1 = w + w_stride, *w2 = w1 + w_stride, *w3 = w2 + w_stride;

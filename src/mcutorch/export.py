@@ -87,12 +87,10 @@ def _param(gm: GraphModule, node) -> torch.Tensor | None:
         return None
     if not isinstance(node, Node) or node.op != "get_attr":
         raise UnsupportedOpError(f"BatchNorm with computed parameters at {source_of(node)}")
-    return gm.get_parameter(node.target) if _is_param(gm, node.target) else gm.get_buffer(
-        node.target)
-
-
-def _is_param(gm: GraphModule, target: str) -> bool:
-    return target in dict(gm.named_parameters())
+    try:
+        return gm.get_parameter(node.target)
+    except AttributeError:
+        return gm.get_buffer(node.target)
 
 
 def fold_batch_norm(gm: GraphModule) -> None:

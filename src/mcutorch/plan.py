@@ -74,7 +74,10 @@ class Buffer:
 
 @dataclass
 class Plan:
-    """Where every buffer lives: region usage, (region, offset) per buffer id, and the lower bound."""
+    """Where every buffer lives: region usage, (region, offset) per buffer id, and the lower bound.
+
+    `buffers` and `layout` (the regions, fastest first) are kept for memory_map().
+    """
 
     regions: dict[str, int]
     placement: dict[int, tuple[str, int]]

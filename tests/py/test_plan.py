@@ -193,10 +193,11 @@ def resnet(res: int, width: int) -> tuple[list[Buffer], int]:
             block_in, stride, co = len(sizes) - 1, 2 if stage and not blk else 1, width << stage
             h //= stride
             sizes += [h * h * co] * 2
-            if stride == 2:
+            if stride == 2:  # a 1x1 shortcut conv reads the block input; the add reads conv2's output
                 skips.append((block_in, len(sizes) - 1))
                 sizes.append(h * h * co)
-            skips.append((len(sizes) - 1 if stride == 2 else block_in, len(sizes) - 1))
+                block_in = len(sizes) - 2
+            skips.append((block_in, len(sizes) - 1))
             sizes.append(h * h * co)
             c = co
     return chain(sizes + [c, 10], skips)

@@ -2,10 +2,10 @@
  * mt_conv2d_s8.c - grouped 2-D convolution, int8 NHWC in and out, per-channel requantization.
  *
  * Per output pixel the taps that land inside the input are found once (padding contributes 0,
- * so it is skipped, never read); then every output channel accumulates
- * bias + sum (x - in_zp) * w with the input-channel loop innermost. With groups == 1 and
- * dilation_w == 1 the taps of one kernel row are adjacent in x and in w, so the whole row is one
- * dot product of (taps * Cin) terms; a 1x1 convolution is one dot product of Cin per channel.
+ * so it is skipped, never read); then output channels, four at a time, accumulate
+ * bias + sum (x - in_zp) * w with the input-channel loop innermost (each x load feeds four
+ * MACs). With groups == 1 and dilation_w == 1 the taps of one kernel row are adjacent in x and
+ * in w, so the whole row is one run of (taps * Cin) terms; a 1x1 convolution is one run of Cin.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -74,40 +74,68 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
          mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, w->shape[0]);
 }
 
-/* One output pixel: y_px[oc] for every output channel oc. */
+/* The taps of one output pixel that land inside the input: rows [ky0, ky1), cols [kx0, kx1). */
+typedef struct {
+  int32_t ky0, ky1, kx0, kx1;
+} conv_win;
+
+/* acc[j] += window sum of output channel j (nb = 4 channels, or 1), whose weights start at w_k
+ * (tap (ky0, kx0)); x_g is the group's first input channel at tap (ky0, kx0). */
+static void conv_sums(const conv_ctx *c, const conv_win *v, const int8_t *x_g, const int8_t *w_k,
+                      int32_t nb, uint32_t acc[4])
+{
+  const int32_t cg = c->cg, taps = v->kx1 - v->kx0;
+  const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->cin;
+  const size_t x_tap = (size_t)c->aw.dilation * (size_t)c->cin;
+  const size_t w_row = (size_t)c->kw * (size_t)cg, w_oc = (size_t)c->kh * w_row;
+  /* groups == 1, dilation_w == 1: a kernel row's taps are adjacent in x and w (one run) */
+  const int contiguous = c->groups == 1 && c->aw.dilation == 1;
+  const uint32_t run = (uint32_t)(contiguous ? taps * cg : cg);
+  const int32_t n_runs = contiguous ? 1 : taps;
+  for (int32_t ky = 0; ky < v->ky1 - v->ky0; ky++) {
+    for (int32_t r = 0; r < n_runs; r++) {
+      const int8_t *xr = x_g + (size_t)ky * x_row + (size_t)r * x_tap;
+      const int8_t *wr = w_k + (size_t)ky * w_row + (size_t)r * (size_t)cg;
+      if (nb == 4) {
+        mt_dot4_s8(xr, wr, w_oc, run, c->x_off, acc);
+      } else {
+        acc[0] += mt_dot_s8(xr, wr, run, c->x_off);
+      }
+    }
+  }
+}
+
+/* One output pixel: y_px[oc] for every output channel, four channels at a time. */
 static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow,
                        int8_t *y_px)
 {
-  int32_t ky0, ky1, kx0, kx1;
-  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
-  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
-  if (kx1 == kx0) { /* the window lies in the padding: y = rq(bias) */
-    ky1 = ky0;
+  conv_win v;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
+  const size_t w_oc = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
+  size_t x0 = 0, w0 = 0; /* offsets of tap (ky0, kx0) in the image and in one channel's weights */
+  if (v.kx1 == v.kx0 || v.ky1 == v.ky0) { /* the window lies in the padding: y = rq(bias) */
+    v.ky1 = v.ky0;
+  } else {
+    x0 = ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
+          (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin;
+    w0 = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
   }
-  const int32_t dh = c->ah.dilation, dw = c->aw.dilation, cg = c->cg;
-  const size_t x_row = (size_t)c->aw.size * (size_t)c->cin, x_tap = (size_t)dw * (size_t)c->cin;
-  const size_t w_row = (size_t)c->kw * (size_t)cg, w_oc = (size_t)c->kh * w_row;
-  const uint32_t run = (uint32_t)(kx1 - kx0) * (uint32_t)cg; /* one contiguous kernel row */
-  const int contiguous = c->groups == 1 && dw == 1;
   int32_t oc = 0;
   for (int32_t g = 0; g < c->groups; g++) {
-    const int8_t *x_g = x_img + (size_t)g * cg + (kx1 > kx0 ? (size_t)(ix + kx0 * dw) * c->cin : 0);
-    for (int32_t j = 0; j < c->cout_g; j++, oc++) {
-      const int8_t *w_k = c->w + (size_t)oc * w_oc + (size_t)kx0 * cg;
-      uint32_t acc = (uint32_t)c->bias[oc];
-      for (int32_t ky = ky0; ky < ky1; ky++) {
-        const int8_t *xr = x_g + (size_t)(iy + ky * dh) * x_row;
-        const int8_t *wr = w_k + (size_t)ky * w_row;
-        if (contiguous) {
-          acc += mt_dot_s8(xr, wr, run, c->x_off);
-          continue;
-        }
-        for (int32_t kx = 0; kx < kx1 - kx0; kx++) {
-          acc += mt_dot_s8(xr + (size_t)kx * x_tap, wr + (size_t)kx * cg, (uint32_t)cg, c->x_off);
-        }
+    const int8_t *x_g = x_img + x0 + (size_t)g * (size_t)c->cg;
+    for (int32_t left = c->cout_g; left > 0;) {
+      const int32_t nb = left >= 4 ? 4 : 1;
+      uint32_t acc[4];
+      for (int32_t b = 0; b < nb; b++) {
+        acc[b] = (uint32_t)c->bias[oc + b];
       }
-      y_px[oc] = mt_requantize(mt_wrap_s32(acc), c->mult[oc], c->shift[oc], c->out_zp,
-                               c->act_min, c->act_max);
+      conv_sums(c, &v, x_g, c->w + (size_t)oc * w_oc + w0, nb, acc);
+      for (int32_t b = 0; b < nb; b++, oc++) {
+        y_px[oc] = mt_requantize(mt_wrap_s32(acc[b]), c->mult[oc], c->shift[oc], c->out_zp,
+                                 c->act_min, c->act_max);
+      }
+      left -= nb;
     }
   }
 }

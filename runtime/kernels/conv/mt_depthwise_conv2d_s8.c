@@ -2,8 +2,8 @@
  * mt_depthwise_conv2d_s8.c - depthwise 2-D convolution, int8 NHWC, any depth multiplier M.
  *
  * Output channel c*M + m reads input channel c only. Per output pixel the in-bounds taps are
- * found once (padding contributes 0 and is never read); each output channel then accumulates
- * over the window, stepping C bytes per tap in x and C*M bytes per tap in the weights.
+ * found once (padding contributes 0 and is never read); the channels then accumulate over the
+ * window, four adjacent channels at a time when M == 1 (they share every address step).
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -78,37 +78,81 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
          mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, wd[2]);
 }
 
-/* One output pixel: y_px[c*M + m] for every channel. */
+/* The taps of one output pixel that land inside the input: rows [ky0, ky1), cols [kx0, kx1). */
+typedef struct {
+  int32_t ky0, ky1, kx0, kx1;
+} dw_win;
+
+/* Window sums of 4 adjacent channels (x[b], w[b] at the window's first in-bounds tap, b < 4)
+ * into acc[b], or of 1 when nb == 1; per tap x steps C * dilation bytes, w steps C * M bytes. */
+static MT_NOINLINE void dw_sums(const dw_ctx *c, const dw_win *v, const int8_t *x,
+                                const int8_t *w, int32_t nb, uint32_t acc[4])
+{
+  const size_t cm = (size_t)c->c * (size_t)c->m, x_tap = (size_t)c->aw.dilation * (size_t)c->c;
+  const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->c;
+  const size_t w_row = (size_t)c->kw * cm;
+  const int32_t off = c->x_off, rows = v->ky1 - v->ky0, cols = v->kx1 - v->kx0;
+  uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+  for (int32_t ky = 0; ky < rows; ky++) {
+    const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
+    if (nb == 1) {
+      for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+        a0 += (uint32_t)((xp[0] + off) * wp[0]);
+      }
+      continue;
+    }
+    for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+      a0 += (uint32_t)((xp[0] + off) * wp[0]);
+      a1 += (uint32_t)((xp[1] + off) * wp[1]);
+      a2 += (uint32_t)((xp[2] + off) * wp[2]);
+      a3 += (uint32_t)((xp[3] + off) * wp[3]);
+    }
+  }
+  acc[0] = a0;
+  acc[1] = a1;
+  acc[2] = a2;
+  acc[3] = a3;
+}
+
+/* y_px[oc + b] for nb (4 or 1) adjacent output channels starting at input x, weights w. */
+static void dw_block(const dw_ctx *c, const dw_win *v, const int8_t *x, const int8_t *w,
+                     int32_t oc, int32_t nb, int8_t *y_px)
+{
+  uint32_t acc[4];
+  dw_sums(c, v, x, w, nb, acc);
+  for (int32_t b = 0; b < nb; b++) {
+    const int32_t o = oc + b;
+    y_px[o] = mt_requantize(mt_wrap_s32(acc[b] + (uint32_t)c->bias[o]), c->mult[o], c->shift[o],
+                            c->out_zp, c->act_min, c->act_max);
+  }
+}
+
+/* One output pixel: y_px[c*M + m] for every channel; with M == 1 four channels at a time. */
 static void dw_pixel(const dw_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, int8_t *y_px)
 {
-  int32_t ky0, ky1, kx0, kx1;
-  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
-  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
-  const size_t cm = (size_t)c->c * (size_t)c->m, x_tap = (size_t)c->aw.dilation * c->c;
-  const size_t x_row = (size_t)c->ah.dilation * c->aw.size * c->c;
-  const int32_t taps_w = kx1 - kx0;
-  const int8_t *x_win = x_img, *w_win = c->w;
-  if (taps_w == 0 || ky1 == ky0) { /* the window lies in the padding: y = rq(bias) */
-    ky1 = ky0;
+  dw_win v;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
+  const int8_t *x_win = x_img, *w_win = c->w; /* tap (ky0, kx0) */
+  if (v.kx1 == v.kx0 || v.ky1 == v.ky0) { /* the window lies in the padding: y = rq(bias) */
+    v.ky1 = v.ky0;
   } else {
-    x_win += ((size_t)(iy + ky0 * c->ah.dilation) * c->aw.size +
-              (size_t)(ix + kx0 * c->aw.dilation)) * c->c;
-    w_win += ((size_t)ky0 * c->kw + kx0) * cm;
+    x_win += ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
+              (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->c;
+    w_win += ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->c * (size_t)c->m;
   }
-  size_t oc = 0;
-  for (int32_t ch = 0; ch < c->c; ch++) {
-    for (int32_t m = 0; m < c->m; m++, oc++) {
-      uint32_t acc = (uint32_t)c->bias[oc];
-      for (int32_t ky = 0; ky < ky1 - ky0; ky++) {
-        const int8_t *xr = x_win + (size_t)ky * x_row + ch;
-        const int8_t *wr = w_win + (size_t)ky * c->kw * cm + oc;
-        for (int32_t kx = 0; kx < taps_w; kx++) {
-          acc += (uint32_t)((xr[(size_t)kx * x_tap] + c->x_off) * wr[(size_t)kx * cm]);
-        }
-      }
-      y_px[oc] = mt_requantize(mt_wrap_s32(acc), c->mult[oc], c->shift[oc], c->out_zp,
-                               c->act_min, c->act_max);
+  int32_t oc = 0;
+  for (int32_t ch = 0; ch < c->c;) {
+    if (c->m == 1 && c->c - ch >= 4) {
+      dw_block(c, &v, x_win + ch, w_win + oc, oc, 4, y_px);
+      ch += 4;
+      oc += 4;
+      continue;
     }
+    for (int32_t m = 0; m < c->m; m++, oc++) {
+      dw_block(c, &v, x_win + ch, w_win + oc, oc, 1, y_px);
+    }
+    ch++;
   }
 }
 

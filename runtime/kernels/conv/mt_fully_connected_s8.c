@@ -2,7 +2,8 @@
  * mt_fully_connected_s8.c - y = x @ weight^T, int8 in and out, per-output requantization.
  *
  * Each output is one dot product of an input row with a weight row (both contiguous), plus the
- * bias, requantized with that output channel's (mult, shift).
+ * bias, requantized with that output channel's (mult, shift). Outputs go four at a time, so each
+ * input byte loaded feeds four MACs.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -49,9 +50,20 @@ mt_status mt_fully_connected_s8(const mt_op_args *args)
   const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
   for (uint32_t n = 0; n < batch; n++) {
     const int8_t *x_row = x + (size_t)n * n_in;
-    for (uint32_t o = 0; o < n_out; o++) {
-      uint32_t acc = (uint32_t)bias[o] + mt_dot_s8(x_row, w + (size_t)o * n_in, n_in, x_off);
-      *y++ = mt_requantize(mt_wrap_s32(acc), mult[o], shift[o], out_zp, lo, hi);
+    for (uint32_t o = 0, nb; o < n_out; o += nb) { /* four outputs share each x load */
+      uint32_t acc[4] = {(uint32_t)bias[o], 0, 0, 0};
+      nb = n_out - o >= 4 ? 4 : 1;
+      if (nb == 4) {
+        acc[1] = (uint32_t)bias[o + 1];
+        acc[2] = (uint32_t)bias[o + 2];
+        acc[3] = (uint32_t)bias[o + 3];
+        mt_dot4_s8(x_row, w + (size_t)o * n_in, n_in, n_in, x_off, acc);
+      } else {
+        acc[0] += mt_dot_s8(x_row, w + (size_t)o * n_in, n_in, x_off);
+      }
+      for (uint32_t b = 0; b < nb; b++) {
+        *y++ = mt_requantize(mt_wrap_s32(acc[b]), mult[o + b], shift[o + b], out_zp, lo, hi);
+      }
     }
   }
   return MT_STATUS_OK;

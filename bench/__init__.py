@@ -1,0 +1,1 @@
+"""mcutorch benchmarks: `python -m bench` prints tables (figures are measured, never asserted)."""

@@ -1,0 +1,106 @@
+"""`make bench`: per model, compile time, reference-runtime speed, program and RAM sizes, peers.
+
+    python -m bench [--models kws,vww,...] [--large]
+"""
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import mcutorch
+from mcutorch.models import REFERENCE_TFLITE, build, example_input, load_tflite_weights
+
+from .peers import EXECUTORCH, TFLM_PUBLISHED, tflm_arena
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "mlperf_tiny"
+MODELS = ["ds_cnn_kws", "mobilenet_v1_vww", "resnet8", "fc_autoencoder", "ds_cnn_sww",
+          "mobilenet_v2"]
+SHORT = {"ds_cnn_kws": "KWS", "mobilenet_v1_vww": "VWW", "resnet8": "IC", "fc_autoencoder": "AD",
+         "ds_cnn_sww": "SWW", "mobilenet_v2": "MNv2-0.35/96", "mobilenet_v2_large": "MNv2-1.0/224"}
+
+
+def make_model(name: str):
+    if name == "mobilenet_v2":
+        return build(name, width=0.35, resolution=96)
+    if name == "mobilenet_v2_large":
+        return build("mobilenet_v2", width=1.0, resolution=224)
+    model = build(name)
+    path = DATA / REFERENCE_TFLITE[name]
+    if path.exists():
+        load_tflite_weights(model, path)
+    return model.eval()
+
+
+def warm_up() -> None:
+    """Pay torch.export's one-time initialisation outside the timed region (imports excluded)."""
+    m = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.ReLU()).eval()
+    x = torch.randn(1, 1, 6, 6)
+    mcutorch.compile(mcutorch.quantize(m, (x,)), (x,))
+
+
+def measure(name: str, workdir: Path) -> dict:
+    torch.manual_seed(0)
+    model = make_model(name).eval()
+    cal = [example_input(model, seed=i) for i in range(4)]
+    t0 = time.perf_counter()
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55", name=name)
+    path = program.save(workdir / f"{name}.mtp")
+    compile_s = time.perf_counter() - t0
+    loaded = mcutorch.load(path)
+    q = loaded.quantize_inputs([cal[0]])
+    loaded.run_int8(q)
+    runs = 20
+    t0 = time.perf_counter()
+    for _ in range(runs):
+        loaded.run_int8(q)
+    ms = (time.perf_counter() - t0) / runs * 1e3
+    s = loaded.summary()
+    return {"name": name, "compile_s": compile_s, "ms": ms, "bytes": s["program_bytes"],
+            "arena": sum(s["regions"].values()), "lower": s["lower_bound"]}
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:5.2f}x" if b else "   - "
+
+
+def print_compiler_table(rows: list[dict]) -> None:
+    print("\n## Compiler core (cortex-m55, Python reference runtime on this host)")
+    print(f"{'model':<13} {'compile s':>9} {'ref ms':>7} {'program B':>10} {'arena B':>8} "
+          f"{'lower B':>8} {'arena/LB':>8} | {'TFLM B':>7} {'ours/TFLM':>9} | {'ET B':>7} "
+          f"{'ours/ET':>7} {'ET s':>5} {'s/ET s':>6}")
+    for r in rows:
+        name = r["name"]
+        tfl = DATA / REFERENCE_TFLITE.get(name, "-")
+        tflm, _, how = tflm_arena(tfl) if tfl.exists() else (0, 0, "n/a")
+        tflm = tflm or TFLM_PUBLISHED.get(name, 0)
+        et_bytes, et_s = EXECUTORCH.get(name, (0, 0.0))
+        print(f"{SHORT[name]:<13} {r['compile_s']:>9.2f} {r['ms']:>7.1f} {r['bytes']:>10,} "
+              f"{r['arena']:>8,} {r['lower']:>8,} {ratio(r['arena'], r['lower']):>8} | "
+              f"{tflm or 0:>7,} {ratio(r['arena'], tflm):>9} | {et_bytes:>7,} "
+              f"{ratio(r['arena'], et_bytes):>7} {et_s:>5.1f} {ratio(r['compile_s'], et_s):>6}")
+    print("TFLM: tflite-micro wheel (x86-64) print_allocations total for the reference .tflite, "
+          "measured now; ET: ExecuTorch 1.5.1 Cortex-M flow figures from this machine kind "
+          "(not installed here).")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--large", action="store_true", help="add MobileNetV2 1.0 at 224x224")
+    args = ap.parse_args(argv)
+    names = [n for n in args.models.split(",") if n]
+    if args.large:
+        names.append("mobilenet_v2_large")
+    warm_up()
+    with tempfile.TemporaryDirectory() as tmp:
+        rows = [measure(n, Path(tmp)) for n in names]
+    print_compiler_table(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,274 @@
+"""The C runtime (runtime/): C unit tests, the loader against the Python reader on thousands of
+corrupt programs, libFuzzer, the MLPerf Tiny models bit-exact on the host (ASan + UBSan) and as
+Cortex-M55 firmware, warning-free builds and the core's flash size."""
+from __future__ import annotations
+
+import random
+import re
+import shutil
+import subprocess
+from collections import Counter
+from pathlib import Path
+from unittest import mock
+
+import numpy as np
+import pytest
+
+from mcutorch import crt
+from mcutorch.errors import ProgramError
+from mcutorch.program import Program, reader
+from mcutorch.program import schema as S
+from mcutorch.runtime import Interpreter
+from test_program import CORRUPT, _apply, _sweep, build_program
+
+ROOT = Path(__file__).resolve().parents[2]
+TESTS_C = ROOT / "tests" / "c"
+CORE_FILES = ("mt_load.c", "mt_validate.c", "mt_invoke.c", "mt_crc32.c", "mt_port_default.c")
+FLASH_BUDGET = 8 * 1024  # core runtime text + rodata on Cortex-M55 at -Os
+MODELS = ("kws", "vww", "ic", "ad", "sww")
+
+
+def need(tool: str) -> str:
+    path = shutil.which(tool)
+    if path is None:
+        pytest.fail(f"{tool} not found: run `make toolchain`")
+    return path
+
+
+def compile_model(name: str) -> tuple:
+    import mcutorch
+    from mcutorch.models import build, example_input
+
+    m = build(name).eval()
+    x = example_input(m)
+    cm = mcutorch.compile(mcutorch.quantize(m, (x,), calibration=[x]), (x,), target="cortex-m55")
+    return cm, cm.quantize_inputs([x])
+
+
+@pytest.fixture(scope="module")
+def kws():
+    return compile_model("kws")
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Program:
+    """conv2d -> delegate (CPU version: lut) -> clamp, two regions, metadata (test_program)."""
+    return build_program()
+
+
+# ----------------------------------------------------------------------------------------------
+# C unit tests, builds, size
+
+
+def test_c_unit_tests():
+    need("gcc")
+    exe = crt.compile_host(crt.core_sources() + [TESTS_C / "test_loader.c"], "test_loader",
+                           [*crt.HOST_FLAGS, *crt.SANITIZE_FLAGS, "-pedantic", "-DMT_PROFILE"])
+    run = subprocess.run([str(exe)], capture_output=True, text=True)
+    assert run.returncode == 0 and run.stdout.startswith("ok"), run.stdout + run.stderr
+
+
+def test_status_names_match_python():
+    out = subprocess.run([str(crt.build_host_runner(kernels=False)), "--status-names"],
+                         capture_output=True, text=True, check=True).stdout
+    names = dict(line.split() for line in out.splitlines())
+    assert names == {str(i): crt.status_name(i) for i in [*range(len(crt.STATUS_NAMES)),
+                                                          *crt.RUNTIME_STATUSES]}
+    assert crt.STATUS_NAMES[1:] == S.ERRORS
+
+
+def _arm_objects(tmp_path: Path, flags: list[str], sources: list[Path]) -> list[Path]:
+    gcc = need("arm-none-eabi-gcc")
+    objs = []
+    for src in sources:
+        obj = tmp_path / (src.stem + ".o")
+        cmd = [gcc, *flags, "-std=c99", "-Os", "-Wall", "-Wextra", "-Werror", "-pedantic",
+               "-ffunction-sections", "-fdata-sections", *(f"-I{d}" for d in crt.include_dirs()),
+               "-c", str(src), "-o", str(obj)]
+        run = subprocess.run(cmd, capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        objs.append(obj)
+    return objs
+
+
+def text_and_rodata(obj: Path) -> int:
+    out = subprocess.run([need("arm-none-eabi-size"), "-A", str(obj)], capture_output=True,
+                         text=True, check=True).stdout
+    return sum(int(n) for name, n in re.findall(r"^(\.\S+)\s+(\d+)", out, re.M)
+               if name.startswith((".text", ".rodata")))
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("cpu", ["cortex-m0plus", "cortex-m4", "cortex-m55"])
+def test_runtime_builds_for_cortex_m(tmp_path, cpu):
+    """-Wall -Wextra -Werror -pedantic clean for Armv6-M to Armv8.1-M; the core (loader,
+    validator, interpreter, CRC, weak hooks) fits its flash budget on the M55."""
+    fp = "-mfloat-abi=hard" if cpu == "cortex-m55" else "-mfloat-abi=soft"
+    harness = ROOT / "runtime" / "harness"
+    sources = crt.core_sources() + [harness / "mt_run.c", harness / "mt_run_board.c"]
+    objs = _arm_objects(tmp_path, [f"-mcpu={cpu}", "-mthumb", fp, f"-I{ROOT / 'boards/common'}"],
+                        sources)
+    size = sum(text_and_rodata(o) for o in objs if o.stem + ".c" in CORE_FILES)
+    print(f"{cpu}: core runtime {size} bytes text+rodata at -Os")
+    if cpu == "cortex-m55":
+        assert size <= FLASH_BUDGET, f"core runtime is {size} bytes, budget {FLASH_BUDGET}"
+
+
+# ----------------------------------------------------------------------------------------------
+# the C loader and the Python reader agree on every corrupt file
+
+
+def python_code(buf) -> int:
+    """The Python reader's verdict as a C status (0 = loads)."""
+    try:
+        reader.read(buf)
+    except ProgramError as e:
+        return S.ERROR_CODES[e.reason]
+    return 0
+
+
+def python_codes_without_metadata(bufs) -> list[int]:
+    """Verdicts of a reader that skips METADATA like the C runtime does."""
+    with mock.patch.object(reader, "_metadata", lambda v: None):
+        return [python_code(b) for b in bufs]
+
+
+def random_mutations(blob: bytes, n: int, seed: int) -> list[bytes]:
+    rng = random.Random(seed)
+    values = [0, 1, 16, 255, 0x7FFF, 0xFFFF, 2**31 - 1, 2**32 - 1, -1, -2**31]
+    out = []
+    for _ in range(n):
+        muts = []
+        for _ in range(rng.randint(1, 4)):
+            kind, pos = rng.choice(["flip", "flip", "write", "truncate"]), rng.randrange(10**6)
+            if kind == "flip":
+                muts.append(("flip", pos, rng.randrange(8)))
+            elif kind == "write":
+                muts.append(("write", pos, rng.choice(["<B", "<H", "<I", "<i"]),
+                             rng.choice(values)))
+            elif rng.random() < 0.1:
+                muts.append(("truncate", pos))
+        out.append(_apply(blob, muts, fix_size=rng.random() < 0.5))
+    return out
+
+
+@pytest.fixture(scope="module")
+def verdicts(tiny, kws) -> list[tuple[int, int]]:
+    """(Python, C) verdict pairs on: every field of the tiny program overwritten with extreme
+    values, 3000 random multi-mutations of it and of KWS (CRC fixed), the targeted corruptions
+    of test_program and their stripped twins."""
+    blobs = [tiny.to_bytes(), tiny.stripped().to_bytes(), kws[0].to_bytes()]
+    files = list(_sweep(blobs[0]))
+    files += random_mutations(blobs[0], 1500, seed=1) + random_mutations(blobs[2], 1500, seed=2)
+    files += [corrupt(b) for corrupt in CORRUPT.values() for b in blobs[:2]
+              if not (corrupt is CORRUPT["bad_metadata"] and b is blobs[1])]
+    return list(zip(python_codes_without_metadata(files), crt.check_host(files)))
+
+
+def test_c_and_python_verdicts_agree(verdicts):
+    wrong = [(i, p, c) for i, (p, c) in enumerate(verdicts) if p != c]
+    counts = Counter(crt.status_name(c) for _, c in verdicts)
+    print(f"{len(verdicts)} files, verdicts: {dict(counts)}")
+    assert not wrong, f"{len(wrong)} disagreements (index, python, C): {wrong[:20]}"
+
+
+def test_every_named_error_is_reached(verdicts):
+    reached = {c for _, c in verdicts}
+    missing = set(range(1, len(S.ERRORS) + 1)) - reached - {S.ERROR_CODES["bad_metadata"]}
+    assert not missing, [S.ERRORS[c - 1] for c in missing]
+
+
+def test_metadata_is_skipped_by_the_c_runtime(tiny):
+    """METADATA is skippable: bad JSON or a dangling source index is a Python-only error."""
+    blob = tiny.to_bytes()
+    bad = [CORRUPT["bad_metadata"](blob), blob.replace(b'"sources"', b'"sourcez"')]
+    bad[1] = _apply(bad[1], [], fix_size=False)
+    assert [python_code(b) for b in bad] == [S.ERROR_CODES["bad_metadata"]] * 2
+    assert crt.check_host(bad) == [0, 0]
+
+
+# ----------------------------------------------------------------------------------------------
+# fuzzing
+
+
+@pytest.fixture(scope="module")
+def fuzzer() -> Path:
+    need("clang")
+    try:
+        return crt.compile_host(
+            crt.core_sources() + [TESTS_C / "fuzz_loader.c"], "fuzz_loader",
+            ["-std=c99", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
+             "-fno-sanitize-recover=all", "-DMT_SKIP_CRC"], cc="clang")
+    except Exception as e:  # noqa: BLE001 - say what to install
+        pytest.fail(f"cannot build the libFuzzer target (clang's libFuzzer runtime comes with "
+                    f"the libclang-rt-<version>-dev package on Debian):\n{e}")
+
+
+def test_fuzz_loader(fuzzer, tmp_path, tiny, kws):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name, blob in (("tiny", tiny.to_bytes()), ("tiny_stripped", tiny.stripped().to_bytes()),
+                       ("kws", kws[0].to_bytes())):
+        (corpus / f"{name}.mtp").write_bytes(blob)
+    run = subprocess.run([str(fuzzer), "-runs=20000", "-max_total_time=30", "-seed=1",
+                          "-print_final_stats=1", str(corpus)],
+                         capture_output=True, text=True, cwd=tmp_path)
+    done = re.search(r"^#(\d+)\s+DONE\s+cov: (\d+)", run.stderr, re.M)
+    assert run.returncode == 0 and done, run.stderr[-4000:]
+    print(f"fuzz: {done.group(1)} runs, cov {done.group(2)}")
+
+
+# ----------------------------------------------------------------------------------------------
+# running programs
+
+
+def test_delegate_program_runs_its_cpu_version(tiny):
+    """No NPU driver linked: the weak hook says no_npu and the delegate's CPU version runs."""
+    x = np.random.default_rng(0).integers(-128, 128, (1, 4, 4, 2), dtype=np.int8)
+    (want,) = Interpreter(tiny).invoke([x])
+    (got,) = crt.run_host(tiny, [x])
+    np.testing.assert_array_equal(got, want)
+
+
+def test_run_host_reports_runtime_errors(tiny):
+    with pytest.raises(Exception, match="program takes 1 inputs"):
+        crt.run_host(tiny, [])
+    no_cpu = build_program()
+    no_cpu.delegates[0].cpu_ops = None
+    no_cpu.ops = no_cpu.ops[:3]
+    with pytest.raises(Exception, match="no_npu"):
+        crt.run_host(no_cpu, [np.zeros((1, 4, 4, 2), np.int8)])
+
+
+def check_model(cm, xs) -> None:
+    want = cm.run_int8(xs)
+    got = crt.run_host(cm.program, xs)
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_kws_matches_python_reference(kws):
+    check_model(*kws)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [m for m in MODELS if m != "kws"])
+def test_mlperf_tiny_matches_python_reference(name):
+    check_model(*compile_model(name))
+
+
+@pytest.mark.qemu
+def test_kws_firmware_on_cortex_m55(kws, tmp_path):
+    from mcutorch.boards import run_elf
+
+    cm, xs = kws
+    elf = crt.build_firmware_runner(cm.program, "mps3-an547", tmp_path / "kws.elf", profile=True)
+    r = run_elf(elf, "mps3-an547", ["kws.mtp", "in0.bin"],
+                files={"kws.mtp": cm.to_bytes(), "in0.bin": xs[0].tobytes()}, timeout=60)
+    assert r.ok and "mt_status 0 ok" in r.stdout, r.stdout + r.stderr
+    (want,) = cm.run_int8(xs)
+    np.testing.assert_array_equal(np.frombuffer(r.files["out0.bin"], np.int8), want.ravel())
+    ops = {k: v for k, v in r.counts.items() if k.startswith("op")}
+    assert len(ops) == len(cm.program.ops) and r.instructions >= sum(ops.values()) > 0
+    print(f"kws on mps3-an547: {r.instructions} instructions in mt_invoke")
