@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 import mcutorch
+from mcutorch.compare import layer_by_layer
 from mcutorch.models import REFERENCE_TFLITE, build, example_input, load_tflite_weights
 
 from .peers import EXECUTORCH, TFLM_PUBLISHED, tflm_arena
@@ -61,7 +62,30 @@ def measure(name: str, workdir: Path) -> dict:
     ms = (time.perf_counter() - t0) / runs * 1e3
     s = loaded.summary()
     return {"name": name, "compile_s": compile_s, "ms": ms, "bytes": s["program_bytes"],
-            "arena": sum(s["regions"].values()), "lower": s["lower_bound"]}
+            "arena": sum(s["regions"].values()), "lower": s["lower_bound"],
+            **agreement(model, qmodel, loaded, example_input(model, seed=99))}
+
+
+def agreement(model, qmodel, program, x) -> dict:
+    """Layer-by-layer and end-to-end agreement with PyTorch on one held-out input."""
+    rows = layer_by_layer(qmodel, (x,))
+    total = sum(r["elements"] for r in rows)
+    out = program.program.tensors[program.program.outputs[0]]
+    ours, fq, ref = program.run(x), qmodel(x).detach(), model(x).detach()
+    lsb = (torch.round(ours / out.scale) - torch.round(fq / out.scale)).abs().max().item()
+    cos = torch.nn.functional.cosine_similarity(ours.flatten(), ref.flatten(), dim=0).item()
+    return {"exact": sum(r["exact"] * r["elements"] for r in rows) / total,
+            "within1": sum(r["within_1lsb"] * r["elements"] for r in rows) / total,
+            "worst_layer": min(r["within_1lsb"] for r in rows), "e2e_lsb": lsb, "cos": cos}
+
+
+def print_numerics_table(rows: list[dict]) -> None:
+    print("\n## Agreement with PyTorch (one held-out seeded input; layers fed PyTorch's int8 input)")
+    print(f"{'model':<13} {'layers exact':>12} {'<=1 LSB':>8} {'worst layer':>11} "
+          f"{'e2e LSB vs fake-quant':>21} {'cosine vs float':>15}")
+    for r in rows:
+        print(f"{SHORT[r['name']]:<13} {r['exact']:>12.4f} {r['within1']:>8.4f} "
+              f"{r['worst_layer']:>11.4f} {r['e2e_lsb']:>21.0f} {r['cos']:>15.4f}")
 
 
 def ratio(a: float, b: float) -> str:
@@ -100,6 +124,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(n, Path(tmp)) for n in names]
     print_compiler_table(rows)
+    print_numerics_table(rows)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
  *
  *   requantize   mt_rq (the single-rounding multiply-shift of docs/numerics.md), mt_requantize
  *                (rq + zero point + activation clamp, the output stage of every arithmetic op)
- *   accumulate   mt_dot_s8: sum of (x + x_off) * w over int8 rows, wrapping on 32 bits
+ *   accumulate   mt_dot_s8 / mt_dot4_s8: sums of (x + x_off) * w over int8 rows, wrapping on
+ *                32 bits; dot4 feeds four weight rows (output channels) from each x load
  *   check        operand dtype/rank/shape, zero points, activation ranges, (mult, shift) pairs
  *   geometry     mt_axis: one spatial axis of a window op (conv, depthwise, pools)
  *
@@ -41,8 +42,8 @@
 /* ---- requantize ---------------------------------------------------------------------- */
 
 /* rq(acc) = (acc * mult + 2^(shift-1)) >> shift on 64 bits; exact for |acc| <= 2^31,
- * 0 <= mult < 2^31, 2 <= shift <= 62 (|acc * mult| < 2^62). Right shift of a negative int64
- * is arithmetic on every compiler mcutorch supports (gcc, clang, armclang). */
+ * 0 <= mult < 2^31, 2 <= shift <= 62 (|acc * mult| < 2^62). Right shifts of negative signed
+ * values are arithmetic on every compiler mcutorch supports (gcc, clang, armclang). */
 static inline int64_t mt_rq(int32_t acc, int32_t mult, int32_t shift)
 {
   return ((int64_t)acc * mult + ((int64_t)1 << (shift - 1))) >> shift;
@@ -98,8 +99,8 @@ static inline int32_t mt_dim(uint32_t v) { return v <= MT_DIM_MAX ? (int32_t)v :
 
 /* acc[j] += sum over i < n of (x[i] + x_off) * w[j * w_stride + i] for j < 4: four weight rows
  * (four output channels) share every x load and the loop overhead. */
-static MT_NOINLINE void mt_dot4_s8(const int8_t *x, const int8_t *w, size_t w_stride, uint32_t n,
-                              int32_t x_off, uint32_t acc[4])
+static MT_NOINLINE void mt_dot4_s8(const int8_t *x, const int8_t *w, size_t w_stride,
+                                   uint32_t n, int32_t x_off, uint32_t acc[4])
 {
   const int8_t *w1 = w + w_stride, *w2 = w1 + w_stride, *w3 = w2 + w_stride;
   uint32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
@@ -129,11 +130,6 @@ static inline int mt_args_ok(const mt_op_args *a, uint16_t n_in, uint16_t n_out,
 static inline int mt_tensor_ok(const mt_tensor *t, uint8_t dtype, uint8_t rank)
 {
   return t->dtype == dtype && t->rank == rank && (t->data != NULL || t->size == 0);
-}
-
-static inline int mt_rank_ok(const mt_tensor *t, uint8_t dtype, uint8_t lo, uint8_t hi)
-{
-  return t->rank >= lo && t->rank <= hi && mt_tensor_ok(t, dtype, t->rank);
 }
 
 /* An int32 vector of n entries (bias, mult, shift, tables). */
@@ -220,7 +216,7 @@ static inline int mt_axis_init(mt_axis *ax, uint32_t size, int32_t kernel, int32
   }
   int64_t padded = (int64_t)size + pad0 + pad1;
   int64_t span = padded - (int64_t)dilation * (kernel - 1) - 1;
-  if (padded > 0x7FFFFFFF || span < 0 || (uint32_t)(span / stride + 1) != out) {
+  if (padded > 0x7FFFFFFF || span < 0 || (uint32_t)((int32_t)span / stride + 1) != out) {
     return 0;
   }
   ax->size = (int32_t)size;

@@ -155,11 +155,11 @@ def random_mutations(blob: bytes, n: int, seed: int) -> list[bytes]:
 @pytest.fixture(scope="module")
 def verdicts(tiny, kws) -> list[tuple[int, int]]:
     """(Python, C) verdict pairs on: every field of the tiny program overwritten with extreme
-    values, 3000 random multi-mutations of it and of KWS (CRC fixed), the targeted corruptions
+    values, 2000 random multi-mutations of it and of KWS (CRC fixed), the targeted corruptions
     of test_program and their stripped twins."""
     blobs = [tiny.to_bytes(), tiny.stripped().to_bytes(), kws[0].to_bytes()]
     files = list(_sweep(blobs[0]))
-    files += random_mutations(blobs[0], 1500, seed=1) + random_mutations(blobs[2], 1500, seed=2)
+    files += random_mutations(blobs[0], 1000, seed=1) + random_mutations(blobs[2], 1000, seed=2)
     files += [corrupt(b) for corrupt in CORRUPT.values() for b in blobs[:2]
               if not (corrupt is CORRUPT["bad_metadata"] and b is blobs[1])]
     return list(zip(python_codes_without_metadata(files), crt.check_host(files)))
@@ -191,31 +191,59 @@ def test_metadata_is_skipped_by_the_c_runtime(tiny):
 # fuzzing
 
 
-@pytest.fixture(scope="module")
-def fuzzer() -> Path:
+def build_fuzzer(real_kernels: bool) -> Path:
     need("clang")
+    sources = crt.core_sources() + [TESTS_C / "fuzz_loader.c"]
+    flags = ["-std=c99", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
+             "-fno-sanitize-recover=all", "-DMT_SKIP_CRC"]
+    if real_kernels:
+        sources += crt.kernel_sources()
+        flags.append("-DFUZZ_REAL_KERNELS")
     try:
-        return crt.compile_host(
-            crt.core_sources() + [TESTS_C / "fuzz_loader.c"], "fuzz_loader",
-            ["-std=c99", "-g", "-O1", "-fsanitize=fuzzer,address,undefined",
-             "-fno-sanitize-recover=all", "-DMT_SKIP_CRC"], cc="clang")
+        return crt.compile_host(sources, "fuzz_kernels" if real_kernels else "fuzz_loader",
+                                flags, cc="clang")
     except Exception as e:  # noqa: BLE001 - say what to install
         pytest.fail(f"cannot build the libFuzzer target (clang's libFuzzer runtime comes with "
                     f"the libclang-rt-<version>-dev package on Debian):\n{e}")
 
 
-def test_fuzz_loader(fuzzer, tmp_path, tiny, kws):
+def fuzz(exe: Path, tmp_path: Path, seeds: dict[str, bytes], *args: str) -> tuple[int, int]:
+    """Run libFuzzer on `seeds`; returns (runs, coverage) or fails with the crash report."""
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    for name, blob in (("tiny", tiny.to_bytes()), ("tiny_stripped", tiny.stripped().to_bytes()),
-                       ("kws", kws[0].to_bytes())):
+    for name, blob in seeds.items():
         (corpus / f"{name}.mtp").write_bytes(blob)
-    run = subprocess.run([str(fuzzer), "-runs=20000", "-max_total_time=30", "-seed=1",
-                          "-print_final_stats=1", str(corpus)],
-                         capture_output=True, text=True, cwd=tmp_path)
+    run = subprocess.run([str(exe), "-seed=1", *args, str(corpus)], capture_output=True,
+                         text=True, cwd=tmp_path)
     done = re.search(r"^#(\d+)\s+DONE\s+cov: (\d+)", run.stderr, re.M)
     assert run.returncode == 0 and done, run.stderr[-4000:]
-    print(f"fuzz: {done.group(1)} runs, cov {done.group(2)}")
+    return int(done.group(1)), int(done.group(2))
+
+
+@pytest.fixture(scope="module")
+def seeds(tiny, kws) -> dict[str, bytes]:
+    return {"tiny": tiny.to_bytes(), "tiny_stripped": tiny.stripped().to_bytes(),
+            "kws": kws[0].to_bytes()}
+
+
+def test_fuzz_loader(tmp_path, seeds):
+    """Any bytes: a named load error, or a run whose every view, scratch and delegate area
+    lies inside the caller's memory (kernels that touch every byte they are given)."""
+    runs, cov = fuzz(build_fuzzer(False), tmp_path, seeds, "-runs=20000", "-max_total_time=30")
+    print(f"fuzz (touching kernels): {runs} runs, cov {cov}")
+
+
+def test_fuzz_real_kernels(tmp_path, seeds):
+    """The same with the real kernels: inconsistent operands are refused, never overrun."""
+    small = {k: v for k, v in seeds.items() if k.startswith("tiny")}
+    runs, cov = fuzz(build_fuzzer(True), tmp_path, small, "-max_total_time=8")
+    print(f"fuzz (real kernels): {runs} runs, cov {cov}")
+
+
+@pytest.mark.slow
+def test_fuzz_real_kernels_long(tmp_path, seeds):
+    runs, cov = fuzz(build_fuzzer(True), tmp_path, seeds, "-max_total_time=120")
+    print(f"fuzz (real kernels, long): {runs} runs, cov {cov}")
 
 
 # ----------------------------------------------------------------------------------------------

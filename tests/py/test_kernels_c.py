@@ -10,12 +10,13 @@ run_kernel.c); one runner binary runs all of them, on the host (gcc, ASan + UBSa
 """
 from __future__ import annotations
 
+import itertools
 import math
 import shutil
 import struct
 import subprocess
 import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,11 +31,14 @@ RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
 MAGIC, VERSION, NONE = 0x434B544D, 1, 0xFFFFFFFF
 OK, BAD_ARGUMENT = 0, 64  # mt_status
 DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.int32): 3}
-FAST_RANDOM, SLOW_RANDOM = 4, 60  # random cases per op
+FAST_RANDOM, SLOW_RANDOM = 8, 60  # random cases per op
 ARENA_LIMIT = 200 * 1024  # the board runner's arena is 256 KiB
 BOARD_BUILDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
                 ("mps2-an386", "cortex-m4"), ("mps2-an500", "cortex-m7"),
-                ("mps2-an505", "cortex-m33"), ("mps3-an547", "cortex-m55")]
+                ("mps2-an505", "cortex-m23"), ("mps2-an505", "cortex-m33"),
+                ("mps3-an547", "cortex-m55")]
+KWS_OPS = ("conv2d", "depthwise_conv2d", "fully_connected", "avg_pool2d", "softmax")
+KWS_TEXT_BUDGET = 14_278  # bytes of kernel code for KWS, -Os, Cortex-M55
 HOST_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
               "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 
@@ -51,7 +55,6 @@ class Case:
     status: int = OK
     out_shape: tuple | None = None  # the y shape handed to the kernel (default: the reference's)
     ref_raises: bool = True  # for bad cases: the reference refuses them too
-    extra: dict = field(default_factory=dict)
 
 
 def rng_for(name: str) -> np.random.Generator:
@@ -120,7 +123,7 @@ def channel_scales(rng, n, typical, max_acc, extreme=0.15):
 # ----------------------------------------------------------------------------- MAC ops
 
 def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 0, 0, 0),
-             groups=1, mult=1, zp=None, extreme=0.15, bias_bits=12, **extra):
+             groups=1, mult=1, zp=None, extreme=0.15, bias_bits=12):
     """A conv2d / depthwise_conv2d / fully_connected case with sensible random operands."""
     rng = rng_for(name)
     in_zp = pick_zp(rng) if zp is None else zp[0]
@@ -133,7 +136,7 @@ def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 
     taps = w.size // cout
     bias = i32(rng.integers(-(1 << bias_bits), 1 << bias_bits, size=cout))
     max_acc = (1 << bias_bits) + taps * 255 * 128
-    typical = 50.0 / (math.sqrt(taps) * 74 * 73 + 1)
+    typical = 50.0 / (math.sqrt(taps) * 74 * 73 + 1)  # std of acc ~ sqrt(taps) std(x) std(w)
     m, s = channel_scales(rng, cout, typical, max_acc, extreme)
     act_min, act_max = pick_act(rng, out_zp)
     attrs = dict(in_zp=in_zp, out_zp=out_zp, act_min=act_min, act_max=act_max)
@@ -141,9 +144,10 @@ def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 
         attrs.update(stride_h=stride[0], stride_w=stride[1], dilation_h=dil[0],
                      dilation_w=dil[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
                      pad_right=pads[3])
-        attrs["groups" if op == "conv2d" else "depth_multiplier"] = groups if op == "conv2d" \
-            else mult
-    attrs.update(extra)
+        if op == "conv2d":
+            attrs["groups"] = groups
+        else:
+            attrs["depth_multiplier"] = mult
     return Case(name, op, (x, w, bias, m, s), attrs)
 
 
@@ -414,7 +418,6 @@ def softmax_cases(n_random):
 # ----------------------------------------------------------------------------- movement
 
 def movement_cases(n_random):
-    import itertools
     rng = rng_for("movement")
     cases = []
     for rank, shape in ((1, (7,)), (2, (3, 5)), (3, (2, 3, 5)), (4, (2, 3, 4, 5))):
@@ -607,6 +610,9 @@ def run_host(cases, tmp: Path):
     exe = build_host_runner(tmp / "run_kernel")
     proc = subprocess.run([str(exe), "@cases.lst"], cwd=listing.parent, capture_output=True,
                           text=True, timeout=600)
+    if proc.returncode != 0 and "run_kernel:" not in proc.stdout:  # crashed: name the case
+        proc = subprocess.run([str(exe), "-v", "@cases.lst"], cwd=listing.parent,
+                              capture_output=True, text=True, timeout=600)
     runner_summary(proc.stdout + proc.stderr, len(cases))
     assert proc.returncode == 0
 
@@ -650,7 +656,7 @@ def test_kernels_host_sweep(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,cpu", [("mps2-an385", "cortex-m0plus"), ("mps3-an547", "cortex-m55")])
+@pytest.mark.parametrize("board,cpu", [BOARD_BUILDS[0], BOARD_BUILDS[-1]])
 def test_kernels_qemu_sweep(tmp_path, board, cpu):
     run_board(all_cases(SLOW_RANDOM), tmp_path, board, cpu)
 
@@ -677,6 +683,27 @@ def test_kernel_table_links_only_used_kernels(tmp_path):
     assert subprocess.run([str(exe)]).returncode == 0
     assert [p.name for p in ck.sources_for(used)] == [
         "mt_conv2d_s8.c", "mt_avg_pool2d_s8.c", "mt_softmax_s8.c"]
+
+
+@pytest.mark.qemu
+def test_kws_kernel_text_size(tmp_path):
+    """The kernels a KWS model links (and their table) stay within the code budget."""
+    from mcutorch import boards
+    if shutil.which(boards.GCC) is None:
+        pytest.skip("arm-none-eabi-gcc not found")
+    used = {(op, "ref") for op in KWS_OPS}
+    (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
+    (tmp_path / "with.c").write_text('#include "mt_kernels.h"\n'
+                                     "int main(void) { return mt_kernels_model.n_rows == 0; }\n")
+    (tmp_path / "without.c").write_text("int main(void) { return 0; }\n")
+    sizes = {}
+    for name, srcs in (("with", [tmp_path / "table.c", *ck.sources_for(used)]), ("without", [])):
+        elf = boards.build_elf([tmp_path / f"{name}.c", *srcs], ck.INCLUDE_DIRS, "mps3-an547",
+                               "cortex-m55", tmp_path / f"{name}.elf", opt="-Os")
+        sizes[name] = boards.size_of(elf)["text"]
+    text = sizes["with"] - sizes["without"]
+    print(f"KWS kernels ({', '.join(KWS_OPS)}) + table: {text} B of text at -Os on Cortex-M55")
+    assert text <= KWS_TEXT_BUDGET
 
 
 def test_every_op_has_a_kernel_file():

@@ -59,7 +59,7 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
   c->cout_g = (int32_t)w->shape[0] / c->groups;
   c->kh = mt_dim(w->shape[1]);
   c->kw = mt_dim(w->shape[2]);
-  c->x_off = -at[MT_CONV2D_IN_ZP];
+  c->x_off = mt_zp_ok(at[MT_CONV2D_IN_ZP]) ? -at[MT_CONV2D_IN_ZP] : 0;
   c->out_zp = at[MT_CONV2D_OUT_ZP];
   c->act_min = at[MT_CONV2D_ACT_MIN];
   c->act_max = at[MT_CONV2D_ACT_MAX];

@@ -63,7 +63,7 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
   c->c = (int32_t)x->shape[3];
   c->m = at[MT_DEPTHWISE_CONV2D_DEPTH_MULTIPLIER];
   c->kw = mt_dim(wd[1]);
-  c->x_off = -at[MT_DEPTHWISE_CONV2D_IN_ZP];
+  c->x_off = mt_zp_ok(at[MT_DEPTHWISE_CONV2D_IN_ZP]) ? -at[MT_DEPTHWISE_CONV2D_IN_ZP] : 0;
   c->out_zp = at[MT_DEPTHWISE_CONV2D_OUT_ZP];
   c->act_min = at[MT_DEPTHWISE_CONV2D_ACT_MIN];
   c->act_max = at[MT_DEPTHWISE_CONV2D_ACT_MAX];

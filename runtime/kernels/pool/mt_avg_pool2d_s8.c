@@ -3,7 +3,7 @@
  * acc = sum over the in-bounds elements of (x - in_zp), y = clamp(rq(acc, reciprocal(count))
  * + out_zp), where count = divisor if divisor > 0, else kernel_h * kernel_w if
  * count_include_pad, else the number of in-bounds elements. The reciprocal is recomputed only
- * when count changes (at the borders), so its 64-bit division is rare.
+ * when count changes (at the borders). Channels are summed one at a time over the window.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -22,16 +22,27 @@ typedef struct {
   int32_t in_zp, out_zp, lo, hi;
 } avg_ctx;
 
-/* TOSA reciprocal_scale: mult = ((2^30 + 1) << k) / count, shift = 30 + k, 2^(k-1) < count <= 2^k. */
+/* TOSA reciprocal_scale: mult = ((2^30 + 1) << k) / count, shift = 30 + k, 2^(k-1) < count <= 2^k.
+ * Long division one bit at a time in 32 bits (the remainder stays below count <= 2^30 and the
+ * quotient below 2^31), so no 64-bit division routine is linked. */
 static void avg_reciprocal(avg_ctx *c, int32_t count)
 {
-  int32_t k = 0;
-  while (((uint32_t)1 << k) < (uint32_t)count) {
+  const uint32_t d = (uint32_t)count, top = (1u << 30) + 1u;
+  uint32_t k = 0, q = 0, r = 0;
+  while ((1u << k) < d) {
     k++;
   }
+  for (int32_t i = 30 + (int32_t)k; i >= 0; i--) { /* bit i of top << k */
+    r = (r << 1) | (i >= (int32_t)k ? (top >> (i - (int32_t)k)) & 1u : 0u);
+    q <<= 1;
+    if (r >= d) {
+      r -= d;
+      q |= 1u;
+    }
+  }
   c->count = count;
-  c->mult = (int32_t)(((((uint64_t)1 << 30) + 1) << k) / (uint32_t)count);
-  c->shift = 30 + k;
+  c->mult = (int32_t)q;
+  c->shift = 30 + (int32_t)k;
 }
 
 static int avg_init(avg_ctx *c, const mt_op_args *a)

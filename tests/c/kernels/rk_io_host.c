@@ -34,7 +34,11 @@ void rk_close(int32_t fd)
   rk_files[fd] = NULL;
 }
 
-void rk_print(const char *s) { fputs(s, stdout); }
+void rk_print(const char *s)
+{
+  fputs(s, stdout);
+  fflush(stdout); /* nothing lost if a sanitizer stops the run */
+}
 
 void *rk_alloc(uint32_t n)
 {

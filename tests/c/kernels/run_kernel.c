@@ -1,12 +1,13 @@
 /*
  * run_kernel.c - table-driven test runner for the int8 kernels: one case file, one kernel call.
  *
- *     run_kernel CASE... | @LIST      (LIST names one case file per line)
+ *     run_kernel [-v] CASE... | @LIST      (LIST names one case file per line)
  *
  * For each case the runner builds the operands, calls the kernel through mt_kernels_all, and
  * checks the returned status and, for MT_STATUS_OK, every output byte against the expected
  * bytes and the guard bytes after each output. Failures print a diff; the last line is
- * "run_kernel: <n> cases, <f> failed" and the exit status is 1 when f > 0.
+ * "run_kernel: <n> cases, <f> failed" and the exit status is 1 when f > 0. With -v each case's
+ * name is printed before it runs (to name the case a sanitizer stopped at).
  *
  * Case file (little-endian 32-bit words; tests/py/test_kernels_c.py writes them):
  *
@@ -76,7 +77,18 @@ static void rk_print_int(int64_t v)
   rk_print(p);
 }
 
-static int rk_fail(const char *path, const char *what, int64_t got, int64_t want)
+static int rk_fail(const char *path, const char *what)
+{
+  rk_print("FAIL ");
+  rk_print(path);
+  rk_print(": ");
+  rk_print(what);
+  rk_print("\n");
+  return 1;
+}
+
+/* "FAIL <path>: <what> <got>, expected <want>" */
+static int rk_fail_values(const char *path, const char *what, int64_t got, int64_t want)
 {
   rk_print("FAIL ");
   rk_print(path);
@@ -180,12 +192,17 @@ static int rk_check_output(const char *path, const rk_case *c, uint32_t k)
     }
   }
   if (diffs > 0) {
-    return rk_fail(path, "mismatched output bytes:", diffs, 0);
+    rk_print("FAIL ");
+    rk_print(path);
+    rk_print(": ");
+    rk_print_int(diffs);
+    rk_print(" output bytes differ (the first ones listed above)\n");
+    return 1;
   }
   const uint8_t *guard = (const uint8_t *)t->data + t->size;
   for (uint32_t i = 0; c->head[H_ALIAS] == RK_NONE && i < RK_GUARD; i++) {
     if (guard[i] != RK_FILL) {
-      return rk_fail(path, "wrote past the output end, at byte", t->size + i, t->size);
+      return rk_fail_values(path, "wrote past the output, at byte", t->size + i, t->size);
     }
   }
   return 0;
@@ -198,7 +215,7 @@ static int rk_run_case(const char *path)
   memset(&c, 0, sizeof c);
   int32_t fd = rk_open(path);
   if (fd < 0) {
-    return rk_fail(path, "cannot open; status", -1, 0);
+    return rk_fail(path, "cannot open the case file");
   }
   const char *err = rk_load(fd, &c);
   rk_close(fd);
@@ -209,12 +226,7 @@ static int rk_run_case(const char *path)
     err = "no kernel for this opcode and variant";
   }
   if (err != NULL) {
-    rk_print("FAIL ");
-    rk_print(path);
-    rk_print(": ");
-    rk_print(err);
-    rk_print("\n");
-    return 1;
+    return rk_fail(path, err);
   }
   const mt_op_args args = {c.in, c.out, c.attrs, NULL, 0, (uint16_t)h[H_N_IN],
                            (uint16_t)h[H_N_OUT], (uint16_t)h[H_N_ATTRS]};
@@ -222,7 +234,7 @@ static int rk_run_case(const char *path)
   const mt_status status = table->rows[h[H_OPCODE]].variants[h[H_VARIANT]](&args);
   RK_COUNT_REPORT(path);
   if ((uint32_t)status != h[H_STATUS]) {
-    return rk_fail(path, "status", status, h[H_STATUS]);
+    return rk_fail_values(path, "kernel status", status, h[H_STATUS]);
   }
   for (uint32_t k = 0; status == MT_STATUS_OK && k < h[H_N_OUT]; k++) {
     if (rk_check_output(path, &c, k)) {
@@ -235,11 +247,16 @@ static int rk_run_case(const char *path)
 /* ---- driver ---------------------------------------------------------------------------- */
 
 typedef struct {
-  uint32_t cases, failed;
+  uint32_t cases, failed, verbose;
 } rk_stats;
 
 static void rk_run(const char *path, rk_stats *st)
 {
+  if (st->verbose) {
+    rk_print("run ");
+    rk_print(path);
+    rk_print("\n");
+  }
   st->failed += (uint32_t)rk_run_case(path);
   st->cases++;
   rk_release_all();
@@ -252,7 +269,7 @@ static int rk_run_list(const char *list, rk_stats *st)
   uint32_t len = 0;
   int32_t fd = rk_open(list), got;
   if (fd < 0) {
-    return rk_fail(list, "cannot open list; status", -1, 0);
+    return rk_fail(list, "cannot open the list file");
   }
   while ((got = rk_read(fd, chunk, sizeof chunk)) > 0) {
     for (int32_t i = 0; i < got; i++) {
@@ -275,9 +292,11 @@ static int rk_run_list(const char *list, rk_stats *st)
 
 int main(int argc, char **argv)
 {
-  rk_stats st = {0, 0};
+  rk_stats st = {0, 0, 0};
   for (int i = 1; i < argc; i++) {
-    if (argv[i][0] == '@') {
+    if (strcmp(argv[i], "-v") == 0) {
+      st.verbose = 1;
+    } else if (argv[i][0] == '@') {
       st.failed += (uint32_t)rk_run_list(argv[i] + 1, &st);
     } else {
       rk_run(argv[i], &st);

@@ -106,8 +106,8 @@ def kernel_table_c(used: Iterable[tuple[str, str]]) -> str:
     Rows are indexed by opcode (all MT_OP_COUNT rows, unused ones NULL), each variant at its
     index in ops.py; the delegate row stays NULL. Compile it with `sources_for(used)`.
 
-    >>> "[MT_OP_SOFTMAX] = {{mt_softmax_s8, NULL, NULL, NULL}}" in kernel_table_c({("softmax", "ref")})
-    True
+    >>> print(kernel_table_c({("softmax", "ref")}).splitlines()[5])
+        [MT_OP_SOFTMAX] = {{mt_softmax_s8, NULL, NULL, NULL}},
     """
     rows: dict[str, list[str]] = {}
     for k in _used_kernels(used):
@@ -124,5 +124,6 @@ def kernel_table_c(used: Iterable[tuple[str, str]]) -> str:
     lines += [f"    [{name}] = {{{{{', '.join(slots)}}}}}," for name, slots in rows.items()]
     if not rows:  # C99 has no empty initializer
         lines.append("    {{NULL, NULL, NULL, NULL}},")
-    lines += ["};", "", "const mt_kernel_table mt_kernels_model = {mt_model_rows, MT_OP_COUNT};", ""]
+    lines += ["};", "",
+              "const mt_kernel_table mt_kernels_model = {mt_model_rows, MT_OP_COUNT};", ""]
     return "\n".join(lines)
