@@ -60,7 +60,8 @@ def cmd_compile(args) -> int:
               "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
     qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=args.progress)
     program = mcutorch.compile(qmodel, example, target=args.target, board=args.board,
-                               memory=args.memory, name=Path(args.model).stem)
+                               memory=args.memory, name=Path(args.model).stem,
+                               progress=args.progress)
     out = program.save(args.output)
     s = program.summary()
     ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
@@ -110,7 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--memory", help="memory regions, fastest first, e.g. DTCM:512K,SRAM:4M")
     c.add_argument("--calibration", help=".npz of calibration inputs (overrides calibration())")
     c.add_argument("-o", "--output", default="model.mtp")
-    c.add_argument("--progress", action="store_true", help="show calibration progress")
+    c.add_argument("--progress", action="store_true", help="show calibration/compile progress")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run a program on the host reference runtime")
     r.add_argument("program")

@@ -154,6 +154,8 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
     if progress:
         print(f"lowered {len(graph.nodes)} ops in {time.perf_counter() - t0:.2f} s")
     program = compile_graph(graph, tgt, regions, board_name, name)
+    if progress:
+        print(f"planned and emitted in {time.perf_counter() - t0:.2f} s")
     return CompiledModel(program)
 
 

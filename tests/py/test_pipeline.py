@@ -201,3 +201,28 @@ def test_boundary_quantization_rounds_half_to_even():
 
     q = quantize(np.array([0.5, 1.5, 2.5, -0.5, 1000.0, -1000.0]), 1.0, 0)
     assert q.tolist() == [0, 2, 2, 0, 127, -128]
+
+
+def test_quantizer_can_be_subclassed():
+    from torchao.quantization.pt2e import HistogramObserver
+    from torchao.quantization.pt2e.quantizer import QuantizationSpec
+
+    class HistogramQuantizer(mcutorch.Quantizer):
+        def activation_spec(self):
+            return QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127,
+                                    qscheme=torch.per_tensor_affine,
+                                    observer_or_fake_quant_ctr=HistogramObserver)
+
+    torch.manual_seed(3)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(36, 3)).eval()
+    cal = [torch.randn(1, 1, 5, 5) for _ in range(4)]
+    default = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    custom = mcutorch.quantize(model, (cal[0],), calibration=cal, quantizer=HistogramQuantizer())
+    scales = lambda g: [n.args[1] for n in g.graph.nodes  # noqa: E731
+                        if "quantize_per_tensor" in str(n.target)]
+    assert scales(default) != scales(custom)
+    program = mcutorch.compile(custom, (cal[0],))
+    out = program.program.tensors[program.program.outputs[0]]
+    ours = np.round(program.run(cal[1]).numpy() / out.scale)
+    theirs = np.round(custom(cal[1]).detach().numpy() / out.scale)
+    assert np.abs(ours - theirs).max() <= 1
