@@ -1,8 +1,10 @@
-"""The `mcutorch` command: compile | run | inspect (build, export-c and bench join as they land).
+"""The `mcutorch` command.
 
     mcutorch compile model.py --target cortex-m55 -o model.mtp
-    mcutorch run model.mtp --input x.npy --output y.npy
+    mcutorch run model.mtp --input x.npy --output y.npy [--board mps3-an547 [--profile]]
     mcutorch inspect model.mtp [--json]
+    mcutorch build model.mtp --board mps3-an547 -o model.elf
+    mcutorch export-c model.mtp --target cortex-m55 -o out/
 """
 from __future__ import annotations
 
@@ -101,6 +103,17 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_export_c(args) -> int:
+    from .export_c import export_c
+
+    import mcutorch
+
+    out = export_c(mcutorch.load(args.program).program, args.output, target=args.target)
+    print(f"{out}: runtime, kernels, program array, model_config.h, main.c, Makefile, "
+          "CMakeLists.txt (build: make -C " + str(out) + ")")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mcutorch", description="PyTorch models on Arm MCUs")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -123,6 +136,11 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("program")
     i.add_argument("--json", action="store_true")
     i.set_defaults(fn=cmd_inspect)
+    e = sub.add_parser("export-c", help="write a standalone C project (runtime + model)")
+    e.add_argument("program")
+    e.add_argument("--target", help="CPU flags for the Makefile (default: the program's CPU)")
+    e.add_argument("-o", "--output", default="out")
+    e.set_defaults(fn=cmd_export_c)
     return ap
 
 

@@ -1,0 +1,173 @@
+"""`mcutorch export-c`: a standalone C project for a user's firmware.
+
+    out/
+      mcutorch/include/   mcutorch.h, mt_kernel.h, mt_program.h, mt_port.h, kernel headers
+      mcutorch/src/       runtime core (loader, validator, interpreter) and default port hooks
+      mcutorch/kernels/   only the kernels this model uses + mt_kernels_model.c (its table)
+      model_program.c/.h  the program file as a 16-byte aligned const array (lives in flash)
+      model_config.h      arena bytes per memory region, state bytes, I/O shapes and qparams
+      main.c              an example: load, bind state + arenas, set input, invoke, read output
+      Makefile, CMakeLists.txt, mcutorch.mk
+
+Example:
+    >>> export_c(mcutorch.load("kws.mtp").program, "out/", target="cortex-m55")
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from .backends.cortex_m.kernels import INCLUDE_DIRS, kernel_table_c, sources_for
+from .crt import RUNTIME, core_sources, state_size
+from .program.model import Program
+from .targets import parse_target
+
+
+def used_kernels(program: Program) -> set[tuple[str, str]]:
+    """(op, variant) pairs the program's ops need."""
+    return {(op.name, op.variant) for op in program.ops if op.name != "delegate"}
+
+
+def _program_files(data: bytes) -> tuple[str, str]:
+    rows = [", ".join(f"0x{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16)]
+    source = ("/* model_program.c - the compiled mcutorch program (read in place). */\n"
+              '#include "model_program.h"\n\n'
+              "const uint8_t model_program[MODEL_PROGRAM_SIZE] __attribute__((aligned(16))) = {\n"
+              + "".join(f"  {r},\n" for r in rows) + "};\n")
+    header = ("/* model_program.h - the compiled mcutorch program. */\n#ifndef MODEL_PROGRAM_H\n"
+              "#define MODEL_PROGRAM_H\n#include <stdint.h>\n"
+              f"#define MODEL_PROGRAM_SIZE {len(data)}u\n"
+              "extern const uint8_t model_program[MODEL_PROGRAM_SIZE];\n#endif\n")
+    return source, header
+
+
+def _config_header(program: Program) -> str:
+    lines = ["/* model_config.h - memory and I/O of the compiled model (from the program). */",
+             "#ifndef MODEL_CONFIG_H", "#define MODEL_CONFIG_H", "",
+             f"#define MODEL_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU */",
+             f"#define MODEL_REGION_COUNT {len(program.regions)}u"]
+    for i, r in enumerate(program.regions):
+        lines.append(f"#define MODEL_ARENA{i}_SIZE {r.size}u /* region {r.name}"
+                     f"{f' @0x{r.base:08x}' if r.base is not None else ''} */")
+        lines.append(f"#define MODEL_ARENA{i}_NAME \"{r.name}\"")
+    for kind, idxs in (("INPUT", program.inputs), ("OUTPUT", program.outputs)):
+        lines.append(f"#define MODEL_{kind}_COUNT {len(idxs)}u")
+        for k, t in enumerate(program.tensors[i] for i in idxs):
+            lines.append(f"#define MODEL_{kind}{k}_BYTES {t.nbytes}u /* {t.dtype} "
+                         f"{list(t.shape)} NHWC */")
+            lines.append(f"#define MODEL_{kind}{k}_SCALE {t.scale!r}f")
+            lines.append(f"#define MODEL_{kind}{k}_ZERO_POINT {t.zero_point}")
+    return "\n".join(lines + ["", "#endif", ""])
+
+
+MAIN_C = """/* main.c - run the exported model once (an example to adapt).
+ *
+ * Arenas are static arrays here; on a chip with several memory regions put each in its own
+ * linker section (region names and sizes: model_config.h). Inputs are int8 NHWC: convert float
+ * data with q = clamp(round_half_even(x / SCALE) + ZERO_POINT, -128, 127).
+ */
+#include <string.h>
+
+#include "mcutorch.h"
+#include "mt_kernels.h"
+#include "model_config.h"
+#include "model_program.h"
+
+static void *state[(MODEL_STATE_SIZE + sizeof(void *) - 1) / sizeof(void *)];
+%(arenas)s
+static void *const arena_ptr[] = {%(ptrs)s};
+static const size_t arena_size[] = {%(sizes)s};
+
+int main(void)
+{
+    static mt_model m;
+    mt_status s = mt_load(&m, model_program, MODEL_PROGRAM_SIZE, &mt_kernels_model);
+    if (s == MT_STATUS_OK) {
+        s = mt_bind_state(&m, state, sizeof state);
+    }
+    for (uint32_t r = 0; s == MT_STATUS_OK && r < MODEL_REGION_COUNT; r++) {
+        s = mt_bind_arena(&m, r, arena_ptr[r], arena_size[r]);
+    }
+    if (s == MT_STATUS_OK) {
+        mt_tensor *x = mt_input(&m, 0);
+        memset(x->data, 0, x->size); /* your input here */
+        s = mt_invoke(&m);
+    }
+    if (s == MT_STATUS_OK) {
+        const int8_t *y = (const int8_t *)mt_output(&m, 0)->data;
+        (void)y; /* your output here */
+    }
+    return (int)s;
+}
+"""
+
+MAKEFILE = """# Builds the exported model with arm-none-eabi-gcc:  make [CPU_FLAGS="..."]
+CC         = arm-none-eabi-gcc
+CPU_FLAGS ?= %(cpu_flags)s
+include mcutorch.mk
+CFLAGS    += -std=c99 -Os -Wall -Wextra -ffunction-sections -fdata-sections $(CPU_FLAGS) \\
+             $(MCUTORCH_INCLUDES)
+LDFLAGS   += $(CPU_FLAGS) -Wl,--gc-sections --specs=nosys.specs --specs=nano.specs
+
+model.elf: main.c model_program.c $(MCUTORCH_SOURCES)
+\t$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
+
+clean:
+\trm -f model.elf
+"""
+
+MK = """# mcutorch.mk - include from your Makefile: adds the runtime and this model's kernels.
+MCUTORCH_DIR      ?= $(dir $(lastword $(MAKEFILE_LIST)))mcutorch
+MCUTORCH_INCLUDES := -I$(MCUTORCH_DIR)/include -I$(MCUTORCH_DIR)/kernels
+MCUTORCH_SOURCES  := %(sources)s
+"""
+
+CMAKE = """# CMake: add_subdirectory(<this folder>) then target_link_libraries(app mcutorch_model)
+cmake_minimum_required(VERSION 3.16)
+project(mcutorch_model C)
+add_library(mcutorch_model STATIC model_program.c %(sources)s)
+target_include_directories(mcutorch_model PUBLIC mcutorch/include mcutorch/kernels .)
+target_compile_features(mcutorch_model PRIVATE c_std_99)
+"""
+
+
+def export_c(program: Program, out, target: str | None = None) -> Path:
+    """Write a standalone C project for `program` into `out` (see the module docstring)."""
+    out = Path(out)
+    tgt = parse_target(target or program.target.cpu)
+    lib = out / "mcutorch"
+    for sub in ("include", "src", "kernels"):
+        (lib / sub).mkdir(parents=True, exist_ok=True)
+    for d in (*INCLUDE_DIRS, RUNTIME / "port"):
+        for h in d.glob("*.h"):
+            shutil.copy2(h, lib / "include" / h.name)
+    copied = []
+    for src in core_sources():
+        shutil.copy2(src, lib / "src" / src.name)
+        copied.append(f"mcutorch/src/{src.name}")
+    for src in (RUNTIME / "src").glob("*.h"):
+        shutil.copy2(src, lib / "src" / src.name)
+    used = used_kernels(program)
+    for src in sources_for(used):
+        shutil.copy2(src, lib / "kernels" / src.name)
+        copied.append(f"mcutorch/kernels/{src.name}")
+    (lib / "kernels" / "mt_kernels_model.c").write_text(kernel_table_c(used))
+    copied.append("mcutorch/kernels/mt_kernels_model.c")
+    source, header = _program_files(program.stripped().to_bytes())
+    (out / "model_program.c").write_text(source)
+    (out / "model_program.h").write_text(header)
+    (out / "model_config.h").write_text(_config_header(program))
+    n = len(program.regions)
+    arenas = "\n".join(f"static uint8_t arena{i}[MODEL_ARENA{i}_SIZE + 1] "
+                       f"__attribute__((aligned(16))); /* {r.name} */"
+                       for i, r in enumerate(program.regions))
+    (out / "main.c").write_text(MAIN_C % {
+        "arenas": arenas, "ptrs": ", ".join(f"arena{i}" for i in range(n)) or "0",
+        "sizes": ", ".join(f"MODEL_ARENA{i}_SIZE" for i in range(n)) or "0"})
+    mk_sources = " \\\n                     ".join(f"$(MCUTORCH_DIR)/{c[len('mcutorch/'):]}"
+                                                   for c in copied)
+    (out / "mcutorch.mk").write_text(MK % {"sources": mk_sources})
+    (out / "Makefile").write_text(MAKEFILE % {"cpu_flags": " ".join(tgt.gcc_flags)})
+    (out / "CMakeLists.txt").write_text(CMAKE % {"sources": " ".join(copied)})
+    return out
+
