@@ -20,7 +20,7 @@ toolchain:
 	@./tools/install_toolchain.sh
 
 demo: setup toolchain
-	$(PY) examples/digits_demo.py
+	$(PY) examples/digits_demo.py --board mps3-an547
 
 test: setup toolchain
 	$(PY) -m pytest -q -n $(JOBS) -m "not slow"

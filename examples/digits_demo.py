@@ -94,7 +94,20 @@ def main(argv=None) -> dict:
         print(f"  planned RAM    : {size:,} B in {region} (live lower bound "
               f"{summary['lower_bound']:,} B)")
     if args.board:
-        print(f"  instructions   : {loaded.last_run.instructions:,} per inference")
+        from mcutorch.crt import state_size
+
+        print(f"  runtime state  : {state_size(loaded.program):,} B")
+    if args.board:
+        host = loaded.run(xte)
+        same = torch.equal(host, result)
+        print(f"  instructions   : {loaded.last_run.instructions:,} per inference "
+              f"(C runtime on {args.board}; outputs {'identical to' if same else 'DIFFER from'} "
+              "the host reference)")
+        from mcutorch.firmware import build, flash_split
+
+        split = flash_split(build(loaded.program, args.board), loaded.program)
+        print(f"  flash          : runtime {split['runtime_core']:,} B, kernels "
+              f"{split['kernels']:,} B, program {split['program']:,} B")
     return {"float_acc": float_acc, "int8_acc": int8_acc}
 
 

@@ -3,7 +3,7 @@
  *
  * C99, no heap, no recursion, no printf. The caller owns every byte of memory:
  *
- *   mt_model m;                                   fixed size, anywhere (stack, .bss)
+ *   mt_model m;                                   ~100 bytes (32-bit), anywhere
  *   mt_load(&m, program, size, &kernels);         validate EVERY byte; nothing runs yet
  *   mt_bind_state(&m, state, n);                  n >= mt_state_size(&m)
  *   for (r = 0; r < mt_region_count(&m); r++)
@@ -14,7 +14,11 @@
  *
  * Every fallible call returns an mt_status: MT_STATUS_OK (0), a load error MT_ERR_* (1..63,
  * mt_program.h; the same reason the Python reader gives for the same file) or a run-time
- * MT_STATUS_* (64.., mt_kernel.h). mt_status_name() gives its name.
+ * MT_STATUS_* (64.., mt_kernel.h): BAD_ARGUMENT (NULL or misaligned pointer, region index out
+ * of range; from a kernel: operands it does not support), BAD_STATE (call out of order),
+ * ARENA_TOO_SMALL (state or arena), NO_KERNEL, NO_NPU, NPU_FAILED. mt_status_name() names
+ * them. The MT_ERR_* constants are another C enum type: compare them as ints,
+ * `(int)mt_load(...) == MT_ERR_BAD_CRC`, or gcc's -Wenum-compare complains.
  *
  * Memory picture (three kinds, all passed in):
  *
@@ -34,9 +38,9 @@
  *     (mcutorch.crt.state_size(program) computes it on the host for a 32-bit target)
  *
  *   arena r (RAM, mt_arena_size(&m, r) bytes, aligned to mt_region(&m, r)->alignment):
- *   +---------+------+---------+-----------------+------+--------------+
+ *   +---------+------+---------+------------------+------+--------------+
  *   | input x | t3   | scratch | delegate scratch | t7   | output y ... |   planned offsets:
- *   +---------+------+---------+-----------------+------+--------------+   tensors share
+ *   +---------+------+---------+------------------+------+--------------+   tensors share
  *     bytes in time, never while both are alive; the runtime never clears an arena.
  *
  * Why a state buffer: an op's tensor views are built just before its kernel runs, into one

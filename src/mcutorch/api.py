@@ -80,12 +80,21 @@ class CompiledModel:
             self._interpreter = Interpreter(self.program)
         return self._interpreter.invoke(inputs)
 
-    def run(self, *inputs):
+    def run_on_board(self, inputs: list[np.ndarray], board: str, profile: bool = False):
+        """One inference on the program's int8 NHWC inputs in QEMU's model of `board` (C
+        runtime); returns the outputs and keeps the instruction counts in `last_run`."""
+        from . import firmware
+
+        self.last_run = firmware.run(self.program, inputs, board, profile=profile)
+        return self.last_run.outputs
+
+    def run(self, *inputs, board: str | None = None):
         """Float inputs (the model's own layout and batch, any multiple of the compiled batch)
-        -> float outputs, computed in int8 by the reference runtime. One output: a tensor."""
+        -> float outputs, computed in int8 by the reference runtime, or by the C runtime on an
+        emulated `board` (e.g. "mps3-an547"). One output: a tensor."""
         batches = self._split(inputs)
-        results = [self.dequantize_outputs(self.run_int8(self.quantize_inputs(b)))
-                   for b in batches]
+        step = (lambda q: self.run_on_board(q, board)) if board else self.run_int8
+        results = [self.dequantize_outputs(step(self.quantize_inputs(b))) for b in batches]
         outs = [torch.from_numpy(np.concatenate([r[k] for r in results]))
                 for k in range(len(self.program.outputs))]
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -77,7 +77,13 @@ def cmd_run(args) -> int:
 
     program = mcutorch.load(args.program)
     inputs = [np.load(p) for p in args.input]
-    if args.int8:
+    if args.board:
+        q = inputs if args.int8 else program.quantize_inputs(inputs)
+        outputs = program.run_on_board(q, args.board, profile=args.profile)
+        if not args.int8:
+            outputs = program.dequantize_outputs(outputs)
+        _print_counts(program, args.board, program.last_run)
+    elif args.int8:
         outputs = program.run_int8(inputs)
     else:
         result = program.run(*inputs)
@@ -90,6 +96,29 @@ def cmd_run(args) -> int:
             print(f"output {i}: {y.dtype}{list(y.shape)} -> {path}")
         else:
             print(f"output {i}: {y.dtype}{list(y.shape)}\n{y}")
+    return 0
+
+
+def _print_counts(program, board: str, run) -> None:
+    print(f"{board}: {run.instructions:,} instructions per inference")
+    if run.per_op:
+        print("instructions per op (SysTick under -icount: resolution one tick, 31.25-50 "
+              "instructions depending on the board):")
+        for i, n in sorted(run.per_op.items()):
+            op = program.program.ops[i]
+            print(f"  {i:>3} {op.name:<18} {n:>12,}  {program.program.op_source(i)}")
+
+
+def cmd_build(args) -> int:
+    from . import firmware
+
+    import mcutorch
+
+    program = mcutorch.load(args.program).program
+    elf = firmware.build(program, args.board, out=Path(args.output), profile=args.profile)
+    split = firmware.flash_split(elf, program)
+    print(f"{elf}: runtime core {split['runtime_core']:,} B, kernels {split['kernels']:,} B, "
+          f"program {split['program']:,} B (flash); run it with mcutorch run --board")
     return 0
 
 
@@ -131,7 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", required=True, help=".npy input (repeatable)")
     r.add_argument("--output", help=".npy file for the output")
     r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC")
+    r.add_argument("--board", help="run with the C runtime on an emulated board (QEMU)")
+    r.add_argument("--profile", action="store_true", help="instructions per op (with --board)")
     r.set_defaults(fn=cmd_run)
+    b = sub.add_parser("build", help="link board firmware (runtime + the model's kernels)")
+    b.add_argument("program")
+    b.add_argument("--board", required=True, help="mps2-an385, mps2-an386, mps2-an500, "
+                   "mps2-an505 or mps3-an547")
+    b.add_argument("--profile", action="store_true", help="per-op instruction counts")
+    b.add_argument("-o", "--output", default="model.elf")
+    b.set_defaults(fn=cmd_build)
     i = sub.add_parser("inspect", help="ops, shapes, qparams, MACs, memory plan")
     i.add_argument("program")
     i.add_argument("--json", action="store_true")

@@ -230,18 +230,28 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
 
 
 def build_firmware_runner(program: Program, board, out, target=None, profile: bool = False,
-                          opt: str = "-Os") -> Path:
+                          opt: str = "-Os", all_kernels: bool = False) -> Path:
     """Firmware that runs `program` files on `board` (the runner with buffers sized for this
-    program); run it with ``mcutorch.boards.run_elf(elf, board, ["model.mtp", "in0.bin"],
-    files={...})``: it writes out<k>.bin and prints ``mt_ticks <instructions of mt_invoke>``
-    (with `profile`, also ``mt_ticks op<i> <n>`` per op). `target` defaults to the program's
-    CPU and ISA."""
+    program and, unless `all_kernels`, only the kernels it uses); run it with
+    ``mcutorch.boards.run_elf(elf, board, ["model.mtp", "in0.bin"], files={...})``: it writes
+    out<k>.bin and prints ``mt_ticks <instructions of mt_invoke>`` (with `profile`, also
+    ``mt_ticks op<i> <n>`` per op). `target` defaults to the program's own."""
+    from .backends.cortex_m.kernels import kernel_table_c, sources_for
     from .boards import build_elf
 
     defines = firmware_defines(program, board)
     if profile:
         defines["MT_PROFILE"] = None
-    sources = core_sources() + runner_sources(board=True) + kernel_sources()
+    sources = core_sources() + runner_sources(board=True)
+    if all_kernels:
+        sources += kernel_sources()
+    else:
+        used = {(op.name, op.variant) for op in program.ops if op.name != "delegate"}
+        table = Path(out).with_name(Path(out).stem + "_kernels.c")
+        table.parent.mkdir(parents=True, exist_ok=True)
+        table.write_text(kernel_table_c(used))
+        sources += [*sources_for(used), table]
+        defines["MT_RUN_KERNEL_TABLE"] = "mt_kernels_model"
     return build_elf(sources, include_dirs(), board, target or target_name(program), out,
                      defines=defines, opt=opt)
 

@@ -102,13 +102,14 @@ static void fuzz_run(mt_model *m)
     if (n > 64 || total > FUZZ_MAX_ARENA_BYTES || mt_state_size(m) > FUZZ_MAX_ARENA_BYTES) {
         return;
     }
-    state = malloc(mt_state_size(m) + 1);
+    state = malloc(mt_state_size(m)); /* exact sizes: ASan sees a byte too far */
     if (state == NULL || mt_bind_state(m, state, mt_state_size(m)) != MT_STATUS_OK) {
         abort();
     }
     for (r = 0; r < n; r++) {
         const mt_region_t *info = mt_region(m, r);
-        if (posix_memalign(&arenas[r], info->alignment, info->size + 1) != 0 ||
+        size_t align = info->alignment < sizeof(void *) ? sizeof(void *) : info->alignment;
+        if (posix_memalign(&arenas[r], align, info->size != 0 ? info->size : 1) != 0 ||
             mt_bind_arena(m, r, arenas[r], info->size) != MT_STATUS_OK) {
             abort();
         }

@@ -300,3 +300,24 @@ def test_kws_firmware_on_cortex_m55(kws, tmp_path):
     ops = {k: v for k, v in r.counts.items() if k.startswith("op")}
     assert len(ops) == len(cm.program.ops) and r.instructions >= sum(ops.values()) > 0
     print(f"kws on mps3-an547: {r.instructions} instructions in mt_invoke")
+
+
+@pytest.mark.qemu
+@pytest.mark.slow
+def test_kws_firmware_on_cortex_m0plus_with_unaligned_traps(tmp_path):
+    """Armv6-M on mps2-an385 (unaligned accesses fault), planned for that board's memory."""
+    import mcutorch
+    from mcutorch.boards import run_elf
+    from mcutorch.models import build, example_input
+
+    m = build("kws").eval()
+    x = example_input(m)
+    cm = mcutorch.compile(mcutorch.quantize(m, (x,), calibration=[x]), (x,),
+                          target="cortex-m0plus", board="mps2-an385")
+    xs = cm.quantize_inputs([x])
+    elf = crt.build_firmware_runner(cm.program, "mps2-an385", tmp_path / "kws.elf")
+    r = run_elf(elf, "mps2-an385", ["kws.mtp", "in0.bin"],
+                files={"kws.mtp": cm.to_bytes(), "in0.bin": xs[0].tobytes()}, timeout=120)
+    assert r.ok, r.stdout + r.stderr
+    np.testing.assert_array_equal(np.frombuffer(r.files["out0.bin"], np.int8),
+                                  cm.run_int8(xs)[0].ravel())

@@ -1,0 +1,119 @@
+"""Firmware for emulated boards: build a program's runner ELF and run inferences in QEMU.
+
+The ELF holds the runtime core, only the kernels the program uses (selective build, the
+compiler's kernel table) and the runner; the program and its int8 inputs travel as host files
+through semihosting, so one firmware serves many inputs. Instruction counts come from SysTick
+under `-icount shift=0` (exact to about one tick; boards.py gives instructions per tick).
+"""
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .backends.cortex_m.kernels import kernel_table_c, sources_for
+from .boards import build_elf, can_run, run_elf
+from .crt import core_sources, firmware_defines, include_dirs, runner_sources, target_name
+from .errors import McutorchError, TargetError
+from .export_c import used_kernels
+from .program.model import Program
+
+CACHE = Path(__file__).resolve().parents[2] / "build" / "firmware"
+
+
+@dataclass
+class BoardRun:
+    """Outputs and instruction counts of one inference on an emulated board."""
+
+    outputs: list[np.ndarray]
+    instructions: int
+    per_op: dict[int, int] = field(default_factory=dict)  # op index -> instructions (--profile)
+
+
+def check_board(program: Program, board: str) -> str:
+    """The program's target name, or TargetError when the board's CPU cannot run it."""
+    target = target_name(program)
+    ok, why = can_run(board, target)
+    if not ok:
+        raise TargetError(f"board {board} cannot run this {target} program: {why}")
+    return target
+
+
+def build(program: Program, board: str, out: Path | None = None, profile: bool = False,
+          opt: str = "-Os") -> Path:
+    """Link the runner firmware for `program` on `board` (cached by content); returns the ELF.
+
+    Example:
+        >>> elf = build(mcutorch.load("kws.mtp").program, "mps3-an547")
+    """
+    target = check_board(program, board)
+    used = used_kernels(program)
+    defines = {**firmware_defines(program, board), "MT_RUN_MODEL_KERNELS": None}
+    if profile:
+        defines["MT_PROFILE"] = None
+    table_c = kernel_table_c(used)
+    sources = core_sources() + runner_sources(board=True) + sources_for(used)
+    key = hashlib.sha256(repr((board, target, sorted(defines.items()), opt, table_c,
+                               [p.read_bytes() for p in sources + include_files()])).encode())
+    folder = CACHE / key.hexdigest()[:16]
+    elf = out or folder / "model.elf"
+    if elf.exists() and out is None:
+        return elf
+    folder.mkdir(parents=True, exist_ok=True)
+    table = folder / "mt_kernels_model.c"
+    table.write_text(table_c)
+    return build_elf(sources + [table], include_dirs(), board, target, elf, defines=defines,
+                     opt=opt)
+
+
+def include_files() -> list[Path]:
+    return sorted(p for d in include_dirs() for p in d.glob("*.h"))
+
+
+def run(program: Program, inputs: list[np.ndarray], board: str, profile: bool = False,
+        elf: Path | None = None) -> BoardRun:
+    """One inference of `program` on int8 NHWC `inputs` in QEMU's model of `board`."""
+    elf = elf or build(program, board, profile=profile)
+    blob = program.to_bytes()
+    files = {"model.mtp": blob}
+    for i, x in enumerate(inputs):
+        t = program.tensors[program.inputs[i]]
+        x = np.ascontiguousarray(x, np.dtype(t.dtype))
+        if x.shape != tuple(t.shape):
+            raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, got {list(x.shape)}")
+        files[f"in{i}.bin"] = x.tobytes()
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, data in files.items():
+            (Path(tmp) / name).write_bytes(data)
+        result = run_elf(elf, board, ["model.mtp", *[f"in{i}.bin" for i in range(len(inputs))]],
+                         cwd=tmp, target=target_name(program))
+        if not result.ok:
+            raise McutorchError(f"firmware run on {board} failed: {result.fault or ''}"
+                                f"{result.stdout[-400:]}")
+        outputs = []
+        for k, idx in enumerate(program.outputs):
+            t = program.tensors[idx]
+            data = (Path(tmp) / f"out{k}.bin").read_bytes()
+            outputs.append(np.frombuffer(data, np.dtype(t.dtype)).reshape(t.shape).copy())
+    per_op = {int(label[2:]): n for label, n in (result.counts or {}).items()
+              if label.startswith("op")}
+    return BoardRun(outputs, int(result.instructions or 0), per_op)
+
+
+def flash_split(elf: Path, program: Program) -> dict[str, int]:
+    """Flash bytes of the runtime core, the kernels and the program's constants."""
+    from .boards import size_of
+
+    sizes = size_of(elf)
+    kernel = sum(s.size for s in sizes["symbols"] if s.name.startswith("mt_")
+                 and s.name.endswith("_s8") and s.kind.upper() == "T")
+    core = sum(s.size for s in sizes["symbols"] if s.name.startswith("mt_")
+               and not s.name.endswith("_s8") and not s.name.startswith(("mt_run", "mt_sh"))
+               and s.kind.upper() in ("T", "R"))
+    return {"runtime_core": core, "kernels": kernel, "program": len(program.to_bytes())}
+
+
+
