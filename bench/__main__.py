@@ -15,6 +15,7 @@ import mcutorch
 from mcutorch.compare import layer_by_layer
 from mcutorch.models import REFERENCE_TFLITE, build, example_input, load_tflite_weights
 
+from . import boards as board_bench
 from .peers import EXECUTORCH, TFLM_PUBLISHED, tflm_arena
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "mlperf_tiny"
@@ -63,6 +64,7 @@ def measure(name: str, workdir: Path) -> dict:
     s = loaded.summary()
     return {"name": name, "compile_s": compile_s, "ms": ms, "bytes": s["program_bytes"],
             "arena": sum(s["regions"].values()), "lower": s["lower_bound"],
+            "qmodel": qmodel, "x": cal[0],
             **agreement(model, qmodel, loaded, example_input(model, seed=99))}
 
 
@@ -116,6 +118,7 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--large", action="store_true", help="add MobileNetV2 1.0 at 224x224")
+    ap.add_argument("--boards", default="all", help="'all', 'none' or targets (cortex-m55,...)")
     args = ap.parse_args(argv)
     names = [n for n in args.models.split(",") if n]
     if args.large:
@@ -125,6 +128,15 @@ def main(argv=None) -> None:
         rows = [measure(n, Path(tmp)) for n in names]
     print_compiler_table(rows)
     print_numerics_table(rows)
+    if args.boards != "none":
+        wanted = [b for b in board_bench.BOARDS
+                  if args.boards == "all" or b[1] in args.boards.split(",")]
+        tflm = {r["name"]: (tflm_arena(DATA / REFERENCE_TFLITE[r["name"]])[0]
+                            or TFLM_PUBLISHED.get(r["name"], 0))
+                for r in rows if r["name"] in REFERENCE_TFLITE}
+        board_rows = [board_bench.measure(r["name"], r["qmodel"], r["x"], b, t)
+                      for r in rows if r["name"] in REFERENCE_TFLITE for b, t in wanted]
+        board_bench.print_table(board_rows, SHORT, tflm, EXECUTORCH)
 
 
 if __name__ == "__main__":
