@@ -1,9 +1,9 @@
 /* mt_run.c - run a program file on the host or on board firmware (usage: mt_run.h).
  *
  * The same file builds both: mt_run_host.c or mt_run_board.c supplies files, memory, console
- * and the counter. The kernels are mt_kernels_all (runtime/kernels/mt_kernels_all.c), or the
- * table named by -DMT_RUN_KERNEL_TABLE (the compiler's per-model mt_kernels_model); a build
- * with -DMT_RUN_NO_KERNELS has none and can only --check. */
+ * and the counter. The kernels are mt_kernels_all (runtime/kernels/mt_kernels_all.c), or with
+ * -DMT_RUN_MODEL_KERNELS the compiler's per-model table mt_kernels_model; a build with
+ * -DMT_RUN_NO_KERNELS has none and can only --check. */
 #include <string.h>
 
 #include "mcutorch.h"
@@ -15,11 +15,8 @@
 extern const mt_kernel_table mt_kernels_model;
 #define MT_RUN_KERNELS (&mt_kernels_model)
 #else
-#ifndef MT_RUN_KERNEL_TABLE
-#define MT_RUN_KERNEL_TABLE mt_kernels_all /* or mt_kernels_model: only one model's kernels */
-#endif
-extern const mt_kernel_table MT_RUN_KERNEL_TABLE;
-#define MT_RUN_KERNELS (&MT_RUN_KERNEL_TABLE)
+extern const mt_kernel_table mt_kernels_all;
+#define MT_RUN_KERNELS (&mt_kernels_all)
 #endif
 
 #define MT_RUN_MAX_FILES 16

@@ -73,7 +73,8 @@ void *mt_run_read_program(const char *path, size_t *size)
 {
     int32_t fd = mt_sh_open(path, MT_SH_MODE_RB);
     int32_t n = fd >= 0 ? mt_sh_flen(fd) : -1;
-    int ok = n >= 0 && (uint32_t)n <= sizeof mt_program && mt_sh_read(fd, mt_program, (size_t)n) == n;
+    int ok = n >= 0 && (uint32_t)n <= sizeof mt_program &&
+             mt_sh_read(fd, mt_program, (size_t)n) == n;
     if (fd >= 0) {
         mt_sh_close(fd);
     }

@@ -1,10 +1,10 @@
 /*
  * mt_kernel.h - the contract between the mcutorch interpreter and its int8 kernels.
  *
- * The interpreter resolves every op record once at load time into an mt_op_args (tensor views
- * with data pointers into the caller's arenas or the program's constants, the op's int32
- * attributes in ops.py order, its planned scratch buffer). At invoke it calls the kernel chosen
- * for the op's (opcode, variant) through the model's kernel table:
+ * Just before each op runs, the interpreter builds its mt_op_args (tensor views with data
+ * pointers into the caller's arenas or the program's constants, the op's int32 attributes in
+ * ops.py order, its planned scratch buffer) in one shared state buffer, then calls the kernel
+ * chosen for the op's (opcode, variant) through the model's kernel table:
  *
  *     status = table[opcode][variant](&args);
  *
@@ -19,7 +19,9 @@
  *   - element-wise kernels (clamp, lut, rescale, add, mul) must allow out == in (the planner
  *     may place the output over an input that dies at this op): read element i before writing
  *     element i, walking forward.
- * All shapes were validated at load: kernels may trust ranks, dims and sizes.
+ * The loader validated every record, but not that an op's operand shapes fit together:
+ * kernels refuse inconsistent operands with MT_STATUS_BAD_ARGUMENT. Views live only for the
+ * call (never keep pointers to args); constant data may be in flash (never write inputs).
  */
 #ifndef MT_KERNEL_H
 #define MT_KERNEL_H

@@ -1,9 +1,10 @@
-"""The C runtime from Python: its sources, a host build of the runner, firmware runner builds.
+"""The C runtime from Python: its sources, a host build of the runner, firmware build values.
 
 The runner (`runtime/harness/mt_run.c`) loads a program file, reads raw int8 input files, runs
 the program once and writes the outputs; `mt_run --check` only validates. On the host it is
 built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
-on a board the same runner is firmware (`build_firmware_runner`, then `mcutorch.boards.run_elf`).
+on a board the same runner is firmware (`mcutorch.firmware.build` uses `core_sources`,
+`runner_sources`, `firmware_defines`).
 
     >>> runner = build_host_runner()                        # doctest: +SKIP
     >>> (y,) = run_host(program.to_bytes(), [x_int8_nhwc])  # doctest: +SKIP
@@ -217,9 +218,11 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
                             f"{len(program.regions)} regions")
     names = {r.name for r in b.regions}
     size = len(program.to_bytes())
-    defines: dict[str, object] = {"MT_PROGRAM_SIZE": size + (-size % 16),
-                                  "MT_STATE_SIZE": state_size(program, 4),
-                                  "MT_ARENA_ALIGN": max([16, *(r.alignment for r in program.regions)])}
+    defines: dict[str, object] = {
+        "MT_PROGRAM_SIZE": size + (-size % 16),
+        "MT_STATE_SIZE": state_size(program, 4),
+        "MT_ARENA_ALIGN": max([16, *(r.alignment for r in program.regions)]),
+    }
     if len(b.regions) > 1:
         defines["MT_PROGRAM_REGION"] = f'"{b.regions[-1].name}"'
     for k, r in enumerate(program.regions):
@@ -227,33 +230,6 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
         if r.name in names:
             defines[f"MT_ARENA{k}_REGION"] = f'"{r.name}"'
     return defines
-
-
-def build_firmware_runner(program: Program, board, out, target=None, profile: bool = False,
-                          opt: str = "-Os", all_kernels: bool = False) -> Path:
-    """Firmware that runs `program` files on `board` (the runner with buffers sized for this
-    program and, unless `all_kernels`, only the kernels it uses); run it with
-    ``mcutorch.boards.run_elf(elf, board, ["model.mtp", "in0.bin"], files={...})``: it writes
-    out<k>.bin and prints ``mt_ticks <instructions of mt_invoke>`` (with `profile`, also
-    ``mt_ticks op<i> <n>`` per op). `target` defaults to the program's own."""
-    from .backends.cortex_m.kernels import kernel_table_c, sources_for
-    from .boards import build_elf
-
-    defines = firmware_defines(program, board)
-    if profile:
-        defines["MT_PROFILE"] = None
-    sources = core_sources() + runner_sources(board=True)
-    if all_kernels:
-        sources += kernel_sources()
-    else:
-        used = {(op.name, op.variant) for op in program.ops if op.name != "delegate"}
-        table = Path(out).with_name(Path(out).stem + "_kernels.c")
-        table.parent.mkdir(parents=True, exist_ok=True)
-        table.write_text(kernel_table_c(used))
-        sources += [*sources_for(used), table]
-        defines["MT_RUN_KERNEL_TABLE"] = "mt_kernels_model"
-    return build_elf(sources, include_dirs(), board, target or target_name(program), out,
-                     defines=defines, opt=opt)
 
 
 def target_name(program: Program) -> str:

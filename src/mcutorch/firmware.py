@@ -8,6 +8,7 @@ under `-icount shift=0` (exact to about one tick; boards.py gives instructions p
 from __future__ import annotations
 
 import hashlib
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,16 +105,36 @@ def run(program: Program, inputs: list[np.ndarray], board: str, profile: bool = 
 
 
 def flash_split(elf: Path, program: Program) -> dict[str, int]:
-    """Flash bytes of the runtime core, the kernels and the program's constants."""
-    from .boards import size_of
+    """Flash bytes (text + rodata kept after --gc-sections, from the linker map) of the runtime
+    core (loader, validator, interpreter, CRC, hooks), of the kernels, and of the program."""
+    used = used_kernels(program)
+    groups = {"runtime_core": core_sources(),
+              "kernels": sources_for(used) + [Path("mt_kernels_model.c")]}
+    by_object: dict[str, list[tuple[str, int]]] = {}
+    for section, size, obj in _map_sections(Path(elf).with_suffix(".map")):
+        by_object.setdefault(obj, []).append((section, size))
+    sizes = {}
+    for group, sources in groups.items():
+        names = {n for src in sources for n in _defined_names(src)}
+        sizes[group] = sum(size for sections in by_object.values()
+                           if any(sec.split(".")[2:3] and sec.split(".")[2] in names
+                                  for sec, _ in sections)
+                           for sec, size in sections if sec.startswith((".text", ".rodata")))
+    return {**sizes, "program": len(program.to_bytes())}
 
-    sizes = size_of(elf)
-    kernel = sum(s.size for s in sizes["symbols"] if s.name.startswith("mt_")
-                 and s.name.endswith("_s8") and s.kind.upper() == "T")
-    core = sum(s.size for s in sizes["symbols"] if s.name.startswith("mt_")
-               and not s.name.endswith("_s8") and not s.name.startswith(("mt_run", "mt_sh"))
-               and s.kind.upper() in ("T", "R"))
-    return {"runtime_core": core, "kernels": kernel, "program": len(program.to_bytes())}
+
+def _defined_names(source: Path) -> set[str]:
+    """Global mt_* names a C file defines (function definitions start in column 0)."""
+    if source.name == "mt_kernels_model.c":
+        return {"mt_kernels_model", "mt_model_rows"}
+    text = source.read_text()
+    return set(re.findall(r"^(?!static)[A-Za-z_][\w\s\*]*?\b(mt_\w+)\s*\(", text, re.M))
 
 
-
+def _map_sections(path: Path):
+    """(input section, size, object) for every input section the linker kept."""
+    text = path.read_text(errors="replace").split("Linker script and memory map", 1)[-1]
+    joined = re.sub(r"^ (\.[\w.$]+)\n\s+", r" \1 ", text, flags=re.M)
+    pattern = re.compile(r"^ (\.[\w.$]+)\s+0x[0-9a-f]+\s+0x([0-9a-f]+)\s+(\S+)$", re.M)
+    for section, size, obj in pattern.findall(joined):
+        yield section, int(size, 16), obj

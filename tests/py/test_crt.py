@@ -14,7 +14,7 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from mcutorch import crt
+from mcutorch import crt, firmware
 from mcutorch.errors import ProgramError
 from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
@@ -291,7 +291,7 @@ def test_kws_firmware_on_cortex_m55(kws, tmp_path):
     from mcutorch.boards import run_elf
 
     cm, xs = kws
-    elf = crt.build_firmware_runner(cm.program, "mps3-an547", tmp_path / "kws.elf", profile=True)
+    elf = firmware.build(cm.program, "mps3-an547", tmp_path / "kws.elf", profile=True)
     r = run_elf(elf, "mps3-an547", ["kws.mtp", "in0.bin"],
                 files={"kws.mtp": cm.to_bytes(), "in0.bin": xs[0].tobytes()}, timeout=60)
     assert r.ok and "mt_status 0 ok" in r.stdout, r.stdout + r.stderr
@@ -315,7 +315,7 @@ def test_kws_firmware_on_cortex_m0plus_with_unaligned_traps(tmp_path):
     cm = mcutorch.compile(mcutorch.quantize(m, (x,), calibration=[x]), (x,),
                           target="cortex-m0plus", board="mps2-an385")
     xs = cm.quantize_inputs([x])
-    elf = crt.build_firmware_runner(cm.program, "mps2-an385", tmp_path / "kws.elf")
+    elf = firmware.build(cm.program, "mps2-an385", tmp_path / "kws.elf")
     r = run_elf(elf, "mps2-an385", ["kws.mtp", "in0.bin"],
                 files={"kws.mtp": cm.to_bytes(), "in0.bin": xs[0].tobytes()}, timeout=120)
     assert r.ok, r.stdout + r.stderr

@@ -1,0 +1,161 @@
+"""Per-layer instruction counts of the C kernels on emulated boards, against CMSIS-NN v7.0.
+
+    python -m bench.kernels [--cpus cortex-m55,cortex-m33,cortex-m3] [--opt -O3] [--layers kws]
+
+Each layer is one kernel call with random int8 operands (realistic requantization scales), run
+by the kernel test runner (tests/c/kernels/run_kernel.c, built with -DRK_TICKS) under QEMU
+``-icount shift=0``; its output is checked bit for bit against the Python reference before the
+count is reported. Counts come from SysTick (resolution 31.25 / 50 / 40 instructions on M55 /
+M33 / M3). CMSIS-NN figures: v7.0, GCC 12.2 -O3, exact counts (the KWS layers only).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import struct
+import tempfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from mcutorch import boards, ops, quant
+from mcutorch.backends.cortex_m import kernels as ck
+from mcutorch.ref import KERNELS, softmax_exp_table
+
+ROOT = Path(__file__).resolve().parents[1]
+RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
+BOARD_OF = {"cortex-m55": "mps3-an547", "cortex-m33": "mps2-an505", "cortex-m3": "mps2-an385",
+            "cortex-m4": "mps2-an386", "cortex-m7": "mps2-an500",
+            "cortex-m0plus": "mps2-an385"}
+CPUS = ("cortex-m55", "cortex-m33", "cortex-m3")
+
+# name: (op, x shape, w shape or None, attrs, CMSIS-NN v7.0 instructions on M55 / M33 / M3)
+LAYERS = {
+    "kws_conv1_10x4_s2": ("conv2d", (1, 49, 10, 1), (64, 10, 4, 1),
+                          dict(stride=(2, 2), pads=(4, 1, 5, 1)), (289_026, 1_105_743, 1_362_449)),
+    "kws_dw_3x3": ("depthwise_conv2d", (1, 25, 5, 64), (3, 3, 64), dict(pads=(1, 1, 1, 1)),
+                   (166_859, 593_925, 674_314)),
+    "kws_pw_64to64": ("conv2d", (1, 25, 5, 64), (64, 1, 1, 64), {}, (202_860, 1_064_880, 1_592_000)),
+    "kws_avgpool_25x5": ("avg_pool2d", (1, 25, 5, 64), (25, 5), {}, (9_347, 50_983, 107_582)),
+    "kws_fc_64to12": ("fully_connected", (1, 64), (12, 64), {}, (652, 2_153, 3_124)),
+    "kws_softmax_12": ("softmax", (1, 12), None, {}, (6_851, 6_389, 6_351)),
+    "vww_conv1_3x3_s2": ("conv2d", (1, 96, 96, 3), (8, 3, 3, 3),
+                         dict(stride=(2, 2), pads=(0, 0, 1, 1)), None),
+    "vww_dw_3x3": ("depthwise_conv2d", (1, 48, 48, 8), (3, 3, 8), dict(pads=(1, 1, 1, 1)), None),
+    "vww_pw_8to16": ("conv2d", (1, 48, 48, 8), (16, 1, 1, 8), {}, None),
+    "resnet8_3x3_16": ("conv2d", (1, 32, 32, 16), (16, 3, 3, 16), dict(pads=(1, 1, 1, 1)), None),
+}
+GROUPS = {"kws": [k for k in LAYERS if k.startswith("kws")], "all": list(LAYERS)}
+
+
+def _rng(name):
+    return np.random.default_rng(zlib.crc32(name.encode()))
+
+
+def _s8(rng, shape, lo=-128, hi=127):
+    return rng.integers(lo, hi + 1, size=shape).astype(np.int8)
+
+
+def make_layer(name):
+    """(op, inputs, attrs, MACs) of one benchmark layer, operands seeded by its name."""
+    op, xs, ws, kw, _ = LAYERS[name]
+    rng = _rng(name)
+    x = _s8(rng, xs)
+    if op == "softmax":
+        return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0
+    if op == "avg_pool2d":
+        attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
+                     pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
+                     in_zp=-5, out_zp=-5, act_min=-128, act_max=127)
+        return op, (x,), attrs, x.size
+    w = _s8(rng, ws, -127, 127)
+    cout = ws[-1] if op == "depthwise_conv2d" else ws[0]
+    taps = w.size // cout
+    bias = rng.integers(-2000, 2000, size=cout).astype(np.int32)
+    real = 40.0 / (math.sqrt(taps) * 74 * 73)
+    mult, shift = quant.quantize_multipliers(real * rng.uniform(0.5, 2.0, size=cout))
+    attrs = dict(in_zp=-3, out_zp=7, act_min=-128, act_max=127)
+    if op != "fully_connected":
+        s, p = kw.get("stride", (1, 1)), kw.get("pads", (0, 0, 0, 0))
+        attrs.update(stride_h=s[0], stride_w=s[1], dilation_h=1, dilation_w=1, pad_top=p[0],
+                     pad_left=p[1], pad_bottom=p[2], pad_right=p[3])
+        attrs.update(groups=1) if op == "conv2d" else attrs.update(depth_multiplier=1)
+    y = KERNELS[op](x, w, bias, mult, shift, **attrs)
+    return op, (x, w, bias, mult, shift), attrs, y.size * taps
+
+
+def case_bytes(op_name, inputs, attrs) -> bytes:
+    """A run_kernel case file (format: tests/c/kernels/run_kernel.c), expected = reference."""
+    op = ops.get(op_name)
+    y = KERNELS[op_name](*inputs, **attrs)
+    vals = [int(attrs[a]) for a in op.attrs]
+    out = struct.pack(f"<9I{len(vals)}i", 0x434B544D, 1, op.opcode, op.variants.index("ref"), 0,
+                      0xFFFFFFFF, len(vals), len(inputs), 1, *vals)
+    for a in (*inputs, y):
+        a = np.ascontiguousarray(a)
+        data = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        dtype = 0 if a.dtype == np.int8 else 3
+        shape = list(a.shape) + [0] * (6 - a.ndim)
+        out += struct.pack("<2I6Ii2I", dtype, a.ndim, *shape, 0, 0, len(data))
+        out += data + b"\0" * (-len(data) % 4)
+    return out
+
+
+def kernel_sources():
+    return sorted({s for k in ck.KERNELS.values() for s in k.sources}) + [ck.ALL_TABLE_SOURCE]
+
+
+def measure(names, cpus=CPUS, opt="-O3", workdir=None) -> dict:
+    """{(layer, cpu): instructions}; raises when a kernel disagrees with the reference."""
+    with tempfile.TemporaryDirectory(prefix="mt-bench-kernels-") as tmp:
+        work = Path(workdir or tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        for name in names:
+            op, inputs, attrs, _ = make_layer(name)
+            (work / f"{name}.mtkc").write_bytes(case_bytes(op, inputs, attrs))
+        (work / "cases.lst").write_text("".join(f"{n}.mtkc\n" for n in names))
+        counts = {}
+        for cpu in cpus:
+            board = BOARD_OF[cpu]
+            srcs = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
+            elf = boards.build_elf(srcs, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
+                                   work / f"bench_{cpu}.elf", defines={"RK_TICKS": None}, opt=opt)
+            res = boards.run_elf(elf, board, ["@cases.lst"], cwd=work, timeout=600, target=cpu)
+            if res.fault or res.exit_code != 0:
+                raise RuntimeError(f"{cpu}: {res.fault or res.exit_code}\n{res.stdout[-2000:]}")
+            for name in names:
+                counts[(name, cpu)] = res.counts[f"{name}.mtkc"]
+    return counts
+
+
+def print_table(counts, names, cpus) -> None:
+    print(f"{'layer':<20} {'cpu':<11} {'ours':>10} {'CMSIS-NN':>10} {'ratio':>6} {'instr/MAC':>9}")
+    for name in names:
+        macs = make_layer(name)[3]
+        cmsis = LAYERS[name][4]
+        for cpu in cpus:
+            ours = counts[(name, cpu)]
+            ref = cmsis[CPUS.index(cpu)] if cmsis and cpu in CPUS else None
+            ratio = f"{ours / ref:6.2f}" if ref else "   n/a"
+            per_mac = f"{ours / macs:9.3f}" if macs else "      n/a"
+            print(f"{name:<20} {cpu:<11} {ours:>10,} {ref or 0:>10,} {ratio} {per_mac}")
+    print("ratio = ours / CMSIS-NN (below 1: fewer instructions). Counts: SysTick under QEMU "
+          "-icount (+-1 tick: 31.25 / 50 / 40 instructions on M55 / M33 / M3).")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cpus", default=",".join(CPUS))
+    p.add_argument("--opt", default="-O3")
+    p.add_argument("--layers", default="all", help="kws, all, or comma-separated layer names")
+    p.add_argument("--workdir", default=None)
+    a = p.parse_args(argv)
+    names = GROUPS.get(a.layers) or a.layers.split(",")
+    cpus = a.cpus.split(",")
+    print_table(measure(names, cpus, a.opt, a.workdir), names, cpus)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,228 @@
+"""Which IR nodes lower to TOSA 1.0 exactly (`tosa_support`), and the lowerable runs of a graph.
+
+An op is lowerable when its TOSA sequence (docs/numerics.md, "TOSA lowering") reproduces the
+reference kernel on *every* input of the op's domain. The one place TOSA 1.0 is narrower than our
+definition is `apply_scale_32`, behind every RESCALE: it requires the value being scaled to satisfy
+-2^(shift-1) <= value < 2^(shift-1) (the reference model reports UNPREDICTABLE otherwise), while
+our `rq` only requires the scaled result to fit int32. So for every requantization we bound the
+value over all int8 inputs from the constants and attributes, and refuse the op when the bound
+can break TOSA's rule. TOSA's int32 accumulators must also never overflow, in any summation order.
+A channel with mult = 0 always yields 0, whatever its shift; the lowering gives it shift 62.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mcutorch.ir import Graph, Node
+
+INT32 = (-(1 << 31), (1 << 31) - 1)
+NOT_LOWERED = {
+    "softmax": "softmax: TOSA 1.0 has no softmax, and no exact TOSA sequence reproduces our "
+               "row-wise exp-table / integer-divide definition; it runs on the CPU",
+    "delegate": "delegate: already a compiled subgraph",
+}
+MAC_OPS = ("conv2d", "depthwise_conv2d", "fully_connected")
+
+
+def rescale_shifts(mult, shift) -> np.ndarray:
+    """Shifts as lowered: a zero multiplier gives 0 for any shift, so it takes shift 62."""
+    mult, shift = np.asarray(mult, np.int64), np.asarray(shift, np.int64)
+    return np.where(mult == 0, 62, shift)
+
+
+def _rescale_problem(op: str, lo, hi, mult, shift, what: str) -> str:
+    """'' if every value in [lo, hi] (per channel) is legal for apply_scale_32, else a reason."""
+    lo, hi = np.broadcast_arrays(np.asarray(lo, object), np.asarray(hi, object))
+    shifts = np.broadcast_to(rescale_shifts(mult, shift), lo.shape)
+    for c, (a, b, s) in enumerate(zip(lo.ravel(), hi.ravel(), shifts.ravel())):
+        limit = 1 << (int(s) - 1)
+        if a < -limit or b >= limit:
+            where = f" (channel {c})" if lo.size > 1 else ""
+            return (f"{op}: {what}{where} spans [{a}, {b}], but TOSA RESCALE (apply_scale_32) "
+                    f"requires values in [-2^{s - 1}, 2^{s - 1}) for shift {s}; the reference "
+                    "accepts it, TOSA would be UNPREDICTABLE")
+    return ""
+
+
+def _delta_range(zp: int) -> tuple[int, int]:
+    """Range of x - zp over int8 x."""
+    return -128 - int(zp), 127 - int(zp)
+
+
+def _mac_range(node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per output channel: (sum of the smallest products, sum of the largest, bias), exact ints.
+
+    Every term (x - in_zp) * w lies between its min and max, and 0 lies in between (padding), so
+    these bound every partial sum in any order; they are reached by windows inside the input.
+    """
+    w = node.inputs[1].data.astype(np.int64)
+    bias = node.inputs[2].data.astype(np.int64)
+    if node.op == "depthwise_conv2d":
+        w = w.reshape(-1, w.shape[-1]).T  # (C*M, KH*KW)
+    w = w.reshape(w.shape[0], -1)
+    lo_d, hi_d = _delta_range(node.attrs["in_zp"])
+    big = np.maximum(w * hi_d, w * lo_d).sum(axis=1)
+    small = np.minimum(w * hi_d, w * lo_d).sum(axis=1)
+    return small, big, bias
+
+
+def _check_mac(node: Node) -> str:
+    small, big, bias = _mac_range(node)
+    for what, lo, hi in (("partial sum", small, big), ("accumulator", small + bias, big + bias)):
+        if lo.min() < INT32[0] or hi.max() > INT32[1]:
+            return f"{node.op}: the {what} can leave int32 (TOSA accumulates in int32)"
+    mult, shift = node.inputs[3].data, node.inputs[4].data
+    return _rescale_problem(node.op, (small + bias).astype(object), (big + bias).astype(object),
+                            mult, shift, "the accumulator")
+
+
+def _check_add(node: Node) -> str:
+    a = node.attrs
+    ranges = []
+    for side in ("a", "b"):
+        lo, hi = _delta_range(a[f"{side}_zp"])
+        why = _rescale_problem("add", lo, hi, a[f"{side}_mult"], a[f"{side}_shift"],
+                               f"input {side} - {side}_zp")
+        if why:
+            return why
+        ranges.append([_rq(v, a[f"{side}_mult"], a[f"{side}_shift"]) for v in (lo, hi)])
+    lo, hi = ranges[0][0] + ranges[1][0], ranges[0][1] + ranges[1][1]
+    if lo < INT32[0] or hi > INT32[1]:
+        return "add: the int32 sum can overflow"
+    return _rescale_problem("add", lo, hi, a["out_mult"], a["out_shift"], "the int32 sum")
+
+
+def _rq(v: int, mult: int, shift: int) -> int:
+    mult, shift = int(mult), int(rescale_shifts(mult, shift))
+    return (int(v) * mult + (1 << (shift - 1))) >> shift
+
+
+def _check_mul(node: Node) -> str:
+    a = node.attrs
+    (alo, ahi), (blo, bhi) = _delta_range(a["a_zp"]), _delta_range(a["b_zp"])
+    products = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
+    return _rescale_problem("mul", min(products), max(products), a["mult"], a["shift"],
+                            "the product")
+
+
+def _check_rescale(node: Node) -> str:
+    lo, hi = _delta_range(node.attrs["in_zp"])
+    return _rescale_problem("rescale", lo, hi, node.attrs["mult"], node.attrs["shift"],
+                            "x - in_zp")
+
+
+def window_fit(size: int, kernel: int, stride: int, dilation: int, pad0: int, pad1: int):
+    """Geometry TOSA 1.0 accepts for one spatial axis: (out, stride, pad1, rows_to_drop).
+
+    TOSA requires (size + pads - span) to be divisible by the stride (`idiv_check`); the rows past
+    the last window never matter, so pad1 shrinks first, then trailing input rows are dropped.
+    A single output position makes the stride irrelevant: it becomes 1 (Vela needs stride <= 3).
+    """
+    span = dilation * (kernel - 1) + 1
+    out = (size + pad0 + pad1 - span) // stride + 1
+    stride = 1 if out == 1 else stride
+    excess = size + pad0 + pad1 - ((out - 1) * stride + span)
+    cut = min(excess, pad1)
+    return out, stride, pad1 - cut, excess - cut
+
+
+def _pool_windows(node: Node) -> str:
+    """'' if every window has a valid element and TOSA's pad < kernel rule then holds."""
+    a, shape = node.attrs, node.inputs[0].shape
+    for axis, k, s, p0, p1 in ((1, a["kernel_h"], a["stride_h"], a["pad_top"], a["pad_bottom"]),
+                               (2, a["kernel_w"], a["stride_w"], a["pad_left"], a["pad_right"])):
+        if shape[axis] + p0 + p1 < k:
+            return f"{node.op}: kernel larger than the padded input"
+        _, _, p1_fit, _ = window_fit(shape[axis], k, s, 1, p0, p1)
+        if p0 >= k or p1_fit >= k:
+            return f"{node.op}: a window lies entirely in the padding (outside the domain)"
+    return ""
+
+
+def _check_avg_pool(node: Node) -> str:
+    why = _pool_windows(node)
+    a = node.attrs
+    if why or a["divisor"] <= 0 or a["divisor"] == a["kernel_h"] * a["kernel_w"]:
+        return why  # AVG_POOL2D: |acc| <= 255 * count < 2^(29 + k), always legal
+    from mcutorch.quant import reciprocal_scale
+
+    mult, shift = reciprocal_scale(a["divisor"])
+    lo, hi = _delta_range(a["in_zp"])
+    n = a["kernel_h"] * a["kernel_w"]
+    return _rescale_problem("avg_pool2d", lo * n, hi * n, mult, shift, "the window sum")
+
+
+def _check_movement(node: Node) -> str:
+    ranks = {len(t.shape) for t in (*node.inputs, *node.outputs) if not t.is_const}
+    return "" if ranks <= {1, 2, 3, 4} else f"{node.op}: rank {sorted(ranks)} outside 1..4"
+
+
+CHECKS = {
+    **{op: _check_mac for op in MAC_OPS},
+    "add": _check_add, "mul": _check_mul, "rescale": _check_rescale,
+    "max_pool2d": _pool_windows, "avg_pool2d": _check_avg_pool,
+    "clamp": lambda n: "", "lut": lambda n: "",
+    **{op: _check_movement for op in ("transpose", "concat", "pad", "copy", "reshape")},
+}
+
+
+def _int8_activations(node: Node) -> str:
+    for t in (*node.inputs, *node.outputs):
+        if not t.is_const and t.dtype != "int8":
+            return f"{node.op}: activation {t.name} is {t.dtype}, the lowering handles int8 only"
+    return ""
+
+
+def tosa_support(node: Node) -> tuple[bool, str]:
+    """(True, "") when `node` lowers to TOSA 1.0 bit-exactly; else (False, reason).
+
+    The reason names the op and the TOSA limitation, e.g.
+        >>> tosa_support(softmax_node)
+        (False, 'softmax: TOSA 1.0 has no softmax, ...')
+    """
+    if node.op in NOT_LOWERED:
+        return False, NOT_LOWERED[node.op]
+    check = CHECKS.get(node.op)
+    if check is None:
+        return False, f"{node.op}: no TOSA lowering"
+    why = _int8_activations(node) or check(node)
+    return (not why), why
+
+
+def tosa_runs(graph: Graph) -> list[list[Node]]:
+    """Maximal runs of consecutive lowerable nodes, split into connected pieces.
+
+    Consecutive in the graph's (topological) order, so no path leaves a run and comes back: each
+    run can become one TOSA graph. Runs made only of reshapes are skipped (nothing to compute).
+    """
+    runs, current = [], []
+    for node in graph.nodes:
+        if tosa_support(node)[0]:
+            current.append(node)
+        else:
+            runs.append(current)
+            current = []
+    runs.append(current)
+    pieces = [p for run in runs for p in _connected(run)]
+    return [p for p in pieces if any(n.op != "reshape" for n in p)]
+
+
+def _connected(nodes: list[Node]) -> list[list[Node]]:
+    """Split nodes into weakly connected components (by shared activation tensors), in order."""
+    parent = list(range(len(nodes)))
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    producer = {id(t): i for i, n in enumerate(nodes) for t in n.outputs}
+    for i, n in enumerate(nodes):
+        for t in n.inputs:
+            if id(t) in producer:
+                parent[find(i)] = find(producer[id(t)])
+    groups: dict[int, list[Node]] = {}
+    for i, n in enumerate(nodes):
+        groups.setdefault(find(i), []).append(n)
+    return sorted(groups.values(), key=lambda g: nodes.index(g[0]))

@@ -1,0 +1,409 @@
+"""Exact guest instruction counts from a QEMU TCG plugin (``tools/qemu_plugin/mt_exact.c``).
+
+SysTick under ``-icount shift=0`` counts instructions to within one tick (31.25 to 50
+instructions, see `mcutorch.boards`). For exact counts, this module runs the same firmware with
+a small TCG plugin that adds 1 to a counter for every executed guest instruction (an inline
+add, no callback) and snapshots that counter when a *marker* instruction executes:
+
+* op regions: from the first instruction of ``begin_symbol`` (included) to the first
+  instruction of ``end_symbol`` (excluded). In an MT_PROFILE build these are
+  ``mt_port_op_begin`` / ``mt_port_op_end`` around every op, so an op's exact count holds
+  its kernel, the dispatch, the begin hook's body (its SysTick read) and the call of the end
+  hook: the "hook overhead", a few dozen instructions per op.
+* the total: from the first instruction of ``total_symbol`` (``mt_invoke``) to the instruction
+  after each call of it (its return sites, found with ``arm-none-eabi-objdump``); every
+  instruction executed in between counts, interrupt handlers included.
+
+QEMU 7.2's plugin API (version 1; it refuses version 2 and up) cannot read guest registers,
+so the op index a hook receives in r0 is out of reach: op regions are numbered by occurrence,
+the k-th begin..end pair being ``op<k>`` in execution order. `profile_exact` maps occurrences
+to op indices by replaying `mt_invoke`'s order (`execution_order`).
+
+Debian's qemu-system-arm 7.2 is built with plugin support (``-plugin`` in ``-help``, the
+``qemu_plugin_*`` API exported by the binary); Debian ships no ``qemu-plugin.h``, so the
+plugin declares the stable C ABI itself. It is built with the host gcc into
+``build/qemu_plugin/`` (`plugin_path`, cached by content).
+
+    >>> counts = exact_counts("build/fw.elf", "mps3-an547", ["model.mtp", "in0.bin"],
+    ...                       cwd="run")                                 # doctest: +SKIP
+    >>> counts["total"], counts["per_op"][0]                             # doctest: +SKIP
+    (412345, 60321)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from mcutorch import boards
+from mcutorch.boards import Board, RunResult, get_board, qemu_command
+from mcutorch.errors import McutorchError, ToolchainError
+
+ROOT = Path(__file__).resolve().parents[2]
+PLUGIN_SOURCE = ROOT / "tools" / "qemu_plugin" / "mt_exact.c"
+PLUGIN_BUILD_DIR = ROOT / "build" / "qemu_plugin"
+PLUGIN_CFLAGS = ("-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra")
+OBJDUMP = "arm-none-eabi-objdump"
+
+# The line format of the plugin's output file (see mt_exact.c).
+_EXACT_RE = re.compile(r"^mt_exact (\S+) (\d+)\s*$", re.MULTILINE)
+_TICKS_RE = re.compile(r"^mt_ticks(?: (\S+))? (\d+)\s*$", re.MULTILINE)
+_FAULT_RE = re.compile(r"^mt_fault: (.*)$", re.MULTILINE)
+
+# ---------------------------------------------------------------------------------------
+# Building the plugin
+
+def plugin_path(rebuild: bool = False) -> Path:
+    """The plugin shared library, built with the host gcc if needed; returns its path.
+
+    The file name carries a hash of the source and flags (``build/qemu_plugin/
+    mt_exact-<hash>.so``), so an edited source rebuilds and concurrent builds (pytest -n)
+    cannot hand QEMU a half-written file (each builds to a temporary name, then renames).
+    Raises `ToolchainError` with the compiler output if the build fails, or if no host C
+    compiler is found (``CC`` overrides ``gcc``).
+
+    >>> plugin_path().suffix                                           # doctest: +SKIP
+    '.so'
+    """
+    if not PLUGIN_SOURCE.is_file():
+        raise ToolchainError(f"QEMU plugin source missing: {PLUGIN_SOURCE}")
+    cc = os.environ.get("CC") or "gcc"
+    cc_path = shutil.which(cc)
+    if cc_path is None:
+        raise ToolchainError(
+            f"host C compiler {cc!r} not found (needed to build the QEMU plugin {PLUGIN_SOURCE.name}); "
+            "on Debian/Ubuntu: apt-get install -y gcc"
+        )
+    key = hashlib.sha256(PLUGIN_SOURCE.read_bytes() + repr((cc, PLUGIN_CFLAGS)).encode())
+    so = PLUGIN_BUILD_DIR / f"mt_exact-{key.hexdigest()[:12]}.so"
+    if so.is_file() and not rebuild:
+        return so
+    PLUGIN_BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = so.with_name(f".{so.name}.{os.getpid()}.tmp")
+    cmd = [cc_path, *PLUGIN_CFLAGS, "-o", str(tmp), str(PLUGIN_SOURCE)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise ToolchainError(
+            f"building the QEMU plugin failed:\n$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}"
+        )
+    os.replace(tmp, so)
+    return so
+
+# ---------------------------------------------------------------------------------------
+# Symbols of the firmware
+
+def symbols(elf: str | Path) -> dict[str, int]:
+    """Name -> address of the ELF's symbols (``arm-none-eabi-nm``), Thumb bit cleared.
+
+    >>> hex(symbols("build/fw.elf")["mt_invoke"])                      # doctest: +SKIP
+    '0x2f6'
+    """
+    proc = subprocess.run([boards._tool(boards.NM), str(elf)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{boards.NM} failed on {elf}: {proc.stderr}")
+    out: dict[str, int] = {}
+    for line in proc.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            out.setdefault(parts[2], int(parts[0], 16) & ~1)
+    return out
+
+_CALL_RE = re.compile(
+    r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{4,8} ?)+)\s+(\S+)\s+[0-9a-f]+ <([^>+]+)>", re.MULTILINE
+)
+
+def return_sites(elf: str | Path, symbol: str) -> list[int]:
+    """Addresses of the instructions right after each direct call (``bl``/``blx``) of
+    `symbol`: where it returns to. A tail call (``b``/``b.w`` to it) has no return site in
+    the caller, so it is refused (`McutorchError`), as is a symbol nobody calls directly.
+
+    >>> [hex(a) for a in return_sites("build/fw.elf", "mt_invoke")]     # doctest: +SKIP
+    ['0x128e']
+    """
+    tool = shutil.which(OBJDUMP)
+    if tool is None:
+        raise ToolchainError(f"{OBJDUMP} not found on PATH (apt-get install binutils-arm-none-eabi)")
+    proc = subprocess.run([tool, "-d", str(elf)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{OBJDUMP} failed on {elf}: {proc.stderr}")
+    sites = []
+    for m in _CALL_RE.finditer(proc.stdout):
+        addr, raw, mnemonic, target = m.groups()
+        if target != symbol:
+            continue
+        op = mnemonic.split(".")[0]
+        size = len(raw.replace(" ", "")) // 2
+        if op in ("bl", "blx"):
+            sites.append(int(addr, 16) + size)
+        elif op.startswith("b") and op not in ("bic", "bics", "bkpt"):
+            raise McutorchError(f"{symbol} is tail-called at 0x{addr} ({mnemonic}): no return site")
+    if not sites:
+        raise McutorchError(f"no direct call of {symbol} in {elf}")
+    return sorted(set(sites))
+
+# ---------------------------------------------------------------------------------------
+# Running with the plugin
+
+def _plugin_value(value: object) -> str:
+    text = str(value)
+    return text.replace(",", ",,")  # QEMU's option syntax: a doubled comma is a literal one
+
+def plugin_option(so: Path, out: Path, begin: Sequence[int] = (), end: Sequence[int] = (),
+                  tbegin: Sequence[int] = (), tend: Sequence[int] = ()) -> str:
+    """The value of QEMU 7.2's ``-plugin`` option: ``<so>,out=<file>,begin=0x..,...``.
+
+    QEMU 7.2 takes ``-plugin [file=]<lib>[,<name>=<value>...]`` and hands every
+    ``name=value`` to the plugin as one argv string (the older ``arg=<value>`` form is gone).
+
+    >>> plugin_option(Path("p.so"), Path("o.txt"), begin=[0x10], end=[0x20])
+    'file=p.so,out=o.txt,begin=0x10,end=0x20'
+    """
+    parts = [f"file={_plugin_value(so)}", f"out={_plugin_value(out)}"]
+    for name, addrs in (("begin", begin), ("end", end), ("tbegin", tbegin), ("tend", tend)):
+        parts += [f"{name}=0x{a & ~1:x}" for a in addrs]
+    return ",".join(parts)
+
+def _run_with_plugin(elf: Path, board: Board, args: Sequence[str], cwd: Path,
+                     option: str, timeout: float) -> RunResult:
+    cmd = qemu_command(elf, board, args) + ["-plugin", option]
+    boards._tool(boards.QEMU)
+    timed_out = False
+    try:
+        proc = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
+                              timeout=timeout)
+        stdout_b, stderr_b, code = proc.stdout, proc.stderr, proc.returncode
+    except subprocess.TimeoutExpired as e:
+        timed_out = True
+        stdout_b, stderr_b, code = e.stdout or b"", e.stderr or b"", None
+    stdout = stdout_b.decode("utf-8", "replace")
+    stderr = stderr_b.decode("utf-8", "replace")
+    ipt = board.instructions_per_tick
+    counts: dict[str, int] = {}
+    ticks = last_any = None
+    for m in _TICKS_RE.finditer(stdout):
+        label, n = m.group(1) or "", int(m.group(2))
+        counts[label] = round(n * ipt)
+        last_any = n
+        if label == "":
+            ticks = n
+    ticks = ticks if ticks is not None else last_any
+    faults = _FAULT_RE.findall(stdout)
+    fault = faults[-1].strip() if faults else None
+    if fault is None:
+        fatal = re.search(r"^qemu: fatal: (.*)$", stderr, re.MULTILINE)
+        fault = fatal.group(1).strip() if fatal else None
+    return RunResult(exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
+                     instructions=None if ticks is None else round(ticks * ipt), ticks=ticks,
+                     counts=counts, fault=fault)
+
+def parse_output(text: str) -> dict:
+    """The plugin's output file as ``{"per_op": {k: n}, "total": n, "totals": m, "all": n,
+    "unmatched": u}`` (k = occurrence number of the op region).
+
+    >>> parse_output("mt_exact op0 12\\nmt_exact op1 7\\nmt_exact total 30\\n")["per_op"]
+    {0: 12, 1: 7}
+    """
+    out: dict = {"per_op": {}}
+    for name, value in _EXACT_RE.findall(text):
+        if name.startswith("op") and name[2:].isdigit():
+            out["per_op"][int(name[2:])] = int(value)
+        else:
+            out[name] = int(value)
+    return out
+
+def exact_counts(
+    elf: str | Path,
+    board: str | Board,
+    args: Sequence[str] = (),
+    cwd: str | Path | None = None,
+    begin_symbol: str | None = "mt_port_op_begin",
+    end_symbol: str | None = "mt_port_op_end",
+    total_symbol: str | None = "mt_invoke",
+    *,
+    files: Mapping[str, bytes] | None = None,
+    timeout: float = 120.0,
+    check: bool = True,
+) -> dict:
+    """Run firmware under QEMU with the counting plugin; returns exact instruction counts.
+
+    The run is `boards.run_elf`'s (`boards.qemu_command`: ``-icount shift=0``, semihosting
+    console, `args` as argv[1:]) plus ``-plugin``. The firmware runs in `cwd` (default: a
+    fresh temporary directory), where `files` (name -> bytes) are written first.
+
+    Returns a dict:
+      ``per_op``: occurrence k -> instructions of the k-th ``begin_symbol``..``end_symbol``
+        region (first instruction of begin_symbol included, first instruction of end_symbol
+        excluded; see the module doc); empty when `begin_symbol` is None.
+      ``total``: instructions from the entry of `total_symbol` to its return sites, summed
+        over its calls (None when `total_symbol` is None); ``totals``: the number of calls.
+      ``all``: every instruction of the run (start-up, I/O and exit included).
+      ``unmatched``: begin/end markers that did not pair up (0 in a sound run).
+      ``result``: the `boards.RunResult` of the run (console, exit status, SysTick counts).
+
+    Raises `ToolchainError` if the firmware fails (`check`), QEMU refuses the plugin, or a
+    symbol is missing from the ELF.
+
+    >>> c = exact_counts(elf, "mps2-an385", ["5"], begin_symbol="mark_begin",
+    ...                  end_symbol="mark_end", total_symbol=None)        # doctest: +SKIP
+    >>> c["per_op"]                                                       # doctest: +SKIP
+    {0: 12}
+    """
+    b = get_board(board)
+    elf = Path(elf)
+    if not elf.is_file():
+        raise FileNotFoundError(f"firmware not found: {elf}")
+    syms = symbols(elf)
+
+    def addr(name: str) -> int:
+        if name not in syms:
+            raise ToolchainError(f"symbol {name} not found in {elf} (built without it?)")
+        return syms[name]
+
+    begin = [addr(begin_symbol)] if begin_symbol else []
+    end = [addr(end_symbol)] if end_symbol else []
+    if bool(begin) != bool(end):
+        raise ValueError("begin_symbol and end_symbol go together")
+    tbegin = [addr(total_symbol)] if total_symbol else []
+    tend = return_sites(elf, total_symbol) if total_symbol else []
+    so = plugin_path()
+    with tempfile.TemporaryDirectory(prefix="mcutorch-exact-") as tmp:
+        out_file = Path(tmp) / "exact.txt"
+        option = plugin_option(so, out_file, begin, end, tbegin, tend)
+        workdir = Path(cwd) if cwd is not None else Path(tmp) / "run"
+        workdir.mkdir(parents=True, exist_ok=True)
+        for name, content in (files or {}).items():
+            dest = workdir / name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(bytes(content))
+        result = _run_with_plugin(elf, b, [str(a) for a in args], workdir, option, timeout)
+        if "Could not load plugin" in result.stderr or "mt_exact:" in result.stderr:
+            raise ToolchainError(f"QEMU refused the plugin {so.name}:\n{result.stderr}")
+        if check:
+            result.check()
+        if not out_file.is_file():
+            raise ToolchainError(
+                f"the QEMU plugin wrote no counts (QEMU status {result.exit_code})\n"
+                f"{result.stderr[-2000:]}"
+            )
+        counts = parse_output(out_file.read_text())
+    counts.setdefault("total", 0)
+    if not total_symbol:
+        counts["total"] = None
+    counts["result"] = result
+    return counts
+
+# ---------------------------------------------------------------------------------------
+# Programs: exact per-op profile (mcutorch run --profile --exact)
+
+def execution_order(program) -> list[int]:
+    """Op indices in the order `mt_invoke` calls the profiling hooks on a board without an
+    NPU: the main ops in order; a ``delegate`` op first gets its own pair (around the NPU hook,
+    which reports no NPU), then each op of its CPU version.
+
+    >>> execution_order(program)                                       # doctest: +SKIP
+    [0, 1, 2, 3, 4, 5]
+    """
+    order = []
+    for i in program.main_ops():
+        order.append(i)
+        op = program.ops[i]
+        if op.name == "delegate":
+            d = program.delegates[int(op.attrs["index"])]
+            if d.cpu_ops:
+                order += list(range(d.cpu_ops[0], d.cpu_ops[0] + d.cpu_ops[1]))
+    return order
+
+@dataclass
+class ExactProfile:
+    """Exact instruction counts of one inference (`profile_exact`).
+
+    per_op: op index -> instructions from the entry of ``mt_port_op_begin`` to the entry of
+    ``mt_port_op_end`` (the kernel plus a few dozen instructions of hook overhead).
+    total: instructions of `mt_invoke` (its call to return), hooks included.
+    occurrences: the per-op counts in execution order (`execution_order`).
+    systick_per_op / systick_total: the SysTick counts the same run printed (coarse: one tick
+    is 31.25-50 instructions).
+    all: every instruction of the run. outputs: the inference's int8 outputs.
+    """
+
+    board: str
+    total: int
+    per_op: dict[int, int]
+    occurrences: list[int]
+    systick_per_op: dict[int, int] = field(default_factory=dict)
+    systick_total: int | None = None
+    all: int = 0
+    outputs: list[np.ndarray] = field(default_factory=list)
+
+    @property
+    def interpreter(self) -> int:
+        """Instructions of mt_invoke outside the op regions (its loop, views, hook tails)."""
+        return self.total - sum(self.occurrences)
+
+def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
+                  timeout: float = 300.0) -> ExactProfile:
+    """Exact per-op instruction counts of one inference of `program` on `board`.
+
+    Builds the MT_PROFILE runner firmware (`mcutorch.firmware.build(program, board,
+    profile=True)`, cached), runs it once under QEMU with the counting plugin, and maps the
+    k-th ``mt_port_op_begin``..``mt_port_op_end`` region to the k-th op of
+    `execution_order`. The same run's SysTick counts come along for comparison. This is what
+    ``mcutorch run --board B --profile --exact`` reports.
+
+    Raises `TargetError` when the board cannot run the program, `ToolchainError` when the
+    build, the run or the plugin fails, and `McutorchError` when the number of op regions
+    does not match the program's op order.
+
+    >>> p = profile_exact(program, [x], "mps3-an547")                  # doctest: +SKIP
+    >>> p.total, p.per_op[0], p.systick_per_op[0]                      # doctest: +SKIP
+    (1234567, 45678, 45688)
+    """
+    from mcutorch import firmware
+
+    firmware.check_board(program, board)
+    elf = firmware.build(program, board, profile=True)
+    files = {"model.mtp": program.to_bytes()}
+    for i, x in enumerate(inputs):
+        t = program.tensors[program.inputs[i]]
+        x = np.ascontiguousarray(x, np.dtype(t.dtype))
+        if x.shape != tuple(t.shape):
+            raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, got {list(x.shape)}")
+        files[f"in{i}.bin"] = x.tobytes()
+    args = ["model.mtp", *[f"in{i}.bin" for i in range(len(inputs))]]
+    with tempfile.TemporaryDirectory(prefix="mcutorch-exact-run-") as tmp:
+        counts = exact_counts(elf, board, args, cwd=tmp, files=files, timeout=timeout)
+        outputs = []
+        for k, idx in enumerate(program.outputs):
+            t = program.tensors[idx]
+            data = (Path(tmp) / f"out{k}.bin").read_bytes()
+            outputs.append(np.frombuffer(data, np.dtype(t.dtype)).reshape(t.shape).copy())
+    occurrences = [counts["per_op"][k] for k in sorted(counts["per_op"])]
+    order = execution_order(program)
+    if len(occurrences) != len(order) or counts.get("unmatched", 0) or counts.get("totals") != 1:
+        raise McutorchError(
+            f"the plugin saw {len(occurrences)} op regions ({counts.get('unmatched')} unmatched "
+            f"markers, {counts.get('totals')} mt_invoke calls); the program runs {len(order)} ops"
+        )
+    per_op: dict[int, int] = {}
+    for i, n in zip(order, occurrences):
+        per_op[i] = per_op.get(i, 0) + n
+    result: RunResult = counts["result"]
+    systick = {int(label[2:]): n for label, n in result.counts.items()
+               if label.startswith("op") and label[2:].isdigit()}
+    return ExactProfile(board=get_board(board).name, total=counts["total"], per_op=per_op,
+                        occurrences=occurrences, systick_per_op=systick,
+                        systick_total=result.instructions, all=counts.get("all", 0),
+                        outputs=outputs)
+
+__all__ = ["ExactProfile", "exact_counts", "execution_order", "parse_output", "plugin_option",
+           "plugin_path", "profile_exact", "return_sites", "symbols"]
