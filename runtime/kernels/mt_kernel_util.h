@@ -3,8 +3,8 @@
  *
  *   requantize   mt_rq (the single-rounding multiply-shift of docs/numerics.md), mt_requantize
  *                (rq + zero point + activation clamp, the output stage of every arithmetic op)
- *   accumulate   mt_dot_s8 / mt_dot4_s8: sums of (x + x_off) * w over int8 rows, wrapping on
- *                32 bits; dot4 feeds four weight rows (output channels) from each x load
+ *   vectors      (MVE) mt_rq_v / mt_requantize_v / mt_requantize4_v: the same on int32 lanes;
+ *                (DSP) mt_read_s8x4; the dot products of the MAC ops are in mt_kernel_mac.h
  *   check        operand dtype/rank/shape, zero points, activation ranges, (mult, shift) pairs
  *   geometry     mt_axis: one spatial axis of a window op (conv, depthwise, pools)
  *
@@ -12,9 +12,16 @@
  * accumulator fits int32 (docs/numerics.md, "Domain"), so the wrapped sum is the exact value.
  * Outside that domain the reference raises and the kernels return some int8 value, never trap.
  *
- * Every access is a byte access to int8 data or an aligned word access to int32 constants
- * (bias, mult, shift, tables: 4-aligned by the program format), so the kernels run on Armv6-M
- * with unaligned-access trapping on.
+ * ISA level (compile time, from the target flags): MT_MVE (integer Helium, Cortex-M55/M85),
+ * MT_DSP (SIMD MAC, Cortex-M4/M7/M33/M55), neither (host, M0/M0+/M3/M23: pure C). Kernels keep
+ * one function per step with the variants around the inner loop only:
+ *     #if MT_MVE ... #else #if MT_DSP ... #endif #endif, then a scalar tail shared by all.
+ * Building with -DMT_NO_SIMD forces the pure-C path on any core.
+ *
+ * The pure-C path makes byte accesses to int8 data and aligned word accesses to int32 constants
+ * (bias, mult, shift, tables: 4-aligned by the program format) only, so it runs on Armv6-M with
+ * unaligned-access trapping on. DSP paths read int8 data with unaligned LDR (Armv7E-M and
+ * Armv8-M Mainline allow it); MVE loads are byte-granular (VLDRB) or aligned words (VLDRW).
  */
 #ifndef MT_KERNEL_UTIL_H
 #define MT_KERNEL_UTIL_H
@@ -23,6 +30,19 @@
 #include <stdint.h>
 
 #include "mt_kernel.h"
+
+#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(MT_NO_SIMD)
+#define MT_MVE 1
+#include <arm_mve.h>
+#else
+#define MT_MVE 0
+#endif /* __ARM_FEATURE_MVE */
+#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(MT_NO_SIMD)
+#define MT_DSP 1
+#include <arm_acle.h>
+#else
+#define MT_DSP 0
+#endif /* __ARM_FEATURE_DSP */
 
 #define MT_S8_MIN (-128)
 #define MT_S8_MAX 127
@@ -69,53 +89,62 @@ static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int
   return mt_sat_s8(((prod + ((int64_t)1 << (shift - 1))) >> shift) + zp, lo, hi);
 }
 
+#if MT_MVE
+/* rq on four lanes, exact for every shift in 2..62. With p = acc * mult = hi * 2^32 + lo (lo
+ * unsigned) and rshr(v, k) = (v + 2^(k-1)) >> k (a left shift for k <= 0):
+ *     (p + 2^(s-1)) >> s == rshr(hi, s - 32) + rshr(lo, s)   (mod 2^32)
+ * for s <= 32 because 2^s divides hi * 2^32, and for s > 32 because 2^(s-1) is a multiple of
+ * 2^32 (lo cannot carry; rshr(lo, s) is then 0). VRSHL rounds with full precision, so this is
+ * exact whenever rq(acc) fits int32 (the domain). sh_hi = 32 - shift, sh_lo = -shift. */
+static inline int32x4_t mt_rq_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi, int32x4_t sh_lo)
+{
+  const int32x4_t hi = vrshlq_s32(vmulhq_s32(acc, mult), sh_hi);
+  const uint32x4_t lo = vreinterpretq_u32_s32(vmulq_s32(acc, mult));
+  return vaddq_s32(hi, vreinterpretq_s32_u32(vrshlq_u32(lo, sh_lo)));
+}
+
+/* clamp(rq + zp, lo, hi) on four lanes, as clamp(rq, lo - zp, hi - zp) + zp (no int32 wrap). */
+static inline int32x4_t mt_requantize_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi,
+                                        int32x4_t sh_lo, int32_t zp, int32_t lo, int32_t hi)
+{
+  const int32x4_t r = mt_rq_v(acc, mult, sh_hi, sh_lo);
+  return vaddq_n_s32(vminq_s32(vmaxq_s32(r, vdupq_n_s32(lo - zp)), vdupq_n_s32(hi - zp)), zp);
+}
+
+/* The output stage of n <= 4 adjacent channels: y[j] from acc (lanes) with per-channel
+ * mult[j], shift[j]; lanes >= n are neither read nor written. */
+static inline void mt_requantize4_v(int32x4_t acc, const int32_t *mult, const int32_t *shift,
+                                    int32_t n, int32_t zp, int32_t lo, int32_t hi, int8_t *y)
+{
+  const mve_pred16_t p = vctp32q((uint32_t)n);
+  const int32x4_t s = vldrwq_z_s32(shift, p);
+  const int32x4_t v = mt_requantize_v(acc, vldrwq_z_s32(mult, p),
+                                      vsubq_s32(vdupq_n_s32(32), s), vnegq_s32(s), zp, lo, hi);
+  vstrbq_p_s32(y, v, p);
+}
+#endif /* MT_MVE */
+
+#if MT_DSP
+/* Four int8 at any address as one word (unaligned LDR: Armv7E-M / Armv8-M Mainline only). */
+static inline uint32_t mt_read_s8x4(const int8_t *p)
+{
+  uint32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+
+/* v rotated right by 8 bits: with __sxtb16, bytes 1 and 3 (gcc folds it into SXTB16 ROR #8). */
+static inline uint32_t mt_ror8(uint32_t v) { return (v >> 8) | (v << 24); }
+#endif /* MT_DSP */
+
 /* The int32 whose two's-complement bits are v (no implementation-defined conversion). */
 static inline int32_t mt_wrap_s32(uint32_t v)
 {
   return v <= 0x7FFFFFFFu ? (int32_t)v : (int32_t)(v - 0x80000000u) - 0x7FFFFFFF - 1;
 }
 
-/* ---- accumulate ---------------------------------------------------------------------- */
-
-/* sum over i < n of (x[i] + x_off) * w[i], wrapping on 32 bits; x_off = -in_zp. */
-static inline uint32_t mt_dot_s8(const int8_t *x, const int8_t *w, uint32_t n, int32_t x_off)
-{
-  uint32_t acc = 0;
-  uint32_t i = 0;
-  for (; n - i >= 4; i += 4) { /* 4 MACs per iteration: loop overhead matters on Cortex-M0 */
-    acc += (uint32_t)((x[i] + x_off) * w[i]);
-    acc += (uint32_t)((x[i + 1] + x_off) * w[i + 1]);
-    acc += (uint32_t)((x[i + 2] + x_off) * w[i + 2]);
-    acc += (uint32_t)((x[i + 3] + x_off) * w[i + 3]);
-  }
-  for (; i < n; i++) {
-    acc += (uint32_t)((x[i] + x_off) * w[i]);
-  }
-  return acc;
-}
-
 /* A tensor dim as an int32 loop bound, or -1 when it is too large to be supported. */
 static inline int32_t mt_dim(uint32_t v) { return v <= MT_DIM_MAX ? (int32_t)v : -1; }
-
-/* acc[j] += sum over i < n of (x[i] + x_off) * w[j * w_stride + i] for j < 4: four weight rows
- * (four output channels) share every x load and the loop overhead. */
-static MT_NOINLINE void mt_dot4_s8(const int8_t *x, const int8_t *w, size_t w_stride,
-                                   uint32_t n, int32_t x_off, uint32_t acc[4])
-{
-  const int8_t *w1 = w + w_stride, *w2 = w1 + w_stride, *w3 = w2 + w_stride;
-  uint32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-  for (uint32_t i = 0; i < n; i++) {
-    const int32_t xv = x[i] + x_off;
-    a0 += (uint32_t)(xv * w[i]);
-    a1 += (uint32_t)(xv * w1[i]);
-    a2 += (uint32_t)(xv * w2[i]);
-    a3 += (uint32_t)(xv * w3[i]);
-  }
-  acc[0] = a0;
-  acc[1] = a1;
-  acc[2] = a2;
-  acc[3] = a3;
-}
 
 /* ---- checks (each returns 1 when the argument is supported) -------------------------- */
 

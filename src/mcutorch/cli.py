@@ -1,7 +1,7 @@
 """The `mcutorch` command.
 
     mcutorch compile model.py --target cortex-m55 -o model.mtp
-    mcutorch run model.mtp --input x.npy --output y.npy [--board mps3-an547 [--profile]]
+    mcutorch run model.mtp --input x.npy --output y.npy [--board mps3-an547 [--profile [--exact]]]
     mcutorch inspect model.mtp [--json]
     mcutorch build model.mtp --board mps3-an547 -o model.elf
     mcutorch export-c model.mtp --target cortex-m55 -o out/
@@ -13,6 +13,7 @@ import importlib.util
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -77,12 +78,23 @@ def cmd_run(args) -> int:
 
     program = mcutorch.load(args.program)
     inputs = [np.load(p) for p in args.input]
+    if args.exact and not (args.board and args.profile):
+        raise McutorchError("--exact refines --profile on a --board run")
     if args.board:
         q = inputs if args.int8 else program.quantize_inputs(inputs)
-        outputs = program.run_on_board(q, args.board, profile=args.profile)
+        if args.exact:
+            from .exact import profile_exact
+
+            prof = profile_exact(program.program, q, args.board)
+            outputs, run = prof.outputs, _Counts(prof.total, prof.per_op, "exact (QEMU plugin)")
+        else:
+            outputs = program.run_on_board(q, args.board, profile=args.profile)
+            run = _Counts(program.last_run.instructions, program.last_run.per_op,
+                          "SysTick under -icount: resolution one tick, 31.25-50 instructions "
+                          "depending on the board")
         if not args.int8:
             outputs = program.dequantize_outputs(outputs)
-        _print_counts(program, args.board, program.last_run)
+        _print_counts(program, args.board, run)
     elif args.int8:
         outputs = program.run_int8(inputs)
     else:
@@ -99,11 +111,17 @@ def cmd_run(args) -> int:
     return 0
 
 
-def _print_counts(program, board: str, run) -> None:
+@dataclass
+class _Counts:
+    instructions: int
+    per_op: dict
+    how: str
+
+
+def _print_counts(program, board: str, run: _Counts) -> None:
     print(f"{board}: {run.instructions:,} instructions per inference")
     if run.per_op:
-        print("instructions per op (SysTick under -icount: resolution one tick, 31.25-50 "
-              "instructions depending on the board):")
+        print(f"instructions per op ({run.how}):")
         for i, n in sorted(run.per_op.items()):
             op = program.program.ops[i]
             print(f"  {i:>3} {op.name:<18} {n:>12,}  {program.program.op_source(i)}")
@@ -162,6 +180,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC")
     r.add_argument("--board", help="run with the C runtime on an emulated board (QEMU)")
     r.add_argument("--profile", action="store_true", help="instructions per op (with --board)")
+    r.add_argument("--exact", action="store_true",
+                   help="exact per-op counts with mcutorch's QEMU plugin (with --profile)")
     r.set_defaults(fn=cmd_run)
     b = sub.add_parser("build", help="link board firmware (runtime + the model's kernels)")
     b.add_argument("program")

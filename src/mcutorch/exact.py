@@ -80,8 +80,8 @@ def plugin_path(rebuild: bool = False) -> Path:
     cc_path = shutil.which(cc)
     if cc_path is None:
         raise ToolchainError(
-            f"host C compiler {cc!r} not found (needed to build the QEMU plugin {PLUGIN_SOURCE.name}); "
-            "on Debian/Ubuntu: apt-get install -y gcc"
+            f"host C compiler {cc!r} not found (it builds the QEMU plugin "
+            f"{PLUGIN_SOURCE.name}); on Debian/Ubuntu: apt-get install -y gcc"
         )
     key = hashlib.sha256(PLUGIN_SOURCE.read_bytes() + repr((cc, PLUGIN_CFLAGS)).encode())
     so = PLUGIN_BUILD_DIR / f"mt_exact-{key.hexdigest()[:12]}.so"
@@ -132,7 +132,8 @@ def return_sites(elf: str | Path, symbol: str) -> list[int]:
     """
     tool = shutil.which(OBJDUMP)
     if tool is None:
-        raise ToolchainError(f"{OBJDUMP} not found on PATH (apt-get install binutils-arm-none-eabi)")
+        raise ToolchainError(f"{OBJDUMP} not found on PATH; install it with: "
+                             f"apt-get install -y {boards.APT_PACKAGES}")
     proc = subprocess.run([tool, "-d", str(elf)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise ToolchainError(f"{OBJDUMP} failed on {elf}: {proc.stderr}")
@@ -163,7 +164,8 @@ def plugin_option(so: Path, out: Path, begin: Sequence[int] = (), end: Sequence[
     """The value of QEMU 7.2's ``-plugin`` option: ``<so>,out=<file>,begin=0x..,...``.
 
     QEMU 7.2 takes ``-plugin [file=]<lib>[,<name>=<value>...]`` and hands every
-    ``name=value`` to the plugin as one argv string (the older ``arg=<value>`` form is gone).
+    ``name=value`` to the plugin as one argv string (the older ``arg=<name>=<value>`` form
+    still works in 7.2 but prints a deprecation warning).
 
     >>> plugin_option(Path("p.so"), Path("o.txt"), begin=[0x10], end=[0x20])
     'file=p.so,out=o.txt,begin=0x10,end=0x20'

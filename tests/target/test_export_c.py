@@ -34,3 +34,25 @@ def test_export_c_builds_standalone(tmp_path):
     r = subprocess.run(["make", "-C", str(out), "clean", "model.elf",
                         "CPU_FLAGS=-mcpu=cortex-m0plus -mthumb"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_cli_build_and_run_on_board_with_profiles(tmp_path, capsys):
+    import numpy as np
+
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 3))
+    x = torch.randn(1, 1, 6, 6)
+    program = mcutorch.compile(mcutorch.quantize(model.eval(), (x,), calibration=[x]), (x,),
+                               target="cortex-m33")
+    mtp = program.save(tmp_path / "m.mtp")
+    assert main(["build", str(mtp), "--board", "mps2-an505", "-o", str(tmp_path / "m.elf")]) == 0
+    assert "runtime core" in capsys.readouterr().out
+    np.save(tmp_path / "x.npy", x.numpy())
+    args = ["run", str(mtp), "--input", str(tmp_path / "x.npy"), "--board", "mps2-an505",
+            "--output", str(tmp_path / "y.npy"), "--profile"]
+    assert main(args) == 0
+    coarse = capsys.readouterr().out
+    assert main(args + ["--exact"]) == 0
+    exact = capsys.readouterr().out
+    assert "SysTick" in coarse and "exact" in exact and "fully_connected" in exact
+    assert np.array_equal(np.load(tmp_path / "y.npy"), program.run(x).numpy())

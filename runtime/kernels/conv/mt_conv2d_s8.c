@@ -1,14 +1,25 @@
 /*
  * mt_conv2d_s8.c - grouped 2-D convolution, int8 NHWC in and out, per-channel requantization.
  *
- * Per output pixel the taps that land inside the input are found once (padding contributes 0,
- * so it is skipped, never read); then output channels, four at a time, accumulate
- * bias + sum (x - in_zp) * w with the input-channel loop innermost (each x load feeds four
- * MACs). With groups == 1 and dilation_w == 1 the taps of one kernel row are adjacent in x and
- * in w, so the whole row is one run of (taps * Cin) terms; a 1x1 convolution is one run of Cin.
+ * Output channels go in chunks of up to CONV_CHUNK; per chunk, base[o] = bias[o] + x_off *
+ * sum(w[o]) is computed once (mt_kernel_mac.h: the dot loops sum raw x * w). Per output pixel
+ * the taps that land inside the input are found once, then four channels at a time accumulate
+ * with the input-channel loop innermost (each x load feeds four rows; MVE/DSP/C variants in
+ * mt_dot4_s8). With groups == 1 and dilation_w == 1 the taps of one kernel row are adjacent in
+ * x and in w, so a row is one run of (taps * Cin) terms; a 1x1 convolution is one run of Cin.
+ *
+ * Windows by kind: full (acc = base); partly in the padding (padding is skipped, never read:
+ * acc = bias + x_off * sum of the in-bounds weights); entirely in the padding (acc = bias).
+ * Short rows (KW * Cin < CONV_SHORT_ROW, e.g. the first layer's 10x4 kernel on one channel) are
+ * gathered first into one contiguous window of KH * KW * Cin bytes with the padding set to in_zp
+ * (whose x + x_off is 0), so a window is one long run and acc = base.
  */
-#include "mt_kernel_util.h"
+#include "mt_kernel_mac.h"
 #include "mt_kernels.h"
+
+#define CONV_CHUNK 64     /* output channels per pass (base[] on the stack: 256 bytes) */
+#define CONV_COL_MAX 256  /* bytes of a gathered window (on the stack) */
+#define CONV_SHORT_ROW 16 /* kernel rows of fewer bytes are gathered, when the window fits */
 
 typedef struct {
   const int8_t *x, *w;
@@ -17,6 +28,8 @@ typedef struct {
   mt_axis ah, aw;
   int32_t batch, cin, cg, cout_g, groups, kh, kw;
   int32_t x_off, out_zp, act_min, act_max;
+  size_t k;   /* weights per output channel: KH * KW * Cin/groups */
+  int gather; /* gather windows into one run (short rows, groups == 1, dilation_w == 1) */
 } conv_ctx;
 
 static int conv_shapes_ok(const mt_op_args *a)
@@ -63,6 +76,9 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
   c->out_zp = at[MT_CONV2D_OUT_ZP];
   c->act_min = at[MT_CONV2D_ACT_MIN];
   c->act_max = at[MT_CONV2D_ACT_MAX];
+  c->k = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
+  c->gather = c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_COL_MAX &&
+              (size_t)c->kw * (size_t)c->cg < CONV_SHORT_ROW && c->kh * c->kw > 1;
   return c->batch >= 0 &&
          mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H],
                       at[MT_CONV2D_DILATION_H], at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM],
@@ -79,63 +95,123 @@ typedef struct {
   int32_t ky0, ky1, kx0, kx1;
 } conv_win;
 
-/* acc[j] += window sum of output channel j (nb = 4 channels, or 1), whose weights start at w_k
- * (tap (ky0, kx0)); x_g is the group's first input channel at tap (ky0, kx0). */
-static void conv_sums(const conv_ctx *c, const conv_win *v, const int8_t *x_g, const int8_t *w_k,
-                      int32_t nb, uint32_t acc[4])
+/* Over the window's in-bounds runs: acc[j] += sum x * w[j] (dot), or sum w[j] (!dot).
+ * x_g: the group's first input channel at tap (ky0, kx0); w_k: that tap's offset in a row. */
+static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g,
+                      const int8_t *const w[4], size_t w_k, int dot, uint32_t acc[4])
 {
   const int32_t cg = c->cg, taps = v->kx1 - v->kx0;
   const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->cin;
   const size_t x_tap = (size_t)c->aw.dilation * (size_t)c->cin;
-  const size_t w_row = (size_t)c->kw * (size_t)cg, w_oc = (size_t)c->kh * w_row;
+  const size_t w_row = (size_t)c->kw * (size_t)cg;
   /* groups == 1, dilation_w == 1: a kernel row's taps are adjacent in x and w (one run) */
   const int contiguous = c->groups == 1 && c->aw.dilation == 1;
   const uint32_t run = (uint32_t)(contiguous ? taps * cg : cg);
   const int32_t n_runs = contiguous ? 1 : taps;
   for (int32_t ky = 0; ky < v->ky1 - v->ky0; ky++) {
     for (int32_t r = 0; r < n_runs; r++) {
-      const int8_t *xr = x_g + (size_t)ky * x_row + (size_t)r * x_tap;
-      const int8_t *wr = w_k + (size_t)ky * w_row + (size_t)r * (size_t)cg;
-      if (nb == 4) {
-        mt_dot4_s8(xr, wr, w_oc, run, c->x_off, acc);
+      const size_t wo = w_k + (size_t)ky * w_row + (size_t)r * (size_t)cg;
+      if (dot) {
+        mt_dot4_s8(x_g + (size_t)ky * x_row + (size_t)r * x_tap, w, wo, run, acc);
       } else {
-        acc[0] += mt_dot_s8(xr, wr, run, c->x_off);
+        mt_wsum4_s8(w, wo, run, acc);
       }
     }
   }
 }
 
-/* One output pixel: y_px[oc] for every output channel, four channels at a time. */
+/* dst[i] = src ? src[i] : fill, i < n (n small: one kernel row). */
+static void conv_fill(int8_t *dst, const int8_t *src, size_t n, int32_t fill)
+{
+  size_t i = 0;
+#if MT_MVE
+  const int8x16_t f = vdupq_n_s8((int8_t)fill);
+  for (; i < n; i += 16) {
+    const mve_pred16_t p = vctp8q((uint32_t)(n - i));
+    vstrbq_p_s8(dst + i, src ? vldrbq_z_s8(src + i, p) : f, p);
+  }
+#endif /* MT_MVE */
+  for (; i < n; i++) {
+    dst[i] = src ? src[i] : (int8_t)fill;
+  }
+}
+
+/* col = the whole window at (iy, ix) as KH * KW * Cin bytes in weight order, padding = in_zp. */
+static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_img, int32_t iy,
+                        int32_t ix, int8_t *col)
+{
+  const size_t cin = (size_t)c->cin, row = (size_t)c->kw * cin;
+  const size_t pre = (size_t)v->kx0 * cin, mid = (size_t)(v->kx1 - v->kx0) * cin;
+  for (int32_t ky = 0; ky < c->kh; ky++, col += row) {
+    if (ky < v->ky0 || ky >= v->ky1) {
+      conv_fill(col, NULL, row, -c->x_off);
+      continue;
+    }
+    const int8_t *xr = x_img + ((size_t)(iy + ky * c->ah.dilation) * (size_t)c->aw.size +
+                                (size_t)(ix + v->kx0)) * cin;
+    conv_fill(col, NULL, pre, -c->x_off);
+    conv_fill(col + pre, xr, mid, 0);
+    conv_fill(col + pre + mid, NULL, row - pre - mid, -c->x_off);
+  }
+}
+
+/* The chunk's output channels [oc0, oc0 + nc) of one output pixel (group g); base[j] = bias +
+ * x_off * sum(w) of channel oc0 + j; col: CONV_COL_MAX bytes for a gathered window. */
 static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow,
+                       int32_t g, int32_t oc0, int32_t nc, const uint32_t *base, int8_t *col,
                        int8_t *y_px)
 {
   conv_win v;
   const int32_t iy = mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
   const int32_t ix = mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
-  const size_t w_oc = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
-  size_t x0 = 0, w0 = 0; /* offsets of tap (ky0, kx0) in the image and in one channel's weights */
-  if (v.kx1 == v.kx0 || v.ky1 == v.ky0) { /* the window lies in the padding: y = rq(bias) */
-    v.ky1 = v.ky0;
-  } else {
-    x0 = ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
-          (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin;
-    w0 = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
+  const int empty = v.kx1 == v.kx0 || v.ky1 == v.ky0;
+  int full = v.ky0 == 0 && v.ky1 == c->kh && v.kx0 == 0 && v.kx1 == c->kw;
+  const int8_t *x_g = col; /* tap (ky0, kx0) of the group's first channel */
+  size_t w_k = 0;          /* its offset in a weight row */
+  if (c->gather && !empty) {
+    conv_gather(c, &v, x_img, iy, ix, col);
+    v.ky0 = v.kx0 = 0;
+    v.ky1 = 1;
+    v.kx1 = (int32_t)(c->k / (size_t)c->cin); /* one run of k bytes */
+    full = 1;
+  } else if (!empty) {
+    x_g = x_img + ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
+                   (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin + (size_t)g * (size_t)c->cg;
+    w_k = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
   }
-  int32_t oc = 0;
-  for (int32_t g = 0; g < c->groups; g++) {
-    const int8_t *x_g = x_img + x0 + (size_t)g * (size_t)c->cg;
-    for (int32_t left = c->cout_g; left > 0;) {
-      const int32_t nb = left >= 4 ? 4 : 1;
-      uint32_t acc[4];
-      for (int32_t b = 0; b < nb; b++) {
-        acc[b] = (uint32_t)c->bias[oc + b];
-      }
-      conv_sums(c, &v, x_g, c->w + (size_t)oc * w_oc + w0, nb, acc);
-      for (int32_t b = 0; b < nb; b++, oc++) {
-        y_px[oc] = mt_requantize(mt_wrap_s32(acc[b]), c->mult[oc], c->shift[oc], c->out_zp,
-                                 c->act_min, c->act_max);
-      }
-      left -= nb;
+  for (int32_t j = 0; j < nc; j += 4) {
+    const int32_t nb = nc - j < 4 ? nc - j : 4, oc = oc0 + j;
+    const int8_t *w[4];
+    uint32_t acc[4] = {0, 0, 0, 0};
+    for (int32_t b = 0; b < 4; b++) { /* rows past nb repeat the last one (not stored) */
+      w[b] = c->w + (size_t)(oc + (b < nb ? b : nb - 1)) * c->k;
+    }
+    if (!full && !empty) { /* partial window: x_off * sum of the in-bounds weights */
+      conv_runs(c, &v, x_g, w, w_k, 0, acc);
+    }
+    for (int32_t b = 0; b < nb; b++) {
+      acc[b] = full ? base[j + b] : (uint32_t)c->bias[oc + b] + (uint32_t)c->x_off * acc[b];
+    }
+    if (!empty) {
+      conv_runs(c, &v, x_g, w, w_k, 1, acc);
+    }
+    mt_requantize4(acc, c->mult + oc, c->shift + oc, nb, c->out_zp, c->act_min, c->act_max,
+                   y_px + oc);
+  }
+}
+
+/* base[j] = bias + x_off * sum(w) of output channels oc0 + j, j < nc. */
+static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base)
+{
+  for (int32_t j = 0; j < nc; j += 4) {
+    const int8_t *w[4];
+    uint32_t sum[4] = {0, 0, 0, 0};
+    for (int32_t b = 0; b < 4; b++) {
+      w[b] = c->w + (size_t)(oc0 + (j + b < nc ? j + b : nc - 1)) * c->k;
+    }
+    mt_wsum4_s8(w, 0, (uint32_t)c->k, sum);
+    for (int32_t b = 0; b < 4 && j + b < nc; b++) {
+      base[j + b] = (uint32_t)c->bias[oc0 + j + b] + (uint32_t)c->x_off * sum[b];
     }
   }
 }
@@ -145,16 +221,25 @@ static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32
 mt_status mt_conv2d_s8(const mt_op_args *args)
 {
   conv_ctx c;
+  uint32_t base[CONV_CHUNK];
+  int8_t col[CONV_COL_MAX];
   if (!conv_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const size_t x_img = (size_t)c.ah.size * (size_t)c.aw.size * (size_t)c.cin;
   const size_t y_px = (size_t)c.groups * (size_t)c.cout_g;
-  int8_t *y = c.y;
-  for (int32_t n = 0; n < c.batch; n++) {
-    for (int32_t oh = 0; oh < c.ah.out; oh++) {
-      for (int32_t ow = 0; ow < c.aw.out; ow++, y += y_px) {
-        conv_pixel(&c, c.x + (size_t)n * x_img, oh, ow, y);
+  for (int32_t g = 0; g < c.groups; g++) {
+    for (int32_t done = 0; done < c.cout_g; done += CONV_CHUNK) {
+      const int32_t oc0 = g * c.cout_g + done;
+      const int32_t nc = c.cout_g - done < CONV_CHUNK ? c.cout_g - done : CONV_CHUNK;
+      conv_base(&c, oc0, nc, base);
+      int8_t *y = c.y;
+      for (int32_t n = 0; n < c.batch; n++) {
+        for (int32_t oh = 0; oh < c.ah.out; oh++) {
+          for (int32_t ow = 0; ow < c.aw.out; ow++, y += y_px) {
+            conv_pixel(&c, c.x + (size_t)n * x_img, oh, ow, g, oc0, nc, base, col, y);
+          }
+        }
       }
     }
   }

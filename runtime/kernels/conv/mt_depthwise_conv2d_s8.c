@@ -3,7 +3,9 @@
  *
  * Output channel c*M + m reads input channel c only. Per output pixel the in-bounds taps are
  * found once (padding contributes 0 and is never read); the channels then accumulate over the
- * window, four adjacent channels at a time when M == 1 (they share every address step).
+ * window, adjacent channels together when M == 1 (they share every address step): 16 per pass
+ * on MVE (four int32x4 accumulators, VLDRB widening loads, the tail predicated, requantized on
+ * vectors), 4 on DSP (SXTAB16 adds x_off to two bytes at once, SMLABB/SMLATT) and in C.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -83,43 +85,84 @@ typedef struct {
   int32_t ky0, ky1, kx0, kx1;
 } dw_win;
 
-/* Window sums of 4 adjacent channels (x[b], w[b] at the window's first in-bounds tap, b < 4)
- * into acc[b], or of 1 when nb == 1; per tap x steps C * dilation bytes, w steps C * M bytes. */
-static MT_NOINLINE void dw_sums(const dw_ctx *c, const dw_win *v, const int8_t *x,
-                                const int8_t *w, int32_t nb, uint32_t acc[4])
+#if MT_MVE
+#define DW_BLOCK 16 /* adjacent channels per pass when M == 1: four int32x4 accumulators */
+#else
+#define DW_BLOCK 4
+#endif /* MT_MVE */
+
+/* y_px[oc + b], b < nb: the window sums of nb adjacent channels (x, w at the window's first
+ * in-bounds tap; nb <= DW_BLOCK when M == 1, else 1) plus bias, requantized. Per tap x steps
+ * C * dilation bytes, w steps C * M bytes. */
+static MT_NOINLINE void dw_block(const dw_ctx *c, const dw_win *v, const int8_t *x,
+                                 const int8_t *w, int32_t oc, int32_t nb, int8_t *y_px)
 {
   const size_t cm = (size_t)c->c * (size_t)c->m, x_tap = (size_t)c->aw.dilation * (size_t)c->c;
   const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->c;
   const size_t w_row = (size_t)c->kw * cm;
   const int32_t off = c->x_off, rows = v->ky1 - v->ky0, cols = v->kx1 - v->kx0;
   uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+#if MT_MVE
+  if (nb > 1) { /* 16 channels as four int32x4 lanes, the tail predicated */
+    const mve_pred16_t p0 = vctp32q((uint32_t)nb), p1 = vctp32q((uint32_t)(nb > 4 ? nb - 4 : 0));
+    const mve_pred16_t p2 = vctp32q((uint32_t)(nb > 8 ? nb - 8 : 0));
+    const mve_pred16_t p3 = vctp32q((uint32_t)(nb > 12 ? nb - 12 : 0));
+    const int32_t *bias = c->bias + oc;
+    int32x4_t v0 = vldrwq_z_s32(bias, p0), v1 = vldrwq_z_s32(bias + 4, p1);
+    int32x4_t v2 = vldrwq_z_s32(bias + 8, p2), v3 = vldrwq_z_s32(bias + 12, p3);
+    for (int32_t ky = 0; ky < rows; ky++) {
+      const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
+      for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+        v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp, p0), off),
+                                     vldrbq_z_s32(wp, p0)));
+        v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 4, p1), off),
+                                     vldrbq_z_s32(wp + 4, p1)));
+        v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 8, p2), off),
+                                     vldrbq_z_s32(wp + 8, p2)));
+        v3 = vaddq_s32(v3, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 12, p3), off),
+                                     vldrbq_z_s32(wp + 12, p3)));
+      }
+    }
+    const int32_t *m = c->mult + oc, *s = c->shift + oc;
+    int8_t *y = y_px + oc;
+    mt_requantize4_v(v0, m, s, nb, c->out_zp, c->act_min, c->act_max, y);
+    for (int32_t q = 4; q < nb; q += 4) {
+      const int32x4_t vq = q == 4 ? v1 : (q == 8 ? v2 : v3);
+      mt_requantize4_v(vq, m + q, s + q, nb - q, c->out_zp, c->act_min, c->act_max, y + q);
+    }
+    return;
+  }
+#endif /* MT_MVE */
   for (int32_t ky = 0; ky < rows; ky++) {
     const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
+    int32_t kx = 0;
     if (nb == 1) {
-      for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+      for (; kx < cols; kx++, xp += x_tap, wp += cm) {
         a0 += (uint32_t)((xp[0] + off) * wp[0]);
       }
       continue;
     }
-    for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+#if !MT_MVE && MT_DSP
+    const uint32_t off2 = ((uint32_t)off & 0xFFFFu) * 0x00010001u; /* x_off in both halves */
+    for (; kx < cols; kx++, xp += x_tap, wp += cm) {
+      const uint32_t xv = mt_read_s8x4(xp), wv = mt_read_s8x4(wp);
+      const int32_t x02 = __sxtab16((int32_t)off2, (int32_t)xv);
+      const int32_t x13 = __sxtab16((int32_t)off2, (int32_t)mt_ror8(xv));
+      const int32_t w02 = __sxtb16((int32_t)wv), w13 = __sxtb16((int32_t)mt_ror8(wv));
+      a0 = (uint32_t)__smlabb(x02, w02, (int32_t)a0);
+      a1 = (uint32_t)__smlabb(x13, w13, (int32_t)a1);
+      a2 = (uint32_t)__smlatt(x02, w02, (int32_t)a2);
+      a3 = (uint32_t)__smlatt(x13, w13, (int32_t)a3);
+    }
+#endif /* !MT_MVE && MT_DSP */
+    for (; kx < cols; kx++, xp += x_tap, wp += cm) {
       a0 += (uint32_t)((xp[0] + off) * wp[0]);
       a1 += (uint32_t)((xp[1] + off) * wp[1]);
       a2 += (uint32_t)((xp[2] + off) * wp[2]);
       a3 += (uint32_t)((xp[3] + off) * wp[3]);
     }
   }
-  acc[0] = a0;
-  acc[1] = a1;
-  acc[2] = a2;
-  acc[3] = a3;
-}
-
-/* y_px[oc + b] for nb (4 or 1) adjacent output channels starting at input x, weights w. */
-static void dw_block(const dw_ctx *c, const dw_win *v, const int8_t *x, const int8_t *w,
-                     int32_t oc, int32_t nb, int8_t *y_px)
-{
-  uint32_t acc[4];
-  dw_sums(c, v, x, w, nb, acc);
+  const uint32_t acc[4] = {a0, a1, a2, a3};
   for (int32_t b = 0; b < nb; b++) {
     const int32_t o = oc + b;
     y_px[o] = mt_requantize(mt_wrap_s32(acc[b] + (uint32_t)c->bias[o]), c->mult[o], c->shift[o],
@@ -127,7 +170,7 @@ static void dw_block(const dw_ctx *c, const dw_win *v, const int8_t *x, const in
   }
 }
 
-/* One output pixel: y_px[c*M + m] for every channel; with M == 1 four channels at a time. */
+/* One output pixel: y_px[c*M + m] for every channel; with M == 1 DW_BLOCK channels at a time. */
 static void dw_pixel(const dw_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, int8_t *y_px)
 {
   dw_win v;
@@ -143,10 +186,11 @@ static void dw_pixel(const dw_ctx *c, const int8_t *x_img, int32_t oh, int32_t o
   }
   int32_t oc = 0;
   for (int32_t ch = 0; ch < c->c;) {
-    if (c->m == 1 && c->c - ch >= 4) {
-      dw_block(c, &v, x_win + ch, w_win + oc, oc, 4, y_px);
-      ch += 4;
-      oc += 4;
+    const int32_t left = c->c - ch, nb = left < DW_BLOCK ? left : DW_BLOCK;
+    if (c->m == 1 && (MT_MVE || nb == DW_BLOCK)) { /* MVE predicates the tail */
+      dw_block(c, &v, x_win + ch, w_win + oc, oc, nb, y_px);
+      ch += nb;
+      oc += nb;
       continue;
     }
     for (int32_t m = 0; m < c->m; m++, oc++) {

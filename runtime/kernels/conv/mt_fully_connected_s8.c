@@ -3,9 +3,10 @@
  *
  * Each output is one dot product of an input row with a weight row (both contiguous), plus the
  * bias, requantized with that output channel's (mult, shift). Outputs go four at a time, so each
- * input byte loaded feeds four MACs.
+ * input byte loaded feeds four MACs (mt_dot4_s8: MVE, DSP and C variants); the zero point adds
+ * x_off * sum(w) per output (mt_kernel_mac.h).
  */
-#include "mt_kernel_util.h"
+#include "mt_kernel_mac.h"
 #include "mt_kernels.h"
 
 static int fc_args_ok(const mt_op_args *a)
@@ -50,20 +51,19 @@ mt_status mt_fully_connected_s8(const mt_op_args *args)
   const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
   for (uint32_t n = 0; n < batch; n++) {
     const int8_t *x_row = x + (size_t)n * n_in;
-    for (uint32_t o = 0, nb; o < n_out; o += nb) { /* four outputs share each x load */
-      uint32_t acc[4] = {(uint32_t)bias[o], 0, 0, 0};
-      nb = n_out - o >= 4 ? 4 : 1;
-      if (nb == 4) {
-        acc[1] = (uint32_t)bias[o + 1];
-        acc[2] = (uint32_t)bias[o + 2];
-        acc[3] = (uint32_t)bias[o + 3];
-        mt_dot4_s8(x_row, w + (size_t)o * n_in, n_in, n_in, x_off, acc);
-      } else {
-        acc[0] += mt_dot_s8(x_row, w + (size_t)o * n_in, n_in, x_off);
+    for (uint32_t o = 0; o < n_out; o += 4) { /* four outputs share each x load */
+      const int32_t nb = n_out - o >= 4 ? 4 : (int32_t)(n_out - o);
+      const int8_t *wr[4];
+      uint32_t acc[4] = {0, 0, 0, 0};
+      for (int32_t b = 0; b < 4; b++) { /* rows past nb repeat the last one (not stored) */
+        wr[b] = w + (size_t)(o + (uint32_t)(b < nb ? b : nb - 1)) * n_in;
       }
-      for (uint32_t b = 0; b < nb; b++) {
-        *y++ = mt_requantize(mt_wrap_s32(acc[b]), mult[o + b], shift[o + b], out_zp, lo, hi);
+      mt_wsum4_s8(wr, 0, n_in, acc);
+      for (int32_t b = 0; b < 4; b++) {
+        acc[b] = (uint32_t)bias[o + (uint32_t)(b < nb ? b : 0)] + (uint32_t)x_off * acc[b];
       }
+      mt_dot4_s8(x_row, wr, 0, n_in, acc);
+      mt_requantize4(acc, mult + o, shift + o, nb, out_zp, lo, hi, y + (size_t)n * n_out + o);
     }
   }
   return MT_STATUS_OK;
