@@ -9,10 +9,10 @@ import torch
 
 from .backends import cortex_m
 from .errors import McutorchError, TargetError
-from .ir import Graph, Tensor
+from .ir import Graph
 from .lift import DQ_OPS, lift
 from .passes import run_all
-from .plan import Buffer, Plan, Region, plan
+from .plan import Buffer, Region, plan
 from .targets import Target, parse_target
 
 INPLACE_OPS = {"clamp", "lut", "rescale", "add", "mul"}  # element-wise: kernels read i before write i

@@ -374,21 +374,10 @@ def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
 
     firmware.check_board(program, board)
     elf = firmware.build(program, board, profile=True)
-    files = {"model.mtp": program.to_bytes()}
-    for i, x in enumerate(inputs):
-        t = program.tensors[program.inputs[i]]
-        x = np.ascontiguousarray(x, np.dtype(t.dtype))
-        if x.shape != tuple(t.shape):
-            raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, got {list(x.shape)}")
-        files[f"in{i}.bin"] = x.tobytes()
-    args = ["model.mtp", *[f"in{i}.bin" for i in range(len(inputs))]]
+    files, args = firmware.runner_files(program, inputs)
     with tempfile.TemporaryDirectory(prefix="mcutorch-exact-run-") as tmp:
         counts = exact_counts(elf, board, args, cwd=tmp, files=files, timeout=timeout)
-        outputs = []
-        for k, idx in enumerate(program.outputs):
-            t = program.tensors[idx]
-            data = (Path(tmp) / f"out{k}.bin").read_bytes()
-            outputs.append(np.frombuffer(data, np.dtype(t.dtype)).reshape(t.shape).copy())
+        outputs = firmware.read_outputs(program, Path(tmp))
     occurrences = [counts["per_op"][k] for k in sorted(counts["per_op"])]
     order = execution_order(program)
     if len(occurrences) != len(order) or counts.get("unmatched", 0) or counts.get("totals") != 1:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,45 +61,63 @@ def build(program: Program, board: str, out: Path | None = None, profile: bool =
     key = hashlib.sha256(repr((board, target, sorted(defines.items()), opt, table_c,
                                [p.read_bytes() for p in sources + include_files()])).encode())
     folder = CACHE / key.hexdigest()[:16]
-    elf = out or folder / "model.elf"
-    if elf.exists() and out is None:
-        return elf
-    folder.mkdir(parents=True, exist_ok=True)
-    table = folder / "mt_kernels_model.c"
+    if out is None and (folder / "model.elf").exists():
+        return folder / "model.elf"
+    work = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE.mkdir(parents=True, exist_ok=True)
+                                 or CACHE))
+    table = work / "mt_kernels_model.c"
     table.write_text(table_c)
-    return build_elf(sources + [table], include_dirs(), board, target, elf, defines=defines,
-                     opt=opt)
+    elf = build_elf(sources + [table], include_dirs(), board, target, out or work / "model.elf",
+                    defines=defines, opt=opt)
+    if out is not None:
+        shutil.rmtree(work, ignore_errors=True)
+        return elf
+    try:  # publish atomically: a parallel build of the same firmware may have won
+        work.rename(folder)
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+    return folder / "model.elf"
 
 
 def include_files() -> list[Path]:
     return sorted(p for d in include_dirs() for p in d.glob("*.h"))
 
 
-def run(program: Program, inputs: list[np.ndarray], board: str, profile: bool = False,
-        elf: Path | None = None) -> BoardRun:
-    """One inference of `program` on int8 NHWC `inputs` in QEMU's model of `board`."""
-    elf = elf or build(program, board, profile=profile)
-    blob = program.to_bytes()
-    files = {"model.mtp": blob}
+def runner_files(program: Program, inputs: list[np.ndarray]) -> tuple[dict[str, bytes], list[str]]:
+    """The host files a runner firmware reads (program + int8 inputs) and its arguments."""
+    files = {"model.mtp": program.to_bytes()}
     for i, x in enumerate(inputs):
         t = program.tensors[program.inputs[i]]
         x = np.ascontiguousarray(x, np.dtype(t.dtype))
         if x.shape != tuple(t.shape):
             raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, got {list(x.shape)}")
         files[f"in{i}.bin"] = x.tobytes()
+    return files, ["model.mtp", *[f"in{i}.bin" for i in range(len(inputs))]]
+
+
+def read_outputs(program: Program, folder: Path) -> list[np.ndarray]:
+    """The runner's out<k>.bin files as int8 arrays of the program's output shapes."""
+    outputs = []
+    for k, idx in enumerate(program.outputs):
+        t = program.tensors[idx]
+        data = (Path(folder) / f"out{k}.bin").read_bytes()
+        outputs.append(np.frombuffer(data, np.dtype(t.dtype)).reshape(t.shape).copy())
+    return outputs
+
+
+def run(program: Program, inputs: list[np.ndarray], board: str, profile: bool = False,
+        elf: Path | None = None) -> BoardRun:
+    """One inference of `program` on int8 NHWC `inputs` in QEMU's model of `board`."""
+    elf = elf or build(program, board, profile=profile)
+    files, args = runner_files(program, inputs)
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)
-        result = run_elf(elf, board, ["model.mtp", *[f"in{i}.bin" for i in range(len(inputs))]],
-                         cwd=tmp, target=target_name(program))
+        result = run_elf(elf, board, args, cwd=tmp, target=target_name(program))
         if not result.ok:
             raise McutorchError(f"firmware run on {board} failed: {result.fault or ''}"
                                 f"{result.stdout[-400:]}")
-        outputs = []
-        for k, idx in enumerate(program.outputs):
-            t = program.tensors[idx]
-            data = (Path(tmp) / f"out{k}.bin").read_bytes()
-            outputs.append(np.frombuffer(data, np.dtype(t.dtype)).reshape(t.shape).copy())
+        outputs = read_outputs(program, Path(tmp))
     per_op = {int(label[2:]): n for label, n in (result.counts or {}).items()
               if label.startswith("op")}
     return BoardRun(outputs, int(result.instructions or 0), per_op)
