@@ -16,11 +16,11 @@ DTYPES = {"int8": (ts.DType.INT8, np.int8), "int16": (ts.DType.INT16, np.int16),
 TOSA_VERSION = dict(targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
 
 
-def _attr(kind: str, *args) -> ts.TosaSerializerAttribute:
-    """A serializer attribute, e.g. _attr("Conv2d", pad, stride, ...)."""
-    attr = ts.TosaSerializerAttribute()
-    getattr(attr, f"{kind}Attribute")(*args)
-    return attr
+def attr(kind: str, *args) -> ts.TosaSerializerAttribute:
+    """A serializer attribute, e.g. attr("Conv2d", pad, stride, ...)."""
+    result = ts.TosaSerializerAttribute()
+    getattr(result, f"{kind}Attribute")(*args)
+    return result
 
 
 class Builder:
@@ -79,10 +79,11 @@ class Builder:
         self.ser.addOutputTensor(self.tensors[name])
 
     # --- operators -----------------------------------------------------------------------------
-    def op(self, opname: str, inputs, shape, dtype: str, attr, out: str | None = None) -> str:
+    def op(self, opname: str, inputs, shape, dtype: str, attributes,
+           out: str | None = None) -> str:
         """Append TOSA op `opname` (e.g. "CONV2D"); returns its output tensor's name."""
         y = self.tensor(shape, dtype, out or opname.lower())
-        self.ser.addOperator(getattr(ts.Op, opname), list(inputs), [y], attr)
+        self.ser.addOperator(getattr(ts.Op, opname), list(inputs), [y], attributes)
         self.emitted.append(opname)
         return y
 
@@ -94,38 +95,35 @@ class Builder:
         in_dtype = self.shapes[x][1]
         args = [x, self.const(mult, "int32", "multiplier"), self.const(shift, "int8", "shift"),
                 self.const(in_zp, in_dtype, "input_zp"), self.const(out_zp, out_dtype, "output_zp")]
-        attr = _attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, mult.size > 1, False, False)
-        return self.op("RESCALE", args, self.shape(x), out_dtype, attr, out)
+        at = attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, mult.size > 1, False, False)
+        return self.op("RESCALE", args, self.shape(x), out_dtype, at, out)
 
     def clamp(self, x: str, lo: int, hi: int, out: str | None = None) -> str:
         dtype = DTYPES[self.shapes[x][1]][0]
         as_bytes = [ts.TosaSerializer.convertDataToUint8Vec(dtype, [v]) for v in (lo, hi)]
-        attr = _attr("Clamp", *as_bytes, ts.NanPropagationMode.PROPAGATE)
-        return self.op("CLAMP", [x], self.shape(x), self.shapes[x][1], attr, out)
+        at = attr("Clamp", *as_bytes, ts.NanPropagationMode.PROPAGATE)
+        return self.op("CLAMP", [x], self.shape(x), self.shapes[x][1], at, out)
 
     def reshape(self, x: str, shape, out: str | None = None) -> str:
         args = [x, self.shape_const(shape)]
-        return self.op("RESHAPE", args, shape, self.shapes[x][1], _attr("Reshape"), out)
+        return self.op("RESHAPE", args, shape, self.shapes[x][1], attr("Reshape"), out)
 
     def slice(self, x: str, start, size, out: str | None = None) -> str:
         args = [x, self.shape_const(start), self.shape_const(size)]
-        return self.op("SLICE", args, size, self.shapes[x][1], _attr("Slice"), out)
+        return self.op("SLICE", args, size, self.shapes[x][1], attr("Slice"), out)
 
     def pad(self, x: str, before, after, value: int, out: str | None = None) -> str:
         """PAD with a constant; before/after per dim of x."""
         pairs = [v for b, a in zip(before, after) for v in (b, a)]
         shape = [d + b + a for d, b, a in zip(self.shape(x), before, after)]
         args = [x, self.shape_const(pairs), self.const(value, self.shapes[x][1], "pad_const")]
-        return self.op("PAD", args, shape, self.shapes[x][1], _attr("Pad"), out)
+        return self.op("PAD", args, shape, self.shapes[x][1], attr("Pad"), out)
 
     def concat(self, xs, axis: int, out: str | None = None) -> str:
         shape = list(self.shape(xs[0]))
         shape[axis] = sum(self.shape(x)[axis] for x in xs)
-        attr = _attr("Concat", axis)
-        return self.op("CONCAT", xs, shape, self.shapes[xs[0]][1], attr, out)
+        return self.op("CONCAT", xs, shape, self.shapes[xs[0]][1], attr("Concat", axis), out)
 
     def serialize(self) -> bytes:
         return bytes(self.ser.serialize())
 
-
-attr = _attr  # public alias for the lowering module

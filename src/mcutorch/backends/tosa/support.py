@@ -1,19 +1,22 @@
 """Which IR nodes lower to TOSA 1.0 exactly (`tosa_support`), and the lowerable runs of a graph.
 
 An op is lowerable when its TOSA sequence (docs/numerics.md, "TOSA lowering") reproduces the
-reference kernel on *every* input of the op's domain. The one place TOSA 1.0 is narrower than our
+reference kernel on *every* input of the op's domain. The main place TOSA 1.0 is narrower than our
 definition is `apply_scale_32`, behind every RESCALE: it requires the value being scaled to satisfy
 -2^(shift-1) <= value < 2^(shift-1) (the reference model reports UNPREDICTABLE otherwise), while
 our `rq` only requires the scaled result to fit int32. So for every requantization we bound the
 value over all int8 inputs from the constants and attributes, and refuse the op when the bound
 can break TOSA's rule. TOSA's int32 accumulators must also never overflow, in any summation order.
 A channel with mult = 0 always yields 0, whatever its shift; the lowering gives it shift 62.
+The other: a conv whose windows along an axis all lie in the padding (bias-only outputs) would need
+an empty SLICE, which TOSA cannot express.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from mcutorch.ir import Graph, Node
+from mcutorch.quant import reciprocal_scale
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 NOT_LOWERED = {
@@ -66,7 +69,26 @@ def _mac_range(node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return small, big, bias
 
 
+def _conv_windows(node: Node) -> str:
+    """'' unless, along an axis, every window lies in the padding (TOSA has no empty SLICE)."""
+    if node.op == "fully_connected":
+        return ""
+    a, shape = node.attrs, node.inputs[0].shape
+    kernel = node.inputs[1].shape[1:3] if node.op == "conv2d" else node.inputs[1].shape[-3:-1]
+    for axis, k, s, d, p0, p1 in ((1, kernel[0], a["stride_h"], a["dilation_h"], a["pad_top"],
+                                   a["pad_bottom"]),
+                                  (2, kernel[1], a["stride_w"], a["dilation_w"], a["pad_left"],
+                                   a["pad_right"])):
+        _, _, _, drop = window_fit(shape[axis], k, s, d, p0, p1)
+        if drop >= shape[axis]:
+            return f"{node.op}: no window reads the input along axis {axis} (all padding)"
+    return ""
+
+
 def _check_mac(node: Node) -> str:
+    why = _conv_windows(node)
+    if why:
+        return why
     small, big, bias = _mac_range(node)
     for what, lo, hi in (("partial sum", small, big), ("accumulator", small + bias, big + bias)):
         if lo.min() < INT32[0] or hi.max() > INT32[1]:
@@ -144,8 +166,6 @@ def _check_avg_pool(node: Node) -> str:
     a = node.attrs
     if why or a["divisor"] <= 0 or a["divisor"] == a["kernel_h"] * a["kernel_w"]:
         return why  # AVG_POOL2D: |acc| <= 255 * count < 2^(29 + k), always legal
-    from mcutorch.quant import reciprocal_scale
-
     mult, shift = reciprocal_scale(a["divisor"])
     lo, hi = _delta_range(a["in_zp"])
     n = a["kernel_h"] * a["kernel_w"]

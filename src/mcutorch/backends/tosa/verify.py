@@ -105,10 +105,10 @@ def _feeds(tg: TosaGraph, inputs) -> dict[int, np.ndarray]:
 def _first_difference(tensors: list[Tensor], got: list[np.ndarray], want: dict) -> str:
     for t, g in zip(tensors, got):
         w = want[id(t)]
-        if g.shape != w.shape or not np.array_equal(g, w):
-            if g.shape != w.shape:
-                return f"{t.name}: shape {g.shape} from TOSA, {w.shape} from the reference"
-            diff = np.argwhere(g != w)
+        if g.shape != w.shape:
+            return f"{t.name}: shape {g.shape} from TOSA, {w.shape} from the reference"
+        diff = np.argwhere(g != w)
+        if len(diff):
             i = tuple(int(v) for v in diff[0])
             return (f"{t.name}: {len(diff)} of {w.size} elements differ; first at {list(i)}: "
                     f"TOSA {int(g[i])}, reference {int(w[i])}")
@@ -123,11 +123,10 @@ def check(tg: TosaGraph, graph: Graph, feeds: dict[int, np.ndarray]) -> None:
         return
     debug = lower_graph(graph, tg.nodes, extra_outputs=True)
     got = run_tosa(debug, [feeds[id(t)] for t in debug.inputs])
-    for n in tg.nodes:  # first node (in order) whose output differs
+    for n, note in zip(tg.nodes, tg.notes):  # first node (in order) whose output differs
         k = [i for i, t in enumerate(debug.outputs) if t is n.outputs[0]][0]
         what = _first_difference([debug.outputs[k]], [got[k]], want)
         if what:
-            note = next((s for s in tg.notes if s.startswith(f"{n.op} {n.outputs[0].name}:")), "")
             raise TosaMismatchError(f"TOSA lowering differs from the reference at {n.op} "
                                     f"({n.source or 'no source'}): {what}\n  lowered as: {note}")
     raise TosaMismatchError("TOSA outputs differ, but no single op's output does (a lowering "

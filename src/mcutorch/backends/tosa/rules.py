@@ -1,0 +1,261 @@
+"""Lowering rules: one function per IR op, each emitting the TOSA 1.0 sequence that
+docs/numerics.md ("TOSA lowering") shows to be exact.
+
+Every rule is `rule(builder, node, inputs, out, notes) -> name`: `inputs` are the TOSA names of the
+node's activations, `out` names the final tensor, `notes` collects remarks on what was changed.
+Shared pieces: the output stage (RESCALE int32 -> int8 with SINGLE_ROUND, then CLAMP when the fused
+activation is narrower than int8) and `_fit_window`, which makes window geometry legal for TOSA 1.0
+without changing any computed value (trailing pad/rows no window reads; stride 1 when there is one
+output position). Unit dims that mcutorch prepends to address movement ops as 4-D
+(ref/movement.py) are dropped again: TOSA sees every tensor at its real rank.
+"""
+from __future__ import annotations
+
+import numpy as np
+import tosa_serializer as ts
+
+from mcutorch.ir import Node, Tensor
+from mcutorch.quant import reciprocal_scale
+
+from .builder import Builder, attr
+from .support import rescale_shifts, window_fit
+
+INT8_RANGE = (-128, 127)
+
+# --- shared pieces --------------------------------------------------------------------------------
+
+def _output_stage(b: Builder, acc: str, mult, shift, out_zp: int, act_min: int, act_max: int,
+                  out: str, in_zp: int = 0) -> str:
+    """RESCALE to int8 (per channel if several multipliers), then CLAMP if the range is narrower."""
+    shift = rescale_shifts(mult, shift)
+    narrow = (act_min, act_max) != INT8_RANGE
+    y = b.rescale(acc, mult, shift, in_zp, out_zp, "int8", None if narrow else out)
+    return b.clamp(y, act_min, act_max, out) if narrow else y
+
+
+def _fit_window(b: Builder, x: str, kernel, stride, dilation, pads, notes: list[str]):
+    """Legal TOSA geometry: returns (x, stride (h, w), TOSA pad [top, bottom, left, right])."""
+    n, h, w, c = b.shape(x)
+    top, left, bottom, right = pads
+    _, sh, bottom2, drop_h = window_fit(h, kernel[0], stride[0], dilation[0], top, bottom)
+    _, sw, right2, drop_w = window_fit(w, kernel[1], stride[1], dilation[1], left, right)
+    if (bottom2, right2) != (bottom, right):
+        notes.append(f"pad bottom/right {bottom}/{right} -> {bottom2}/{right2} (TOSA idiv_check)")
+    if (sh, sw) != tuple(stride):
+        notes.append(f"stride {tuple(stride)} -> {(sh, sw)} (one output position)")
+    if drop_h or drop_w:
+        notes.append(f"SLICE drops {drop_h} trailing rows, {drop_w} columns no window reads")
+        x = b.slice(x, [0, 0, 0, 0], [n, h - drop_h, w - drop_w, c])
+    return x, (sh, sw), [top, bottom2, left, right2]
+
+
+def _geometry(node: Node):
+    a = node.attrs
+    return ((a["stride_h"], a["stride_w"]), (a["dilation_h"], a["dilation_w"]),
+            (a["pad_top"], a["pad_left"], a["pad_bottom"], a["pad_right"]))
+
+
+def _conv(b: Builder, opname: str, x: str, weight: np.ndarray, bias: np.ndarray, in_zp: int,
+          stride, dilation, pad, out_shape) -> str:
+    """CONV2D (OHWI weight) or DEPTHWISE_CONV2D ([KH, KW, C, M]) with an int32 accumulator."""
+    args = [x, b.const(weight, "int8", "weight"), b.const(bias, "int32", "bias"),
+            b.const(in_zp, "int8", "input_zp"), b.const(0, "int8", "weight_zp")]
+    kind = "Conv2d" if opname == "CONV2D" else "DepthwiseConv2d"
+    at = attr(kind, list(pad), list(stride), list(dilation), False, ts.DType.INT32)
+    return b.op(opname, args, out_shape, "int32", at)
+
+
+def _out_shape(node: Node, channels: int | None = None) -> list[int]:
+    shape = list(node.outputs[0].shape)
+    if channels is not None:
+        shape[-1] = channels
+    return shape
+
+
+# --- MAC ops --------------------------------------------------------------------------------------
+
+def lower_conv2d(b: Builder, node: Node, ins: list[str], out: str, notes: list[str]) -> str:
+    x, (w, bias, mult, shift) = ins[0], (t.data for t in node.inputs[1:])
+    a = node.attrs
+    stride, dilation, pads = _geometry(node)
+    x, stride, pad = _fit_window(b, x, w.shape[1:3], stride, dilation, pads, notes)
+    groups, cin = a["groups"], b.shape(x)[3]
+    if groups == 1:
+        acc = _conv(b, "CONV2D", x, w, bias, a["in_zp"], stride, dilation, pad, _out_shape(node))
+    elif w.shape[3] == 1:  # one input channel per group: depthwise, multiplier Cout / Cin
+        notes.append(f"groups={groups} with one input channel each -> DEPTHWISE_CONV2D")
+        dw = w[..., 0].transpose(1, 2, 0).reshape(w.shape[1], w.shape[2], cin, -1)
+        acc = _conv(b, "DEPTHWISE_CONV2D", x, dw, bias, a["in_zp"], stride, dilation, pad,
+                    _out_shape(node))
+    else:
+        notes.append(f"groups={groups} -> SLICE / CONV2D / CONCAT per group")
+        acc = _grouped(b, node, x, w, bias, stride, dilation, pad)
+    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
+
+
+def _grouped(b: Builder, node: Node, x: str, w, bias, stride, dilation, pad) -> str:
+    n, h, wd, cin = b.shape(x)
+    groups = node.attrs["groups"]
+    cg, og = cin // groups, w.shape[0] // groups
+    accs = []
+    for g in range(groups):
+        xg = b.slice(x, [0, 0, 0, g * cg], [n, h, wd, cg])
+        ws, bs = w[g * og:(g + 1) * og], bias[g * og:(g + 1) * og]
+        accs.append(_conv(b, "CONV2D", xg, ws, bs, node.attrs["in_zp"], stride, dilation, pad,
+                          _out_shape(node, og)))
+    return b.concat(accs, 3)
+
+
+def lower_depthwise_conv2d(b: Builder, node: Node, ins, out: str, notes) -> str:
+    w, bias, mult, shift = (t.data for t in node.inputs[1:])
+    a = node.attrs
+    w = w.reshape(w.shape[-3:])  # "1HWC" accepted like the reference
+    stride, dilation, pads = _geometry(node)
+    x, stride, pad = _fit_window(b, ins[0], w.shape[:2], stride, dilation, pads, notes)
+    c = b.shape(x)[3]
+    dw = w.reshape(w.shape[0], w.shape[1], c, a["depth_multiplier"])
+    acc = _conv(b, "DEPTHWISE_CONV2D", x, dw, bias, a["in_zp"], stride, dilation, pad,
+                _out_shape(node))
+    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
+
+
+def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
+    w, bias, mult, shift = (t.data for t in node.inputs[1:])
+    a = node.attrs
+    n, cin = b.shape(ins[0])
+    notes.append("as CONV2D 1x1 on [N, 1, 1, In] (TOSA 1.0 has no FULLY_CONNECTED)")
+    x4 = b.reshape(ins[0], [n, 1, 1, cin])
+    acc = _conv(b, "CONV2D", x4, w.reshape(w.shape[0], 1, 1, cin), bias, a["in_zp"], (1, 1),
+                (1, 1), [0, 0, 0, 0], [n, 1, 1, w.shape[0]])
+    y = _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], None)
+    return b.reshape(y, [n, w.shape[0]], out)
+
+
+# --- element-wise ---------------------------------------------------------------------------------
+
+def lower_add(b: Builder, node: Node, ins, out: str, notes) -> str:
+    a = node.attrs
+    scaled = [b.rescale(x, a[f"{s}_mult"], rescale_shifts(a[f"{s}_mult"], a[f"{s}_shift"]),
+                        a[f"{s}_zp"], 0, "int32") for x, s in zip(ins, "ab")]
+    total = b.op("ADD", scaled, b.shape(ins[0]), "int32", attr("Add"))
+    return _output_stage(b, total, a["out_mult"], a["out_shift"], a["out_zp"], a["act_min"],
+                         a["act_max"], out)
+
+
+def lower_mul(b: Builder, node: Node, ins, out: str, notes) -> str:
+    a = node.attrs
+    if a["a_zp"] or a["b_zp"]:  # MUL has no zero points: subtract them in an exact RESCALE
+        notes.append("zero points removed by RESCALE int8->int32 (x1: mult 2^30, shift 30)")
+        ins = [b.rescale(x, 1 << 30, 30, a[f"{s}_zp"], 0, "int32") for x, s in zip(ins, "ab")]
+    prod = b.op("MUL", [*ins, b.const(0, "int8", "mul_shift")], b.shape(ins[0]), "int32",
+                attr("Mul"))
+    return _output_stage(b, prod, a["mult"], a["shift"], a["out_zp"], a["act_min"],
+                         a["act_max"], out)
+
+
+def lower_rescale(b: Builder, node: Node, ins, out: str, notes) -> str:
+    a = node.attrs
+    return _output_stage(b, ins[0], a["mult"], a["shift"], a["out_zp"], a["act_min"],
+                         a["act_max"], out, in_zp=a["in_zp"])
+
+
+def lower_clamp(b: Builder, node: Node, ins, out: str, notes) -> str:
+    return b.clamp(ins[0], node.attrs["act_min"], node.attrs["act_max"], out)
+
+
+def lower_lut(b: Builder, node: Node, ins, out: str, notes) -> str:
+    table = b.const(node.inputs[1].data, "int8", "table")
+    return b.op("TABLE", [ins[0], table], b.shape(ins[0]), "int8", attr("Table"), out)
+
+
+# --- pooling --------------------------------------------------------------------------------------
+
+def _pool_params(node: Node):
+    a = node.attrs
+    return ((a["kernel_h"], a["kernel_w"]), (a["stride_h"], a["stride_w"]),
+            (a["pad_top"], a["pad_left"], a["pad_bottom"], a["pad_right"]))
+
+
+def _clamp_if(b: Builder, y: str, node: Node, out: str) -> str:
+    lo, hi = node.attrs["act_min"], node.attrs["act_max"]
+    return y if (lo, hi) == INT8_RANGE else b.clamp(y, lo, hi, out)
+
+
+def lower_max_pool2d(b: Builder, node: Node, ins, out: str, notes) -> str:
+    kernel, stride, pads = _pool_params(node)
+    x, stride, pad = _fit_window(b, ins[0], kernel, stride, (1, 1), pads, notes)
+    at = attr("MaxPool2d", list(kernel), list(stride), pad, ts.NanPropagationMode.PROPAGATE)
+    narrow = (node.attrs["act_min"], node.attrs["act_max"]) != INT8_RANGE
+    y = b.op("MAX_POOL2D", [x], _out_shape(node), "int8", at, None if narrow else out)
+    return _clamp_if(b, y, node, out)
+
+
+def lower_avg_pool2d(b: Builder, node: Node, ins, out: str, notes) -> str:
+    a = node.attrs
+    kernel, stride, pads = _pool_params(node)
+    area = kernel[0] * kernel[1]
+    if a["divisor"] > 0 and a["divisor"] != area:
+        return _avg_pool_divisor(b, node, ins[0], out, notes)
+    x, stride, pad = _fit_window(b, ins[0], kernel, stride, (1, 1), pads, notes)
+    counts_pad = a["count_include_pad"] or a["divisor"] == area
+    if counts_pad and any(pad):  # every window counts KH*KW: pad explicitly with in_zp (adds 0)
+        notes.append("count_include_pad: PAD with in_zp, then AVG_POOL2D without padding")
+        x = b.pad(x, [0, pad[0], pad[2], 0], [0, pad[1], pad[3], 0], a["in_zp"])
+        pad = [0, 0, 0, 0]
+    args = [x, b.const(a["in_zp"], "int8", "input_zp"), b.const(a["out_zp"], "int8", "output_zp")]
+    at = attr("AvgPool2d", list(kernel), list(stride), pad, ts.DType.INT32)
+    narrow = (a["act_min"], a["act_max"]) != INT8_RANGE
+    y = b.op("AVG_POOL2D", args, _out_shape(node), "int8", at, None if narrow else out)
+    return _clamp_if(b, y, node, out)
+
+
+def _avg_pool_divisor(b: Builder, node: Node, x: str, out: str, notes) -> str:
+    """sum(x - in_zp) by a DEPTHWISE_CONV2D of ones, then RESCALE by reciprocal_scale(divisor)."""
+    a = node.attrs
+    kernel, stride, pads = _pool_params(node)
+    notes.append(f"divisor {a['divisor']}: DEPTHWISE_CONV2D of ones + RESCALE (AVG_POOL2D "
+                 "divides by the window's own count)")
+    x, stride, pad = _fit_window(b, x, kernel, stride, (1, 1), pads, notes)
+    c = b.shape(x)[3]
+    ones = np.ones((*kernel, c, 1), np.int8)
+    acc = _conv(b, "DEPTHWISE_CONV2D", x, ones, np.zeros(c, np.int32), a["in_zp"], stride, (1, 1),
+                pad, _out_shape(node))
+    mult, shift = reciprocal_scale(a["divisor"])
+    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
+
+
+# --- data movement --------------------------------------------------------------------------------
+
+def _lead(t: Tensor) -> int:
+    return 4 - len(t.shape)
+
+
+def lower_transpose(b: Builder, node: Node, ins, out: str, notes) -> str:
+    lead = _lead(node.inputs[0])
+    perm = [node.attrs[f"perm{i}"] - lead for i in range(lead, 4)]
+    return b.op("TRANSPOSE", ins, node.outputs[0].shape, "int8", attr("Transpose", perm), out)
+
+
+def lower_concat(b: Builder, node: Node, ins, out: str, notes) -> str:
+    return b.concat(ins, node.attrs["axis"] - _lead(node.inputs[0]), out)
+
+
+def lower_pad(b: Builder, node: Node, ins, out: str, notes) -> str:
+    lead = _lead(node.inputs[0])
+    before = [node.attrs[f"before{i}"] for i in range(lead, 4)]
+    after = [node.attrs[f"after{i}"] for i in range(lead, 4)]
+    return b.pad(ins[0], before, after, node.attrs["value"], out)
+
+
+def lower_reshape(b: Builder, node: Node, ins, out: str, notes) -> str:
+    return b.reshape(ins[0], node.outputs[0].shape, out)
+
+
+LOWER = {
+    "conv2d": lower_conv2d, "depthwise_conv2d": lower_depthwise_conv2d,
+    "fully_connected": lower_fully_connected, "add": lower_add, "mul": lower_mul,
+    "rescale": lower_rescale, "clamp": lower_clamp, "lut": lower_lut,
+    "max_pool2d": lower_max_pool2d, "avg_pool2d": lower_avg_pool2d,
+    "transpose": lower_transpose, "concat": lower_concat, "pad": lower_pad,
+    "copy": lower_reshape, "reshape": lower_reshape,
+}
