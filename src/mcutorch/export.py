@@ -47,15 +47,17 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
 
 
 def source_of(node: Node) -> str:
-    """`file:line (aten.op)` of the user code that created the node, for error messages."""
+    """`file:line module.path (aten.op)` of the user code that created the node."""
     trace = node.meta.get("stack_trace") or ""
     frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
     user = [f for f in frames if "/torch/" not in f[0] and "/torchao/" not in f[0]]
     op = _op_name(node)
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    module = f" {stack[-1][0]}" if stack and stack[-1][0] else ""
     if user:
         path, line = user[-1]
-        return f"{path.rsplit('/', 1)[-1]}:{line} ({op})"
-    return op
+        return f"{path.rsplit('/', 1)[-1]}:{line}{module} ({op})"
+    return f"{module.strip()} ({op})" if module else op
 
 
 def _op_name(node: Node) -> str:
