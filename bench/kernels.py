@@ -139,7 +139,8 @@ def print_table(counts, names, cpus) -> None:
             ref = cmsis[CPUS.index(cpu)] if cmsis and cpu in CPUS else None
             ratio = f"{ours / ref:6.2f}" if ref else "   n/a"
             per_mac = f"{ours / macs:9.3f}" if macs else "      n/a"
-            print(f"{name:<20} {cpu:<11} {ours:>10,} {ref or 0:>10,} {ratio} {per_mac}")
+            ref_s = f"{ref:>10,}" if ref else f"{'n/a':>10}"
+            print(f"{name:<20} {cpu:<11} {ours:>10,} {ref_s} {ratio} {per_mac}")
     print("ratio = ours / CMSIS-NN (below 1: fewer instructions). Counts: SysTick under QEMU "
           "-icount (+-1 tick: 31.25 / 50 / 40 instructions on M55 / M33 / M3).")
 

@@ -1,15 +1,16 @@
 /*
- * mt_kernel_mac.h - the inner loops of the MAC kernels (conv2d, fully_connected): int8 dot
- * products of one input run against four weight rows (four output channels share each x load).
+ * mt_kernel_mac.h - the inner loops of the MAC kernels (conv2d, fully_connected): one input run
+ * against the weight rows of many output channels, four rows at a time (they share each x load),
+ * and the output stage of a whole run of accumulators.
  *
  * Zero points: the reference sums (x - in_zp) * w. The loops here sum the raw products x * w,
- * and the kernels add x_off * sum(w) (x_off = -in_zp) once per output, from mt_wsum4_s8 or a
- * per-call cache: sum (x + x_off) * w == sum x * w + x_off * sum w, exactly, on 32 bits (wrapping
- * arithmetic; on the reference's domain every accumulator fits int32). Taps in the padding add
- * nothing to either sum. This keeps the MVE loop at one VMLADAV per 16 MACs: x_off (up to 128)
- * does not fit an int8 lane.
+ * and the kernels add x_off * sum(w) (x_off = -in_zp) once per output, from mt_wsum_rows_s8:
+ * sum (x + x_off) * w == sum x * w + x_off * sum w, exactly, on 32 bits (wrapping arithmetic; on
+ * the reference's domain every accumulator fits int32). Taps in the padding add nothing to
+ * either sum. This keeps the MVE loop at one VMLADAVA per 16 MACs: x_off (up to 128) does not
+ * fit an int8 lane.
  *
- *   MVE   16 bytes per step: VLDRB (tail-predicated with VCTP) + VMLADAVA per row
+ *   MVE   16 bytes per step: VLDRB (post-increment) + VMLADAVA per row; the tail predicated (VCTP)
  *   DSP   4 bytes per step: unaligned LDR, SXTB16 (bytes 0/2, then 1/3), two SMLAD per row
  *   C     one byte per step, the tail of the two above
  */
@@ -18,102 +19,126 @@
 
 #include "mt_kernel_util.h"
 
-/* acc[j] += sum over i < n of x[i] * w[j][off + i], j < 4, wrapping on 32 bits. */
-static MT_NOINLINE void mt_dot4_s8(const int8_t *x, const int8_t *const w[4], size_t off,
-                                   uint32_t n, uint32_t acc[4])
+#define MT_MAC_CHUNK 64 /* output channels whose accumulators a kernel keeps (256 B of stack) */
+
+/* Where mt_dot_rows_s8 puts its results: requantized into y (y[o] = clamp(rq(acc[o], mult[o],
+ * shift[o]) + zp, lo, hi)), or, with y NULL, left as accumulators. */
+typedef struct {
+  const int32_t *mult, *shift;
+  int32_t zp, lo, hi;
+  int8_t *y;
+} mt_out_stage;
+
+/* acc[o] = init[o] + sum over i < n of x[i] * w[o * w_stride + i] for o < nc, wrapping on 32
+ * bits (init may be acc), then stored by `out` (into acc when out->y is NULL). */
+static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t w_stride,
+                                       uint32_t n, int32_t nc, const uint32_t *init,
+                                       uint32_t *acc, const mt_out_stage *out)
 {
-  const int8_t *w0 = w[0] + off, *w1 = w[1] + off, *w2 = w[2] + off, *w3 = w[3] + off;
-  uint32_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-  uint32_t i = 0;
+  for (int32_t o = 0; o < nc; o += 4, w += 4 * w_stride) {
+    const int32_t nb = nc - o < 4 ? nc - o : 4; /* rows past nb repeat the last one */
+    const int8_t *w0 = w, *w1 = w + (nb > 1 ? w_stride : 0);
+    const int8_t *w2 = w + (nb > 2 ? 2 * w_stride : 0), *w3 = w + (size_t)(nb - 1) * w_stride;
+    const int8_t *xp = x;
 #if MT_MVE
-  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  for (int32_t left = (int32_t)n; left > 0; left -= 16) {
-    const mve_pred16_t p = vctp8q((uint32_t)left);
-    const int8x16_t xv = vldrbq_z_s8(x, p);
-    s0 = vmladavaq_s8(s0, xv, vldrbq_z_s8(w0, p));
-    s1 = vmladavaq_s8(s1, xv, vldrbq_z_s8(w1, p));
-    s2 = vmladavaq_s8(s2, xv, vldrbq_z_s8(w2, p));
-    s3 = vmladavaq_s8(s3, xv, vldrbq_z_s8(w3, p));
-    x += 16;
-    w0 += 16;
-    w1 += 16;
-    w2 += 16;
-    w3 += 16;
-  }
-  a0 += (uint32_t)s0;
-  a1 += (uint32_t)s1;
-  a2 += (uint32_t)s2;
-  a3 += (uint32_t)s3;
-  n = 0; /* no tail */
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    if (n > 0) { /* a tail-predicated low-overhead loop: DLSTP/LETP, 10 instructions per step */
+      __asm__ volatile("   dlstp.8 lr, %[n]\n"
+                       "1: vldrb.8 q0, [%[x]], #16\n"
+                       "   vldrb.8 q1, [%[w0]], #16\n"
+                       "   vmladava.s8 %[s0], q0, q1\n"
+                       "   vldrb.8 q2, [%[w1]], #16\n"
+                       "   vmladava.s8 %[s1], q0, q2\n"
+                       "   vldrb.8 q1, [%[w2]], #16\n"
+                       "   vmladava.s8 %[s2], q0, q1\n"
+                       "   vldrb.8 q2, [%[w3]], #16\n"
+                       "   vmladava.s8 %[s3], q0, q2\n"
+                       "   letp lr, 1b\n"
+                       : [x] "+r"(xp), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
+                         [w3] "+r"(w3), [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2),
+                         [s3] "+Te"(s3)
+                       : [n] "r"(n)
+                       : "q0", "q1", "q2", "lr", "memory");
+    }
+    const mve_pred16_t p = vctp32q((uint32_t)nb);
+    int32x4_t v = vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1),
+                                                    2), 3);
+    v = vaddq_s32(v, vldrwq_z_s32((const int32_t *)init + o, p));
+    if (out->y == NULL) {
+      vstrwq_p_s32((int32_t *)acc + o, v, p);
+    } else {
+      mt_requantize4_v(v, out->mult + o, out->shift + o, nb, out->zp, out->lo, out->hi,
+                       out->y + o);
+    }
 #else /* !MT_MVE */
+    uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, left = n;
 #if MT_DSP
-  for (; n - i >= 4; i += 4) {
-    const uint32_t xv = mt_read_s8x4(x + i);
-    const int32_t x02 = __sxtb16(xv), x13 = __sxtb16(mt_ror8(xv));
-    uint32_t v = mt_read_s8x4(w0 + i);
-    a0 = (uint32_t)__smlad(x13, __sxtb16(mt_ror8(v)), __smlad(x02, __sxtb16(v), (int32_t)a0));
-    v = mt_read_s8x4(w1 + i);
-    a1 = (uint32_t)__smlad(x13, __sxtb16(mt_ror8(v)), __smlad(x02, __sxtb16(v), (int32_t)a1));
-    v = mt_read_s8x4(w2 + i);
-    a2 = (uint32_t)__smlad(x13, __sxtb16(mt_ror8(v)), __smlad(x02, __sxtb16(v), (int32_t)a2));
-    v = mt_read_s8x4(w3 + i);
-    a3 = (uint32_t)__smlad(x13, __sxtb16(mt_ror8(v)), __smlad(x02, __sxtb16(v), (int32_t)a3));
-  }
+    for (; left >= 4; left -= 4) {
+      const uint32_t xv = mt_read_s8x4_inc(&xp);
+      const int32_t x02 = __sxtb16((int32_t)xv), x13 = mt_sxtb16_ror8(xv);
+      uint32_t v = mt_read_s8x4_inc(&w0);
+      a0 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
+                                                             (int32_t)a0));
+      v = mt_read_s8x4_inc(&w1);
+      a1 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
+                                                             (int32_t)a1));
+      v = mt_read_s8x4_inc(&w2);
+      a2 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
+                                                             (int32_t)a2));
+      v = mt_read_s8x4_inc(&w3);
+      a3 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
+                                                             (int32_t)a3));
+    }
 #endif /* MT_DSP */
+    for (uint32_t i = 0; i < left; i++) {
+      const int32_t xv = xp[i];
+      a0 += (uint32_t)(xv * w0[i]);
+      a1 += (uint32_t)(xv * w1[i]);
+      a2 += (uint32_t)(xv * w2[i]);
+      a3 += (uint32_t)(xv * w3[i]);
+    }
+    const uint32_t a[4] = {a0, a1, a2, a3};
+    for (int32_t b = 0; b < nb; b++) {
+      const uint32_t sum = init[o + b] + a[b];
+      if (out->y == NULL) {
+        acc[o + b] = sum;
+      } else {
+        out->y[o + b] = mt_requantize(mt_wrap_s32(sum), out->mult[o + b], out->shift[o + b],
+                                      out->zp, out->lo, out->hi);
+      }
+    }
 #endif /* MT_MVE */
-  for (; i < n; i++) {
-    const int32_t xv = x[i];
-    a0 += (uint32_t)(xv * w0[i]);
-    a1 += (uint32_t)(xv * w1[i]);
-    a2 += (uint32_t)(xv * w2[i]);
-    a3 += (uint32_t)(xv * w3[i]);
   }
-  acc[0] = a0;
-  acc[1] = a1;
-  acc[2] = a2;
-  acc[3] = a3;
 }
 
-/* sum[j] += sum over i < n of w[j][off + i], j < 4, wrapping on 32 bits. */
-static MT_NOINLINE void mt_wsum4_s8(const int8_t *const w[4], size_t off, uint32_t n,
-                                    uint32_t sum[4])
+/* sum[o] += sum over i < n of w[o * w_stride + i] for o < nc, wrapping on 32 bits. */
+static MT_NOINLINE void mt_wsum_rows_s8(const int8_t *w, size_t w_stride, uint32_t n,
+                                        int32_t nc, uint32_t *sum)
 {
-  for (int32_t j = 0; j < 4; j++) {
-    const int8_t *wj = w[j] + off;
-    uint32_t s = sum[j], i = 0;
+  for (int32_t o = 0; o < nc; o++, w += w_stride) {
+    uint32_t s = 0, i = 0;
 #if MT_MVE
-    for (int32_t left = (int32_t)n; left > 0; left -= 16, wj += 16) {
-      s = (uint32_t)vaddvaq_s8((int32_t)s, vldrbq_z_s8(wj, vctp8q((uint32_t)left)));
+    for (; n - i >= 16; i += 16) {
+      s = (uint32_t)vaddvaq_s8((int32_t)s, vldrbq_s8(w + i));
     }
-    i = n;
+    if (i < n) {
+      s = (uint32_t)vaddvaq_s8((int32_t)s, vldrbq_z_s8(w + i, vctp8q(n - i)));
+      i = n;
+    }
 #else /* !MT_MVE */
 #if MT_DSP
     for (; n - i >= 4; i += 4) {
-      const uint32_t v = mt_read_s8x4(wj + i);
-      s = (uint32_t)__smlad(__sxtb16(v), 0x00010001, __smlad(__sxtb16(mt_ror8(v)), 0x00010001,
-                                                             (int32_t)s));
+      const uint32_t v = mt_read_s8x4(w + i);
+      s = (uint32_t)__smlad(__sxtb16((int32_t)v), 0x00010001,
+                            __smlad(mt_sxtb16_ror8(v), 0x00010001, (int32_t)s));
     }
 #endif /* MT_DSP */
 #endif /* MT_MVE */
     for (; i < n; i++) {
-      s += (uint32_t)(int32_t)wj[i];
+      s += (uint32_t)(int32_t)w[i];
     }
-    sum[j] = s;
+    sum[o] += s;
   }
-}
-
-/* y[j] = clamp(rq(acc[j], mult[j], shift[j]) + zp, lo, hi) for j < n (1..4). */
-static inline void mt_requantize4(const uint32_t acc[4], const int32_t *mult,
-                                  const int32_t *shift, int32_t n, int32_t zp, int32_t lo,
-                                  int32_t hi, int8_t *y)
-{
-#if MT_MVE
-  mt_requantize4_v(vldrwq_s32((const int32_t *)acc), mult, shift, n, zp, lo, hi, y);
-#else /* !MT_MVE */
-  for (int32_t j = 0; j < n; j++) {
-    y[j] = mt_requantize(mt_wrap_s32(acc[j]), mult[j], shift[j], zp, lo, hi);
-  }
-#endif /* MT_MVE */
 }
 
 #endif /* MT_KERNEL_MAC_H */

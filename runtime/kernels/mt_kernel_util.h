@@ -133,8 +133,23 @@ static inline uint32_t mt_read_s8x4(const int8_t *p)
   return v;
 }
 
-/* v rotated right by 8 bits: with __sxtb16, bytes 1 and 3 (gcc folds it into SXTB16 ROR #8). */
-static inline uint32_t mt_ror8(uint32_t v) { return (v >> 8) | (v << 24); }
+/* Four int8 at *p as one word (unaligned LDR), then *p += 4: a post-indexed load that keeps gcc
+ * from rewriting the pointer walk of a hot loop into base - counter addressing. */
+static inline uint32_t mt_read_s8x4_inc(const int8_t **p)
+{
+  uint32_t v;
+  __asm__("ldr %0, [%1], #4" : "=r"(v), "+r"(*p) : "m"(*(const int8_t(*)[4]) * p));
+  return v;
+}
+
+/* Bytes 1 and 3 of v sign-extended to two halfwords: SXTB16 with ROR #8 (one instruction;
+ * gcc does not fold a rotate into __sxtb16). */
+static inline int32_t mt_sxtb16_ror8(uint32_t v)
+{
+  int32_t r;
+  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
+  return r;
+}
 #endif /* MT_DSP */
 
 /* The int32 whose two's-complement bits are v (no implementation-defined conversion). */

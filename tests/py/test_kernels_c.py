@@ -197,6 +197,46 @@ FC_EDGES = [("kws", (1, 64), (12, 64)), ("batch3", (3, 17), (5, 17)), ("in1", (2
             ("in5_out5", (4, 5), (5, 5))]
 
 
+# Channel counts that hit every vector / tail path of the ISA variants: MVE steps of 16 bytes
+# (conv, fc: input channels; depthwise, pools, element-wise: channels or elements, 4 per int32x4),
+# DSP words of 4, blocks of 4 output channels, chunks of 64 (MT_MAC_CHUNK).
+SIMD_COUNTS = (1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 31, 32, 33)
+
+
+def simd_cases():
+    """Shapes sweeping SIMD_COUNTS through every kernel with an MVE or DSP path."""
+    cases = []
+    for c in SIMD_COUNTS:
+        cout = (c * 7) % 13 + 1
+        cases += [mac_case(f"simd_pw_c{c}", "conv2d", (1, 3, 2, c), (cout, 1, 1, c)),
+                  mac_case(f"simd_conv3x3_c{c}", "conv2d", (1, 4, 3, c), (cout, 3, 3, c),
+                           pads=(1, 1, 1, 1)),
+                  mac_case(f"simd_dw_c{c}", "depthwise_conv2d", (1, 4, 3, c), (3, 3, c),
+                           pads=(1, 0, 1, 1)),
+                  mac_case(f"simd_fc_in{c}", "fully_connected", (2, c), (cout, c)),
+                  mac_case(f"simd_fc_out{c}", "fully_connected", (1, 19), (c, 19)),
+                  pool_case(f"simd_avgpool_c{c}", "avg_pool2d", (1, 4, 5, c), (3, 2), (1, 2),
+                            (1, 0, 1, 1)),
+                  add_case(f"simd_add_n{c}", (c,)), mul_case(f"simd_mul_n{c}", (c,)),
+                  unary_case(f"simd_rescale_n{c}", "rescale", (c,), extreme=True),
+                  softmax_case(f"simd_softmax_n{c}", (2, c))]
+    cases += [mac_case("simd_pw_cout70", "conv2d", (1, 2, 2, 9), (70, 1, 1, 9)),  # 2 chunks
+              mac_case("simd_fc_out130", "fully_connected", (2, 5), (130, 5)),
+              mac_case("simd_conv_ungathered", "conv2d", (1, 4, 4, 120), (5, 3, 3, 120),
+                       pads=(1, 1, 0, 1)),  # window > 1024 bytes: rows as runs, borders skipped
+              mac_case("simd_conv_1xk_gather", "conv2d", (1, 3, 9, 2), (6, 1, 5, 2),
+                       pads=(0, 2, 0, 2)),
+              mac_case("simd_dw_c48_s2", "depthwise_conv2d", (1, 5, 5, 48), (3, 3, 48),
+                       stride=(2, 2), pads=(1, 1, 1, 1)),
+              pool_case("simd_avgpool_global_300", "avg_pool2d", (1, 20, 15, 9), (20, 15)),
+              mac_case("simd_conv_zp_min", "conv2d", (1, 5, 5, 17), (6, 3, 3, 17),
+                       pads=(1, 1, 1, 1), zp=(-128, 5)),
+              mac_case("simd_pw_zp_min", "conv2d", (1, 3, 3, 33), (5, 1, 1, 33), zp=(-128, 0)),
+              mac_case("simd_dw_zp_min", "depthwise_conv2d", (1, 4, 4, 21), (3, 3, 21),
+                       pads=(1, 1, 1, 1), zp=(-128, 3))]
+    return cases
+
+
 def conv_cases(n_random):
     cases = [mac_case(f"conv2d_{n}", "conv2d", x, w, stride=s, dil=d, pads=p, groups=g)
              for n, x, w, s, d, p, g in CONV_EDGES]
@@ -565,7 +605,7 @@ def case_bytes(case) -> bytes:
 
 def all_cases(n_random):
     cases = (conv_cases(n_random) + elementwise_cases(n_random) + pool_cases(n_random) +
-             softmax_cases(n_random) + movement_cases(n_random) + bad_cases())
+             softmax_cases(n_random) + movement_cases(n_random) + simd_cases() + bad_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

@@ -3,23 +3,24 @@
  *
  * Output channels go in chunks of up to CONV_CHUNK; per chunk, base[o] = bias[o] + x_off *
  * sum(w[o]) is computed once (mt_kernel_mac.h: the dot loops sum raw x * w). Per output pixel
- * the taps that land inside the input are found once, then four channels at a time accumulate
- * with the input-channel loop innermost (each x load feeds four rows; MVE/DSP/C variants in
- * mt_dot4_s8). With groups == 1 and dilation_w == 1 the taps of one kernel row are adjacent in
- * x and in w, so a row is one run of (taps * Cin) terms; a 1x1 convolution is one run of Cin.
+ * the taps that land inside the input are found once; then the chunk's channels accumulate,
+ * four at a time, with the input-channel loop innermost (each x load feeds four weight rows;
+ * MVE/DSP/C variants in mt_dot_rows_s8), and are requantized together (MVE: four lanes).
  *
- * Windows by kind: full (acc = base); partly in the padding (padding is skipped, never read:
- * acc = bias + x_off * sum of the in-bounds weights); entirely in the padding (acc = bias).
- * Short rows (KW * Cin < CONV_SHORT_ROW, e.g. the first layer's 10x4 kernel on one channel) are
- * gathered first into one contiguous window of KH * KW * Cin bytes with the padding set to in_zp
- * (whose x + x_off is 0), so a window is one long run and acc = base.
+ * Windows of up to CONV_COL_MAX bytes (groups == 1, dilation_w == 1, not 1x1) are gathered
+ * first into one contiguous run of KH * KW * Cin bytes in weight order, the padding set to in_zp
+ * (whose x + x_off is 0): one long run per pixel (the first layer's 10x4 kernel on one channel
+ * is 40 bytes instead of ten runs of 4) and acc = base for every window. Otherwise each kernel
+ * row is a run (its taps are adjacent in x and w when groups == 1 and dilation_w == 1; else each
+ * tap is a run of Cin/groups); a 1x1 convolution is one run of Cin. Such windows by kind: full
+ * (acc = base); partly in the padding (the padding is skipped, never read: acc = bias + x_off *
+ * sum of the in-bounds weights); entirely in the padding (acc = bias).
  */
 #include "mt_kernel_mac.h"
 #include "mt_kernels.h"
 
-#define CONV_CHUNK 64     /* output channels per pass (base[] on the stack: 256 bytes) */
-#define CONV_COL_MAX 256  /* bytes of a gathered window (on the stack) */
-#define CONV_SHORT_ROW 16 /* kernel rows of fewer bytes are gathered, when the window fits */
+#define CONV_CHUNK MT_MAC_CHUNK /* output channels per pass */
+#define CONV_COL_MAX 1024 /* bytes of a gathered window (on the stack) */
 
 typedef struct {
   const int8_t *x, *w;
@@ -29,7 +30,7 @@ typedef struct {
   int32_t batch, cin, cg, cout_g, groups, kh, kw;
   int32_t x_off, out_zp, act_min, act_max;
   size_t k;   /* weights per output channel: KH * KW * Cin/groups */
-  int gather; /* gather windows into one run (short rows, groups == 1, dilation_w == 1) */
+  int gather; /* gather each window into one run (see the top of the file) */
 } conv_ctx;
 
 static int conv_shapes_ok(const mt_op_args *a)
@@ -78,7 +79,7 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
   c->act_max = at[MT_CONV2D_ACT_MAX];
   c->k = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
   c->gather = c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_COL_MAX &&
-              (size_t)c->kw * (size_t)c->cg < CONV_SHORT_ROW && c->kh * c->kw > 1;
+              c->kh * c->kw > 1;
   return c->batch >= 0 &&
          mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H],
                       at[MT_CONV2D_DILATION_H], at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM],
@@ -95,12 +96,15 @@ typedef struct {
   int32_t ky0, ky1, kx0, kx1;
 } conv_win;
 
-/* Over the window's in-bounds runs: acc[j] += sum x * w[j] (dot), or sum w[j] (!dot).
- * x_g: the group's first input channel at tap (ky0, kx0); w_k: that tap's offset in a row. */
+/* Over the window's in-bounds runs, for the chunk's nc output channels (weights w_c): with
+ * init, acc[o] = init[o] + sum x * w (later runs add to acc), the last run stored by `out`;
+ * with init NULL, acc[o] += sum w. x_g: the group's first input channel at tap (ky0, kx0);
+ * w_k: that tap's offset in a weight row. */
 static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g,
-                      const int8_t *const w[4], size_t w_k, int dot, uint32_t acc[4])
+                      const int8_t *w_c, size_t w_k, int32_t nc, const uint32_t *init,
+                      uint32_t *acc, const mt_out_stage *out)
 {
-  const int32_t cg = c->cg, taps = v->kx1 - v->kx0;
+  const int32_t cg = c->cg, taps = v->kx1 - v->kx0, rows = v->ky1 - v->ky0;
   const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->cin;
   const size_t x_tap = (size_t)c->aw.dilation * (size_t)c->cin;
   const size_t w_row = (size_t)c->kw * (size_t)cg;
@@ -108,14 +112,18 @@ static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g,
   const int contiguous = c->groups == 1 && c->aw.dilation == 1;
   const uint32_t run = (uint32_t)(contiguous ? taps * cg : cg);
   const int32_t n_runs = contiguous ? 1 : taps;
-  for (int32_t ky = 0; ky < v->ky1 - v->ky0; ky++) {
+  const mt_out_stage keep = {NULL, NULL, 0, 0, 0, NULL};
+  for (int32_t ky = 0; ky < rows; ky++) {
     for (int32_t r = 0; r < n_runs; r++) {
-      const size_t wo = w_k + (size_t)ky * w_row + (size_t)r * (size_t)cg;
-      if (dot) {
-        mt_dot4_s8(x_g + (size_t)ky * x_row + (size_t)r * x_tap, w, wo, run, acc);
-      } else {
-        mt_wsum4_s8(w, wo, run, acc);
+      const int8_t *wr = w_c + w_k + (size_t)ky * w_row + (size_t)r * (size_t)cg;
+      if (init == NULL) {
+        mt_wsum_rows_s8(wr, c->k, run, nc, acc);
+        continue;
       }
+      const int last = ky == rows - 1 && r == n_runs - 1;
+      mt_dot_rows_s8(x_g + (size_t)ky * x_row + (size_t)r * x_tap, wr, c->k, run, nc, init, acc,
+                     last ? out : &keep);
+      init = acc;
     }
   }
 }
@@ -155,64 +163,54 @@ static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_im
   }
 }
 
-/* The chunk's output channels [oc0, oc0 + nc) of one output pixel (group g); base[j] = bias +
- * x_off * sum(w) of channel oc0 + j; col: CONV_COL_MAX bytes for a gathered window. */
+/* The chunk's output channels [oc0, oc0 + nc) of one output pixel (group g); base[o] = bias +
+ * x_off * sum(w) of channel oc0 + o; col: CONV_COL_MAX bytes; acc: nc accumulators. */
 static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow,
                        int32_t g, int32_t oc0, int32_t nc, const uint32_t *base, int8_t *col,
-                       int8_t *y_px)
+                       uint32_t *acc, int8_t *y_px)
 {
   conv_win v;
   const int32_t iy = mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
   const int32_t ix = mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
+  const int8_t *w_c = c->w + (size_t)oc0 * c->k;
   const int empty = v.kx1 == v.kx0 || v.ky1 == v.ky0;
-  int full = v.ky0 == 0 && v.ky1 == c->kh && v.kx0 == 0 && v.kx1 == c->kw;
-  const int8_t *x_g = col; /* tap (ky0, kx0) of the group's first channel */
-  size_t w_k = 0;          /* its offset in a weight row */
-  if (c->gather && !empty) {
+  const int full = v.ky0 == 0 && v.ky1 == c->kh && v.kx0 == 0 && v.kx1 == c->kw;
+  const mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max,
+                            y_px + oc0};
+  if (empty) { /* the window lies in the padding: y = rq(bias) */
+    mt_dot_rows_s8(col, w_c, c->k, 0, nc, (const uint32_t *)c->bias + oc0, acc, &out);
+  } else if (c->gather) { /* one run of k bytes, the padding holding in_zp */
     conv_gather(c, &v, x_img, iy, ix, col);
-    v.ky0 = v.kx0 = 0;
-    v.ky1 = 1;
-    v.kx1 = (int32_t)(c->k / (size_t)c->cin); /* one run of k bytes */
-    full = 1;
-  } else if (!empty) {
-    x_g = x_img + ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
-                   (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin + (size_t)g * (size_t)c->cg;
-    w_k = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
-  }
-  for (int32_t j = 0; j < nc; j += 4) {
-    const int32_t nb = nc - j < 4 ? nc - j : 4, oc = oc0 + j;
-    const int8_t *w[4];
-    uint32_t acc[4] = {0, 0, 0, 0};
-    for (int32_t b = 0; b < 4; b++) { /* rows past nb repeat the last one (not stored) */
-      w[b] = c->w + (size_t)(oc + (b < nb ? b : nb - 1)) * c->k;
+    mt_dot_rows_s8(col, w_c, c->k, (uint32_t)c->k, nc, base, acc, &out);
+  } else {
+    const int8_t *x_g = x_img + ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
+                                 (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin +
+                        (size_t)g * (size_t)c->cg;
+    const size_t w_k = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
+    const uint32_t *init = base;
+    if (!full) { /* bias + x_off * sum of the in-bounds weights */
+      for (int32_t o = 0; o < nc; o++) {
+        acc[o] = 0;
+      }
+      conv_runs(c, &v, x_g, w_c, w_k, nc, NULL, acc, &out);
+      for (int32_t o = 0; o < nc; o++) {
+        acc[o] = (uint32_t)c->bias[oc0 + o] + (uint32_t)c->x_off * acc[o];
+      }
+      init = acc;
     }
-    if (!full && !empty) { /* partial window: x_off * sum of the in-bounds weights */
-      conv_runs(c, &v, x_g, w, w_k, 0, acc);
-    }
-    for (int32_t b = 0; b < nb; b++) {
-      acc[b] = full ? base[j + b] : (uint32_t)c->bias[oc + b] + (uint32_t)c->x_off * acc[b];
-    }
-    if (!empty) {
-      conv_runs(c, &v, x_g, w, w_k, 1, acc);
-    }
-    mt_requantize4(acc, c->mult + oc, c->shift + oc, nb, c->out_zp, c->act_min, c->act_max,
-                   y_px + oc);
+    conv_runs(c, &v, x_g, w_c, w_k, nc, init, acc, &out);
   }
 }
 
-/* base[j] = bias + x_off * sum(w) of output channels oc0 + j, j < nc. */
+/* base[o] = bias + x_off * sum(w) of output channels oc0 + o, o < nc. */
 static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base)
 {
-  for (int32_t j = 0; j < nc; j += 4) {
-    const int8_t *w[4];
-    uint32_t sum[4] = {0, 0, 0, 0};
-    for (int32_t b = 0; b < 4; b++) {
-      w[b] = c->w + (size_t)(oc0 + (j + b < nc ? j + b : nc - 1)) * c->k;
-    }
-    mt_wsum4_s8(w, 0, (uint32_t)c->k, sum);
-    for (int32_t b = 0; b < 4 && j + b < nc; b++) {
-      base[j + b] = (uint32_t)c->bias[oc0 + j + b] + (uint32_t)c->x_off * sum[b];
-    }
+  for (int32_t o = 0; o < nc; o++) {
+    base[o] = 0;
+  }
+  mt_wsum_rows_s8(c->w + (size_t)oc0 * c->k, c->k, (uint32_t)c->k, nc, base);
+  for (int32_t o = 0; o < nc; o++) {
+    base[o] = (uint32_t)c->bias[oc0 + o] + (uint32_t)c->x_off * base[o];
   }
 }
 
@@ -221,7 +219,7 @@ static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base
 mt_status mt_conv2d_s8(const mt_op_args *args)
 {
   conv_ctx c;
-  uint32_t base[CONV_CHUNK];
+  uint32_t base[CONV_CHUNK], acc[CONV_CHUNK];
   int8_t col[CONV_COL_MAX];
   if (!conv_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;
@@ -237,7 +235,7 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
       for (int32_t n = 0; n < c.batch; n++) {
         for (int32_t oh = 0; oh < c.ah.out; oh++) {
           for (int32_t ow = 0; ow < c.aw.out; ow++, y += y_px) {
-            conv_pixel(&c, c.x + (size_t)n * x_img, oh, ow, g, oc0, nc, base, col, y);
+            conv_pixel(&c, c.x + (size_t)n * x_img, oh, ow, g, oc0, nc, base, col, acc, y);
           }
         }
       }

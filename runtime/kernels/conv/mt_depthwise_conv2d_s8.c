@@ -91,6 +91,45 @@ typedef struct {
 #define DW_BLOCK 4
 #endif /* MT_MVE */
 
+#if MT_MVE
+/* The taps of one kernel row for nb < 16 channels (dw_block): whole quarters (nb = 4, 8, 12)
+ * unpredicated, else every lane predicated; kept apart so that the 16-channel loop keeps its
+ * registers. */
+static MT_NOINLINE void dw_taps_part(const int8_t *xp, const int8_t *wp, size_t x_tap, size_t cm,
+                                     int32_t cols, int32_t off, int32_t nb, int32x4_t acc[4])
+{
+  const mve_pred16_t p0 = vctp32q((uint32_t)nb), p1 = vctp32q((uint32_t)(nb > 4 ? nb - 4 : 0));
+  const mve_pred16_t p2 = vctp32q((uint32_t)(nb > 8 ? nb - 8 : 0));
+  const mve_pred16_t p3 = vctp32q((uint32_t)(nb > 12 ? nb - 12 : 0));
+  int32x4_t v0 = acc[0], v1 = acc[1], v2 = acc[2], v3 = acc[3];
+  if (nb % 4 == 0) { /* 4, 8 or 12 channels: whole quarters, unpredicated */
+    for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp), off), vldrbq_s32(wp)));
+      if (nb > 4) {
+        v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 4), off), vldrbq_s32(wp + 4)));
+      }
+      if (nb > 8) {
+        v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 8), off), vldrbq_s32(wp + 8)));
+      }
+    }
+  } else {
+    for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp, p0), off), vldrbq_z_s32(wp, p0)));
+      v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 4, p1), off),
+                                   vldrbq_z_s32(wp + 4, p1)));
+      v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 8, p2), off),
+                                   vldrbq_z_s32(wp + 8, p2)));
+      v3 = vaddq_s32(v3, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 12, p3), off),
+                                   vldrbq_z_s32(wp + 12, p3)));
+    }
+  }
+  acc[0] = v0;
+  acc[1] = v1;
+  acc[2] = v2;
+  acc[3] = v3;
+}
+#endif /* MT_MVE */
+
 /* y_px[oc + b], b < nb: the window sums of nb adjacent channels (x, w at the window's first
  * in-bounds tap; nb <= DW_BLOCK when M == 1, else 1) plus bias, requantized. Per tap x steps
  * C * dilation bytes, w steps C * M bytes. */
@@ -112,16 +151,22 @@ static MT_NOINLINE void dw_block(const dw_ctx *c, const dw_win *v, const int8_t 
     int32x4_t v2 = vldrwq_z_s32(bias + 8, p2), v3 = vldrwq_z_s32(bias + 12, p3);
     for (int32_t ky = 0; ky < rows; ky++) {
       const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
-      for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
-        v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp, p0), off),
-                                     vldrbq_z_s32(wp, p0)));
-        v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 4, p1), off),
-                                     vldrbq_z_s32(wp + 4, p1)));
-        v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 8, p2), off),
-                                     vldrbq_z_s32(wp + 8, p2)));
-        v3 = vaddq_s32(v3, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 12, p3), off),
-                                     vldrbq_z_s32(wp + 12, p3)));
+      if (nb == DW_BLOCK) { /* unpredicated: gcc gives every predicated load its own VPST */
+        for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+          v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp), off), vldrbq_s32(wp)));
+          v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 4), off), vldrbq_s32(wp + 4)));
+          v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 8), off), vldrbq_s32(wp + 8)));
+          v3 = vaddq_s32(v3,
+                         vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 12), off), vldrbq_s32(wp + 12)));
+        }
+        continue;
       }
+      int32x4_t part[4] = {v0, v1, v2, v3};
+      dw_taps_part(xp, wp, x_tap, cm, cols, off, nb, part);
+      v0 = part[0];
+      v1 = part[1];
+      v2 = part[2];
+      v3 = part[3];
     }
     const int32_t *m = c->mult + oc, *s = c->shift + oc;
     int8_t *y = y_px + oc;
@@ -147,8 +192,8 @@ static MT_NOINLINE void dw_block(const dw_ctx *c, const dw_win *v, const int8_t 
     for (; kx < cols; kx++, xp += x_tap, wp += cm) {
       const uint32_t xv = mt_read_s8x4(xp), wv = mt_read_s8x4(wp);
       const int32_t x02 = __sxtab16((int32_t)off2, (int32_t)xv);
-      const int32_t x13 = __sxtab16((int32_t)off2, (int32_t)mt_ror8(xv));
-      const int32_t w02 = __sxtb16((int32_t)wv), w13 = __sxtb16((int32_t)mt_ror8(wv));
+      const int32_t x13 = __sxtab16((int32_t)off2, (int32_t)((xv >> 8) | (xv << 24)));
+      const int32_t w02 = __sxtb16((int32_t)wv), w13 = mt_sxtb16_ror8(wv);
       a0 = (uint32_t)__smlabb(x02, w02, (int32_t)a0);
       a1 = (uint32_t)__smlabb(x13, w13, (int32_t)a1);
       a2 = (uint32_t)__smlatt(x02, w02, (int32_t)a2);

@@ -3,8 +3,9 @@
  *
  * Each output is one dot product of an input row with a weight row (both contiguous), plus the
  * bias, requantized with that output channel's (mult, shift). Outputs go four at a time, so each
- * input byte loaded feeds four MACs (mt_dot4_s8: MVE, DSP and C variants); the zero point adds
- * x_off * sum(w) per output (mt_kernel_mac.h).
+ * input byte loaded feeds four MACs (mt_dot_rows_s8: MVE, DSP and C variants); the zero point
+ * adds x_off * sum(w) per output, computed once per chunk of MT_MAC_CHUNK outputs for every row
+ * of the batch (mt_kernel_mac.h).
  */
 #include "mt_kernel_mac.h"
 #include "mt_kernels.h"
@@ -49,21 +50,20 @@ mt_status mt_fully_connected_s8(const mt_op_args *args)
   const uint32_t batch = xt->shape[0], n_in = xt->shape[1], n_out = wt->shape[0];
   const int32_t x_off = -at[MT_FULLY_CONNECTED_IN_ZP], out_zp = at[MT_FULLY_CONNECTED_OUT_ZP];
   const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
-  for (uint32_t n = 0; n < batch; n++) {
-    const int8_t *x_row = x + (size_t)n * n_in;
-    for (uint32_t o = 0; o < n_out; o += 4) { /* four outputs share each x load */
-      const int32_t nb = n_out - o >= 4 ? 4 : (int32_t)(n_out - o);
-      const int8_t *wr[4];
-      uint32_t acc[4] = {0, 0, 0, 0};
-      for (int32_t b = 0; b < 4; b++) { /* rows past nb repeat the last one (not stored) */
-        wr[b] = w + (size_t)(o + (uint32_t)(b < nb ? b : nb - 1)) * n_in;
-      }
-      mt_wsum4_s8(wr, 0, n_in, acc);
-      for (int32_t b = 0; b < 4; b++) {
-        acc[b] = (uint32_t)bias[o + (uint32_t)(b < nb ? b : 0)] + (uint32_t)x_off * acc[b];
-      }
-      mt_dot4_s8(x_row, wr, 0, n_in, acc);
-      mt_requantize4(acc, mult + o, shift + o, nb, out_zp, lo, hi, y + (size_t)n * n_out + o);
+  uint32_t base[MT_MAC_CHUNK], acc[MT_MAC_CHUNK];
+  for (uint32_t o = 0; o < n_out; o += MT_MAC_CHUNK) {
+    const int32_t nc = n_out - o < MT_MAC_CHUNK ? (int32_t)(n_out - o) : MT_MAC_CHUNK;
+    const int8_t *w_c = w + (size_t)o * n_in;
+    for (int32_t j = 0; j < nc; j++) {
+      base[j] = 0;
+    }
+    mt_wsum_rows_s8(w_c, n_in, n_in, nc, base);
+    for (int32_t j = 0; j < nc; j++) { /* bias + x_off * sum(w) */
+      base[j] = (uint32_t)bias[o + (uint32_t)j] + (uint32_t)x_off * base[j];
+    }
+    for (uint32_t n = 0; n < batch; n++) {
+      const mt_out_stage out = {mult + o, shift + o, out_zp, lo, hi, y + (size_t)n * n_out + o};
+      mt_dot_rows_s8(x + (size_t)n * n_in, w_c, n_in, n_in, nc, base, acc, &out);
     }
   }
   return MT_STATUS_OK;

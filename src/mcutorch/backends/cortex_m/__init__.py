@@ -9,7 +9,8 @@ from .kernels import scratch_bytes
 def select_kernels(graph: Graph, target: Target) -> Graph:
     """Set node.variant / node.scratch for every op of the graph.
 
-    Only the portable kernels ("ref") exist so far; they run on every ISA level.
+    One variant ("ref") per op: its C file holds the MVE, DSP and pure-C paths, and the
+    firmware's -mcpu (the target's gcc flags) picks one at compile time, bit-exact at all.
     """
     for node in graph.nodes:
         if node.op == "reshape":

@@ -10,10 +10,17 @@ Layout (``runtime/kernels/``, C99): one family per folder, one public function p
     softmax/      softmax
     movement/     transpose, concat, pad, copy
 
-Every kernel includes ``mt_kernel_util.h`` (shared inline helpers) and ``mt_kernels.h``
-(prototypes), so a build needs `INCLUDE_DIRS`. ``delegate`` has no kernel: the interpreter runs
-it. The portable kernels need no scratch; `scratch_bytes` is the planner's twin of each kernel's
-scratch contract.
+Every kernel includes ``mt_kernel_util.h`` (shared inline helpers; the MAC kernels also
+``mt_kernel_mac.h``) and ``mt_kernels.h`` (prototypes), so a build needs `INCLUDE_DIRS`.
+``delegate`` has no kernel: the interpreter runs it. `scratch_bytes` is the planner's twin of each
+kernel's scratch contract: none takes scratch (conv2d and fully_connected keep at most 64 output
+channels' accumulators, and conv2d a gathered window of up to 1 KiB, on the stack).
+
+ISA levels live inside each kernel file, picked at compile time from the target's gcc flags:
+MVE (``__ARM_FEATURE_MVE``: Cortex-M55/M85), DSP (``__ARM_FEATURE_DSP``: M4/M7/M33/M35P), or
+pure C (M0/M0+/M3/M23 and the host). So one "ref" variant serves every target, the firmware's
+``-mcpu`` selects the code, and the numerics are identical everywhere (the kernels are bit-exact
+with `mcutorch.ref` at every level). ``bench/kernels.py`` prints per-layer instruction counts.
 
 >>> kernel("conv2d").function
 'mt_conv2d_s8'
@@ -81,7 +88,8 @@ def scratch_bytes(op: str, shapes: Sequence[Sequence[int]], attrs: Mapping[str, 
     """Scratch bytes the kernel of (op, variant) needs for these input shapes and attributes.
 
     The planner reserves this much in `mt_op_args.scratch`; 0 means the kernel takes none.
-    Every portable ("ref") kernel accumulates in registers or in its own output, so all are 0.
+    Every kernel ("ref", all ISA levels) accumulates in registers or in bounded stack buffers
+    (at most ~1.5 KiB, conv2d), so all are 0.
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
     0
