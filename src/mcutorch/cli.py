@@ -1,6 +1,7 @@
 """The `mcutorch` command.
 
     mcutorch compile model.py --target cortex-m55 -o model.mtp
+    mcutorch compile model.py --target cortex-m55+ethos-u55-128 --board mps3-an547 -o npu.mtp
     mcutorch run model.mtp --input x.npy --output y.npy [--board mps3-an547 [--profile [--exact]]]
     mcutorch inspect model.mtp [--json]
     mcutorch build model.mtp --board mps3-an547 -o model.elf
@@ -62,15 +63,34 @@ def cmd_compile(args) -> int:
         print("warning: no calibration data; calibrating on the example inputs only "
               "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
     qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=args.progress)
+    options = {k: v for k, v in (("system_config", args.system_config),
+                                 ("memory_mode", args.memory_mode)) if v}
     program = mcutorch.compile(qmodel, example, target=args.target, board=args.board,
                                memory=args.memory, name=Path(args.model).stem,
-                               progress=args.progress)
+                               progress=args.progress, verify=args.verify,
+                               emit_tosa=args.emit_tosa, npu_fallback=args.npu_fallback,
+                               npu_options=options or None)
     out = program.save(args.output)
     s = program.summary()
     ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
     print(f"{out}: {s['ops']} ops, {s['program_bytes']:,} B program, RAM {ram} "
           f"(lower bound {s['lower_bound']:,} B), {time.perf_counter() - t0:.2f} s")
+    _print_offload(program.program)
     return 0
+
+
+def _print_offload(p) -> None:
+    """One line on the Ethos-U part of a program (nothing for CPU-only targets)."""
+    npu = (p.metadata or {}).get("ethos_u")
+    if not npu:
+        return
+    rows = p.metadata.get("placement", [])
+    on_npu = sum(r["on"] == "NPU" and r["op"] != "reshape" for r in rows)
+    on_cpu = sorted({r["op"] for r in rows if r["on"] == "CPU" and r["op"] != "reshape"})
+    ms = sum(d["estimate"].get("inference_time", 0.0) for d in npu["delegates"]) * 1e3
+    print(f"{p.target.npu}: {len(npu['delegates'])} delegate(s), {on_npu} ops on the NPU "
+          f"(Vela estimate {ms:.3f} ms), on the CPU: {', '.join(on_cpu) or 'nothing'}; "
+          "`mcutorch inspect` shows why")
 
 
 def cmd_run(args) -> int:
@@ -172,6 +192,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--calibration", help=".npz of calibration inputs (overrides calibration())")
     c.add_argument("-o", "--output", default="model.mtp")
     c.add_argument("--progress", action="store_true", help="show calibration/compile progress")
+    c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
+                   help="prove each Ethos-U subgraph's TOSA graph bit-exact against the Python "
+                        "reference on the TOSA reference model (default: on)")
+    c.add_argument("--emit-tosa", metavar="DIR",
+                   help="write the TOSA flatbuffers (what Vela compiles) to DIR")
+    c.add_argument("--no-npu-fallback", dest="npu_fallback", action="store_false",
+                   help="leave out the CPU versions of Ethos-U delegates")
+    c.add_argument("--system-config", help="Vela system config (default per NPU family, e.g. "
+                   "Ethos_U55_High_End_Embedded)")
+    c.add_argument("--memory-mode", help="Vela memory mode (e.g. Shared_Sram)")
     c.set_defaults(fn=cmd_compile)
     r = sub.add_parser("run", help="run a program on the host reference runtime")
     r.add_argument("program")

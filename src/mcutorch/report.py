@@ -13,19 +13,44 @@ def _tensor(p: Program, i: int) -> dict:
             "scale": t.scale, "zero_point": t.zero_point, "bytes": t.nbytes, "at": where}
 
 
+def _area(p: Program, a) -> str:
+    return f"{p.regions[a.region].name}+{a.offset} ({a.size:,} B)" if a else "none"
+
+
+def _delegates(p: Program, meta: dict) -> list[dict]:
+    """Each delegate record, with Vela's estimate from the metadata when present."""
+    extra = {d["index"]: d for d in (meta.get("ethos_u") or {}).get("delegates", [])}
+    out = []
+    for k, d in enumerate(p.delegates):
+        binds = [{"tensor": p.tensor_name(b.tensor), "offset": b.offset, "shape": list(b.shape),
+                  "elem_size": b.elem_size} for b in d.inputs + d.outputs]
+        out.append({"index": k, "npu": d.npu, "command_bytes": d.command[1],
+                    "weight_bytes": d.weights[1], "scratch": _area(p, d.scratch),
+                    "fast_scratch": _area(p, d.fast_scratch), "inputs": binds[:len(d.inputs)],
+                    "outputs": binds[len(d.inputs):], "cpu_ops": d.cpu_ops,
+                    **{key: extra.get(k, {}).get(key) for key in ("ops", "macs", "estimate")}})
+    return out
+
+
 def describe(p: Program) -> dict:
     """A JSON-ready description of a program."""
+    meta = p.metadata or {}
+    delegates = _delegates(p, meta)
+    owner = {i: d["index"] for d in delegates if d["cpu_ops"]
+             for i in range(d["cpu_ops"][0], sum(d["cpu_ops"]))}
     ops = []
     for i, op in enumerate(p.ops):
         shapes_in = [p.tensors[t].shape for t in op.inputs]
         shapes_out = [p.tensors[t].shape for t in op.outputs]
+        work = macs(op.name, shapes_in, shapes_out, op.attrs)
+        if op.name == "delegate":
+            work = delegates[op.attrs["index"]]["macs"] or 0
         ops.append({"index": i, "op": op.name, "variant": op.variant,
                     "inputs": [_tensor(p, t) for t in op.inputs],
                     "outputs": [_tensor(p, t) for t in op.outputs],
-                    "attrs": op.attrs, "macs": macs(op.name, shapes_in, shapes_out, op.attrs),
+                    "attrs": op.attrs, "macs": work,
                     "scratch": op.scratch.size if op.scratch else 0,
-                    "source": p.op_source(i)})
-    meta = p.metadata or {}
+                    "source": p.op_source(i), "cpu_version_of": owner.get(i)})
     return {
         "model": meta.get("model", ""),
         "target": {"cpu": p.target.cpu, "isa": p.target.isa, "npu": p.target.npu,
@@ -38,7 +63,10 @@ def describe(p: Program) -> dict:
         "inputs": [_tensor(p, i) for i in p.inputs],
         "outputs": [_tensor(p, i) for i in p.outputs],
         "ops": ops,
-        "total_macs": sum(o["macs"] for o in ops),
+        "total_macs": sum(o["macs"] for o in ops if o["cpu_version_of"] is None),
+        "delegates": delegates,
+        "placement": meta.get("placement", []),
+        "vela": (meta.get("ethos_u") or {}).get("config"),
     }
 
 
@@ -55,11 +83,15 @@ def render(info: dict) -> str:
              f"{'MACs':>10} {'out bytes':>9}  at / source"]
     for op in info["ops"]:
         x, y = op["inputs"][0] if op["inputs"] else None, op["outputs"][0]
+        name = op["op"] if op["cpu_version_of"] is None else f"[{op['cpu_version_of']}] {op['op']}"
         lines.append(
-            f"{op['index']:>3} {op['op']:<17} {op['variant']:<7} "
+            f"{op['index']:>3} {name:<17} {op['variant']:<7} "
             f"{str(x['shape']) if x else '':<22} {str(y['shape']):<22} {_qp(y):<18} "
             f"{op['macs']:>10,} {y['bytes']:>9,}  {y['at']} {op['source']}")
+    if info["delegates"]:
+        lines.append("[k] op: part of delegate k's CPU version (runs only without an NPU driver)")
     lines.append(f"total MACs {info['total_macs']:,}; constants {info['const_bytes']:,} B")
+    lines += _render_npu(info)
     lines.append("memory plan:")
     for r in info["regions"]:
         cap = f" of {r['capacity']:,}" if r["capacity"] else ""
@@ -72,3 +104,31 @@ def render(info: dict) -> str:
             lines.append(f"{kind[:-1]} {tt['name']}: {tt['dtype']}{tt['shape']} {_qp(tt)} "
                          f"at {tt['at']}")
     return "\n".join(lines)
+
+
+def _render_npu(info: dict) -> list[str]:
+    """The Ethos-U part: where each op runs and why, then each delegate record."""
+    if not info["placement"] and not info["delegates"]:
+        return []
+    v = info["vela"] or {}
+    lines = [f"placement on {info['target']['npu']} (Vela {v.get('system_config', '?')}, "
+             f"{v.get('memory_mode', '?')}):",
+             f"  {'op':<17} {'on':<5} {'dlg':>3}  why / TOSA ops"]
+    for r in info["placement"]:
+        dlg = "" if r["delegate"] is None else r["delegate"]
+        lines.append(f"  {r['op']:<17} {r['on']:<5} {dlg:>3}  {r['why']}")
+    for d in info["delegates"]:
+        est = d["estimate"] or {}
+        cpu = f"ops {d['cpu_ops'][0]}..{sum(d['cpu_ops']) - 1}" if d["cpu_ops"] else "none"
+        lines.append(f"delegate {d['index']}: {d['ops'] or '?'} ops, {d['macs'] or 0:,} MACs; "
+                     f"command {d['command_bytes']:,} B, weights {d['weight_bytes']:,} B; "
+                     f"scratch {d['scratch']}, fast scratch {d['fast_scratch']}; CPU version {cpu}")
+        if est:
+            lines.append(f"  Vela estimate: {est.get('cycles_npu', 0):,.0f} NPU cycles, "
+                         f"{1e3 * est.get('inference_time', 0):.3f} ms, SRAM "
+                         f"{est.get('sram_memory_used', 0):.1f} KiB")
+        for kind in ("inputs", "outputs"):
+            for b in d[kind]:
+                lines.append(f"  {kind[:-1]:<6} {b['tensor']} at scratch+{b['offset']} "
+                             f"{b['shape']} x {b['elem_size']} B")
+    return lines

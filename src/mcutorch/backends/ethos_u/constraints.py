@@ -1,0 +1,101 @@
+"""What an Ethos-U accepts, per IR node: the Vela 5.2 TOSA constraints that bite on our lowering.
+
+Vela 5.2 compiles TOSA with its C++ core (regor), which documents its TOSA limits in
+`ethosu.vela.vela.generate_supported_ops` (Ethos-U55/U65: per-operator constraints; Ethos-U85:
+the TOSA 1.0 PRO-INT level 8k baseline) and decomposes many cases it lists (stride > 3, kernels
+taller than 64, HWC past 65536 are split into several NPU ops). Each rule below was checked against
+Vela 5.2 on graphs from `mcutorch.backends.tosa.lower_graph`: Vela refuses the case, and accepts
+it at the limit. Documented limits Vela 5.2 did not enforce on our graphs are left out (e.g. the
+TOSA level 8k kernel size: a 1x8200 average pool compiles for U55 and U85). Whatever these rules
+miss, Vela still refuses at compile time; the delegate builder then moves the refused op to the
+CPU with Vela's own message.
+
+Not mirrored: `ethosu/vela/tosa_supported_operators.py`. It belongs to Vela's deprecated Python
+core, which Vela 5.2 never runs on a `.tosa` network ("All Ethos-U85 or TOSA network compilations
+always use Vela's C++ compilation core", vela.py), and its checks (dims <= 65535, rank-4 batch 1,
+no AVG_POOL2D padding, ...) refuse graphs Vela 5.2 compiles, e.g. a 3x3 padded average pool.
+
+    >>> npu_check(node, "ethos-u55-128")   # '' when the NPU takes it
+    'avg_pool2d: Ethos-U55 AVG_POOL2D with padding needs kernel <= 8x8 (got 9x9, ...)'
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mcutorch.backends.tosa.support import window_fit
+from mcutorch.ir import Node
+
+MAC_OPS = ("conv2d", "depthwise_conv2d", "fully_connected")
+MAX_CHANNELS = 65536  # "Tensor axis: C in range 1..65536" (CONV2D; 65536 taken, 66000 refused)
+AVG_POOL_PADDED_KERNEL = 8  # U55/U65 AVG_POOL2D: "IF padding is used: 1 <= kernel <= 8"
+
+
+def family(npu: str) -> str:
+    """'ethos-u55-128' -> 'u55' (also u65, u85).
+
+        >>> family("ethos-u85-1024")
+        'u85'
+    """
+    fam = npu.removeprefix("ethos-").split("-")[0]
+    if fam not in ("u55", "u65", "u85"):
+        raise ValueError(f"not an Ethos-U configuration: {npu!r}")
+    return fam
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One constraint: the NPU families it applies to, the ops it looks at, and a check that
+    returns '' when the node is fine, else the reason."""
+
+    name: str
+    families: tuple[str, ...]
+    ops: tuple[str, ...]
+    check: Callable[[Node], str]
+    origin: str  # where Vela states it
+
+
+def _channels(node: Node) -> str:
+    x, y = node.inputs[0].shape[-1], node.outputs[0].shape[-1]
+    if max(x, y) > MAX_CHANNELS:
+        return (f"{node.op}: {x} input / {y} output channels; Ethos-U convolutions take "
+                f"1..{MAX_CHANNELS} channels")
+    return ""
+
+
+def _padded_avg_pool(node: Node) -> str:
+    """The lowering keeps padding inside AVG_POOL2D only when padding is not counted (it pads
+    explicitly otherwise, and uses a DEPTHWISE_CONV2D for a divisor override)."""
+    a = node.attrs
+    kh, kw = a["kernel_h"], a["kernel_w"]
+    counted = a["count_include_pad"] or (a["divisor"] > 0)
+    if counted or max(kh, kw) <= AVG_POOL_PADDED_KERNEL:
+        return ""
+    _, h, w, _ = node.inputs[0].shape
+    _, _, bottom, _ = window_fit(h, kh, a["stride_h"], 1, a["pad_top"], a["pad_bottom"])
+    _, _, right, _ = window_fit(w, kw, a["stride_w"], 1, a["pad_left"], a["pad_right"])
+    pads = (a["pad_top"], a["pad_left"], bottom, right)
+    if not any(pads):
+        return ""
+    return (f"avg_pool2d: Ethos-U55/U65 AVG_POOL2D with padding needs kernel <= "
+            f"{AVG_POOL_PADDED_KERNEL}x{AVG_POOL_PADDED_KERNEL} (got {kh}x{kw}, padding "
+            f"t/l/b/r {'/'.join(map(str, pads))}); the U85 takes it")
+
+
+RULES: list[Rule] = [
+    Rule("channels", ("u55", "u65", "u85"), MAC_OPS, _channels,
+         "CONV2D: Tensor axis C in range 1..65536"),
+    Rule("avg_pool_padded_kernel", ("u55", "u65"), ("avg_pool2d",), _padded_avg_pool,
+         "U55/U65 AVG_POOL2D: IF padding is used: 1 <= kernel_x <= 8 and 1 <= kernel_y <= 8"),
+]
+
+
+def npu_check(node: Node, npu: str) -> str:
+    """'' when no rule of `npu`'s family refuses `node`, else the first refusal's reason."""
+    fam = family(npu)
+    for rule in RULES:
+        if fam in rule.families and node.op in rule.ops:
+            why = rule.check(node)
+            if why:
+                return why
+    return ""
