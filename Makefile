@@ -31,6 +31,7 @@ test-all: setup toolchain
 bench: setup toolchain
 	$(PY) -m bench
 	$(PY) -m bench.kernels
+	$(PY) -m bench.npu
 
 header: setup
 	$(PY) -m mcutorch.program --c-header > runtime/include/mt_program.h
