@@ -226,3 +226,19 @@ def test_quantizer_can_be_subclassed():
     ours = np.round(program.run(cal[1]).numpy() / out.scale)
     theirs = np.round(custom(cal[1]).detach().numpy() / out.scale)
     assert np.abs(ours - theirs).max() <= 1
+
+
+def test_per_tensor_weights_option():
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).eval()
+    cal = [torch.randn(1, 6) for _ in range(6)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal,
+                               quantizer=mcutorch.Quantizer(per_channel=False))
+    program = mcutorch.compile(qmodel, (cal[0],))
+    graph = build_graph(qmodel)
+    fc = [n for n in graph.nodes if n.op == "fully_connected"]
+    assert all(len(set(n.inputs[3].data.tolist())) == 1 for n in fc)  # one multiplier per layer
+    out = program.program.tensors[program.program.outputs[0]]
+    ours = np.round(program.run(cal[1]).numpy() / out.scale)
+    theirs = np.round(qmodel(cal[1]).detach().numpy() / out.scale)
+    assert np.abs(ours - theirs).max() <= 1

@@ -51,10 +51,18 @@ FREE_OUT = {A.hardswish.default, A.hardsigmoid.default, A.silu.default, A.gelu.d
 class Quantizer(_PT2EQuantizer):
     """int8 PT2E quantizer for Cortex-M and Ethos-U targets.
 
+    `per_channel=False` quantizes weights per tensor (one symmetric scale per layer), as many
+    TFLite models do: less accurate in general, but the narrower weight values compress better
+    for Ethos-U (Vela streams fewer weight bytes from flash).
+
     Example:
-        >>> from torchao.quantization.pt2e.quantize_pt2e import prepare_pt2e
-        >>> prepared = prepare_pt2e(exported.module(check_guards=False), Quantizer())
+        >>> qmodel = mcutorch.quantize(model, (x,), calibration=batches,
+        ...                            quantizer=Quantizer(per_channel=False))
     """
+
+    def __init__(self, per_channel: bool = True):
+        super().__init__()
+        self.per_channel = per_channel
 
     def activation_spec(self) -> QuantizationSpec:
         return QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127,
@@ -62,6 +70,11 @@ class Quantizer(_PT2EQuantizer):
                                 observer_or_fake_quant_ctr=MinMaxObserver.with_args(eps=2**-20))
 
     def weight_spec(self) -> QuantizationSpec:
+        if not self.per_channel:
+            return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127,
+                                    qscheme=torch.per_tensor_symmetric,
+                                    observer_or_fake_quant_ctr=MinMaxObserver.with_args(
+                                        qscheme=torch.per_tensor_symmetric, eps=2**-20))
         return QuantizationSpec(dtype=torch.int8, quant_min=-127, quant_max=127,
                                 qscheme=torch.per_channel_symmetric, ch_axis=0,
                                 observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(
