@@ -4,7 +4,8 @@ from __future__ import annotations
 from mcutorch.api import CompiledModel
 from mcutorch.compiler import build_graph, compile_graph, resolve_regions
 from mcutorch.crt import state_size
-from mcutorch.firmware import build, flash_split, run
+from mcutorch.exact import exact_counts
+from mcutorch.firmware import build, flash_split, run, runner_files
 from mcutorch.targets import parse_target
 
 BOARDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
@@ -17,12 +18,14 @@ def measure(name: str, qmodel, x, board: str, target: str) -> dict:
     program = CompiledModel(compile_graph(build_graph(qmodel), parse_target(target), regions,
                                           board_name, name))
     q = program.quantize_inputs([x])
-    fast = run(program.program, q, board, elf=build(program.program, board, opt="-O3"))
+    files, args = runner_files(program.program, q)
+    fast = exact_counts(build(program.program, board, opt="-O3"), board, args, files=files,
+                        begin_symbol=None, end_symbol=None)  # exact: mcutorch's QEMU plugin
     prof = run(program.program, q, board, profile=True)
     per_op, prof_total = sum(prof.per_op.values()), prof.instructions
     split = flash_split(build(program.program, board), program.program)
     ram = {r.name: r.size for r in program.program.regions if r.size}
-    return {"name": name, "board": board, "target": target, "instructions": fast.instructions,
+    return {"name": name, "board": board, "target": target, "instructions": fast["total"],
             "overhead": (prof_total - per_op) / prof_total if prof_total else 0.0,
             "ram": ram, "state": state_size(program.program), **split,
             "top": sorted(prof.per_op.items(), key=lambda kv: -kv[1])[:3],
@@ -41,7 +44,7 @@ CMSIS_NN = {
 
 
 def print_table(rows: list[dict], short: dict, tflm: dict, et: dict) -> None:
-    print("\n## C runtime on emulated boards (instructions: -O3 build, SysTick under -icount; "
+    print("\n## C runtime on emulated boards (instructions: -O3 build, exact, QEMU plugin; "
           "flash: -Os build)")
     print(f"{'model':<6} {'target':<14} {'instructions':>13} {'CMSIS-NN':>11} {'ratio':>6} "
           f"{'dispatch<=':>10} "
@@ -56,7 +59,7 @@ def print_table(rows: list[dict], short: dict, tflm: dict, et: dict) -> None:
               f"{peer or 0:>11,} {ratio:>6} {r['overhead'] * 100:>9.2f}% {ram:>21,} "
               f"{ram / t if t else 0:>6.2f}x {ram / e if e else 0:>5.2f}x {r['runtime_core']:>7,} "
               f"{r['kernels']:>9,} {r['program']:>10,}")
-    print("dispatch<=: share of a profiled run outside the kernels (interpreter + profiling "
+    print("dispatch<=: share of a profiled (SysTick) run outside the kernels (interpreter + profiling "
           "hooks; an upper bound on dispatch). RAM: planned arenas of every region + runtime "
           "state; the runner's stack is not counted. core B: loader + validator + interpreter "
           "text+rodata.")
