@@ -495,8 +495,11 @@ def run_elf(
     cwd: str | Path | None = None,
     timeout: float = 30.0,
     target: str | Target | None = None,
+    qemu_args: Sequence[str] = (),
 ) -> RunResult:
     """Run firmware on an emulated board and collect its console, status and counts.
+
+    `qemu_args` are appended to the QEMU command line (e.g. ``-plugin ...``).
 
     The firmware sees `args` as argv[1:] (argv[0] is the ELF's file name) and opens host
     files by path relative to the working directory: `cwd`, or a fresh temporary
@@ -518,7 +521,7 @@ def run_elf(
     elf = Path(elf)
     if not elf.is_file():
         raise FileNotFoundError(f"firmware not found: {elf}")
-    cmd = qemu_command(elf, b, args)
+    cmd = qemu_command(elf, b, args) + list(qemu_args)
     _tool(QEMU)
     with tempfile.TemporaryDirectory(prefix="mcutorch-run-") as tmp:
         workdir = Path(cwd) if cwd is not None else Path(tmp)

@@ -45,7 +45,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from mcutorch import boards
-from mcutorch.boards import Board, RunResult, get_board, qemu_command
+from mcutorch.boards import Board, RunResult, get_board
 from mcutorch.errors import McutorchError, ToolchainError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,8 +56,6 @@ OBJDUMP = "arm-none-eabi-objdump"
 
 # The line format of the plugin's output file (see mt_exact.c).
 _EXACT_RE = re.compile(r"^mt_exact (\S+) (\d+)\s*$", re.MULTILINE)
-_TICKS_RE = re.compile(r"^mt_ticks(?: (\S+))? (\d+)\s*$", re.MULTILINE)
-_FAULT_RE = re.compile(r"^mt_fault: (.*)$", re.MULTILINE)
 
 # ---------------------------------------------------------------------------------------
 # Building the plugin
@@ -175,39 +173,6 @@ def plugin_option(so: Path, out: Path, begin: Sequence[int] = (), end: Sequence[
         parts += [f"{name}=0x{a & ~1:x}" for a in addrs]
     return ",".join(parts)
 
-def _run_with_plugin(elf: Path, board: Board, args: Sequence[str], cwd: Path,
-                     option: str, timeout: float) -> RunResult:
-    cmd = qemu_command(elf, board, args) + ["-plugin", option]
-    boards._tool(boards.QEMU)
-    timed_out = False
-    try:
-        proc = subprocess.run(cmd, cwd=cwd, stdin=subprocess.DEVNULL, capture_output=True,
-                              timeout=timeout)
-        stdout_b, stderr_b, code = proc.stdout, proc.stderr, proc.returncode
-    except subprocess.TimeoutExpired as e:
-        timed_out = True
-        stdout_b, stderr_b, code = e.stdout or b"", e.stderr or b"", None
-    stdout = stdout_b.decode("utf-8", "replace")
-    stderr = stderr_b.decode("utf-8", "replace")
-    ipt = board.instructions_per_tick
-    counts: dict[str, int] = {}
-    ticks = last_any = None
-    for m in _TICKS_RE.finditer(stdout):
-        label, n = m.group(1) or "", int(m.group(2))
-        counts[label] = round(n * ipt)
-        last_any = n
-        if label == "":
-            ticks = n
-    ticks = ticks if ticks is not None else last_any
-    faults = _FAULT_RE.findall(stdout)
-    fault = faults[-1].strip() if faults else None
-    if fault is None:
-        fatal = re.search(r"^qemu: fatal: (.*)$", stderr, re.MULTILINE)
-        fault = fatal.group(1).strip() if fatal else None
-    return RunResult(exit_code=code, stdout=stdout, stderr=stderr, timed_out=timed_out,
-                     instructions=None if ticks is None else round(ticks * ipt), ticks=ticks,
-                     counts=counts, fault=fault)
-
 def parse_output(text: str) -> dict:
     """The plugin's output file as ``{"per_op": {k: n}, "total": n, "totals": m, "all": n,
     "unmatched": u}`` (k = occurrence number of the op region).
@@ -287,7 +252,8 @@ def exact_counts(
             dest = workdir / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(bytes(content))
-        result = _run_with_plugin(elf, b, [str(a) for a in args], workdir, option, timeout)
+        result = boards.run_elf(elf, b, [str(a) for a in args], cwd=workdir, timeout=timeout,
+                                qemu_args=["-plugin", option])
         if "Could not load plugin" in result.stderr or "mt_exact:" in result.stderr:
             raise ToolchainError(f"QEMU refused the plugin {so.name}:\n{result.stderr}")
         if check:
