@@ -29,13 +29,55 @@ typedef struct {
   int8_t *y;
 } mt_out_stage;
 
+#if MT_MVE
+/* Four rows at once: the lanes of the result are sum over i < n of x[i] * w_j[i] (n > 0). */
+static inline int32x4_t mt_dot4_mve(const int8_t *x, const int8_t *w0, const int8_t *w1,
+                                    const int8_t *w2, const int8_t *w3, uint32_t n)
+{
+  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  __asm__ volatile("   dlstp.8 lr, %[n]\n"
+                   "1: vldrb.8 q0, [%[x]], #16\n"
+                   "   vldrb.8 q1, [%[w0]], #16\n"
+                   "   vmladava.s8 %[s0], q0, q1\n"
+                   "   vldrb.8 q2, [%[w1]], #16\n"
+                   "   vmladava.s8 %[s1], q0, q2\n"
+                   "   vldrb.8 q1, [%[w2]], #16\n"
+                   "   vmladava.s8 %[s2], q0, q1\n"
+                   "   vldrb.8 q2, [%[w3]], #16\n"
+                   "   vmladava.s8 %[s3], q0, q2\n"
+                   "   letp lr, 1b\n"
+                   : [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3),
+                     [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
+                   : [n] "r"(n)
+                   : "q0", "q1", "q2", "lr", "memory");
+  return vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1), 2), 3);
+}
+#endif /* MT_MVE */
+
 /* acc[o] = init[o] + sum over i < n of x[i] * w[o * w_stride + i] for o < nc, wrapping on 32
  * bits (init may be acc), then stored by `out` (into acc when out->y is NULL). */
 static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t w_stride,
                                        uint32_t n, int32_t nc, const uint32_t *init,
                                        uint32_t *acc, const mt_out_stage *out)
 {
-  for (int32_t o = 0; o < nc; o += 4, w += 4 * w_stride) {
+  int32_t o = 0;
+#if MT_MVE
+  if (out->y != NULL && n > 0) { /* whole blocks of four, the output stage's constants hoisted */
+    const int32x4_t v32 = vdupq_n_s32(32), vlo = vdupq_n_s32(out->lo - out->zp);
+    const int32x4_t vhi = vdupq_n_s32(out->hi - out->zp);
+    const int32_t zp = out->zp, *mult = out->mult, *shift = out->shift;
+    const int32_t *in = (const int32_t *)init;
+    int8_t *y = out->y;
+    for (; nc - o >= 4; o += 4, w += 4 * w_stride) {
+      int32x4_t v = mt_dot4_mve(x, w, w + w_stride, w + 2 * w_stride, w + 3 * w_stride, n);
+      v = vaddq_s32(v, vldrwq_s32(in + o));
+      const int32x4_t s = vldrwq_s32(shift + o);
+      v = mt_rq_v(v, vldrwq_s32(mult + o), vsubq_s32(v32, s), vnegq_s32(s));
+      vstrbq_s32(y + o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
+    }
+  }
+#endif /* MT_MVE */
+  for (; o < nc; o += 4, w += 4 * w_stride) {
     const int32_t nb = nc - o < 4 ? nc - o : 4; /* rows past nb repeat the last one */
     const int8_t *w0 = w, *w1 = w + (nb > 1 ? w_stride : 0);
     const int8_t *w2 = w + (nb > 2 ? 2 * w_stride : 0), *w3 = w + (size_t)(nb - 1) * w_stride;
@@ -73,21 +115,41 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
 #else /* !MT_MVE */
     uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, left = n;
 #if MT_DSP
-    for (; left >= 4; left -= 4) {
-      const uint32_t xv = mt_read_s8x4_inc(&xp);
-      const int32_t x02 = __sxtb16((int32_t)xv), x13 = mt_sxtb16_ror8(xv);
-      uint32_t v = mt_read_s8x4_inc(&w0);
-      a0 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
-                                                             (int32_t)a0));
-      v = mt_read_s8x4_inc(&w1);
-      a1 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
-                                                             (int32_t)a1));
-      v = mt_read_s8x4_inc(&w2);
-      a2 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
-                                                             (int32_t)a2));
-      v = mt_read_s8x4_inc(&w3);
-      a3 = (uint32_t)__smlad(x13, mt_sxtb16_ror8(v), __smlad(x02, __sxtb16((int32_t)v),
-                                                             (int32_t)a3));
+    if (left >= 4) { /* in asm: gcc spills two accumulators of this loop written in C */
+      const int8_t *const x_end = xp + (left & ~3u);
+      uint32_t t0, t1, t2, t3;
+      __asm__ volatile("1: ldr %[t0], [%[x]], #4\n"
+                       "   sxtb16 %[t1], %[t0]\n"
+                       "   sxtb16 %[t0], %[t0], ror #8\n"
+                       "   ldr %[t2], [%[w0]], #4\n"
+                       "   sxtb16 %[t3], %[t2]\n"
+                       "   smlad %[a0], %[t1], %[t3], %[a0]\n"
+                       "   sxtb16 %[t2], %[t2], ror #8\n"
+                       "   smlad %[a0], %[t0], %[t2], %[a0]\n"
+                       "   ldr %[t2], [%[w1]], #4\n"
+                       "   sxtb16 %[t3], %[t2]\n"
+                       "   smlad %[a1], %[t1], %[t3], %[a1]\n"
+                       "   sxtb16 %[t2], %[t2], ror #8\n"
+                       "   smlad %[a1], %[t0], %[t2], %[a1]\n"
+                       "   ldr %[t2], [%[w2]], #4\n"
+                       "   sxtb16 %[t3], %[t2]\n"
+                       "   smlad %[a2], %[t1], %[t3], %[a2]\n"
+                       "   sxtb16 %[t2], %[t2], ror #8\n"
+                       "   smlad %[a2], %[t0], %[t2], %[a2]\n"
+                       "   ldr %[t2], [%[w3]], #4\n"
+                       "   sxtb16 %[t3], %[t2]\n"
+                       "   smlad %[a3], %[t1], %[t3], %[a3]\n"
+                       "   sxtb16 %[t2], %[t2], ror #8\n"
+                       "   smlad %[a3], %[t0], %[t2], %[a3]\n"
+                       "   cmp %[x], %[end]\n"
+                       "   bne 1b\n"
+                       : [x] "+r"(xp), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
+                         [w3] "+r"(w3), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2),
+                         [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
+                         [t3] "=&r"(t3)
+                       : [end] "r"(x_end)
+                       : "cc", "memory");
+      left &= 3u;
     }
 #endif /* MT_DSP */
     for (uint32_t i = 0; i < left; i++) {
@@ -115,7 +177,32 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
 static MT_NOINLINE void mt_wsum_rows_s8(const int8_t *w, size_t w_stride, uint32_t n,
                                         int32_t nc, uint32_t *sum)
 {
-  for (int32_t o = 0; o < nc; o++, w += w_stride) {
+  int32_t o = 0;
+#if MT_MVE
+  for (; nc - o >= 4 && n > 0; o += 4, w += 4 * w_stride) { /* four rows per DLSTP loop */
+    const int8_t *w0 = w, *w1 = w + w_stride, *w2 = w + 2 * w_stride, *w3 = w + 3 * w_stride;
+    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    __asm__ volatile("   dlstp.8 lr, %[n]\n"
+                     "1: vldrb.8 q0, [%[w0]], #16\n"
+                     "   vaddva.s8 %[s0], q0\n"
+                     "   vldrb.8 q1, [%[w1]], #16\n"
+                     "   vaddva.s8 %[s1], q1\n"
+                     "   vldrb.8 q0, [%[w2]], #16\n"
+                     "   vaddva.s8 %[s2], q0\n"
+                     "   vldrb.8 q1, [%[w3]], #16\n"
+                     "   vaddva.s8 %[s3], q1\n"
+                     "   letp lr, 1b\n"
+                     : [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3),
+                       [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
+                     : [n] "r"(n)
+                     : "q0", "q1", "lr", "memory");
+    sum[o] += (uint32_t)s0;
+    sum[o + 1] += (uint32_t)s1;
+    sum[o + 2] += (uint32_t)s2;
+    sum[o + 3] += (uint32_t)s3;
+  }
+#endif /* MT_MVE */
+  for (; o < nc; o++, w += w_stride) {
     uint32_t s = 0, i = 0;
 #if MT_MVE
     for (; n - i >= 16; i += 16) {

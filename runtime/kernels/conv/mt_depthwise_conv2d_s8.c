@@ -4,8 +4,9 @@
  * Output channel c*M + m reads input channel c only. Per output pixel the in-bounds taps are
  * found once (padding contributes 0 and is never read); the channels then accumulate over the
  * window, adjacent channels together when M == 1 (they share every address step): 16 per pass
- * on MVE (four int32x4 accumulators, VLDRB widening loads, the tail predicated, requantized on
- * vectors), 4 on DSP (SXTAB16 adds x_off to two bytes at once, SMLABB/SMLATT) and in C.
+ * on MVE (whole blocks on int16 lanes, mt_depthwise_mve.h; the tail on four int32x4
+ * accumulators, predicated), 4 on DSP (SXTAB16 adds x_off to two bytes at once, SMLABB/SMLATT)
+ * and in C.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -130,6 +131,8 @@ static MT_NOINLINE void dw_taps_part(const int8_t *xp, const int8_t *wp, size_t 
 }
 #endif /* MT_MVE */
 
+#include "mt_depthwise_mve.h" /* dw_blocks16: M == 1, 16 channels at a time on MVE */
+
 /* y_px[oc + b], b < nb: the window sums of nb adjacent channels (x, w at the window's first
  * in-bounds tap; nb <= DW_BLOCK when M == 1, else 1) plus bias, requantized. Per tap x steps
  * C * dilation bytes, w steps C * M bytes. */
@@ -151,16 +154,6 @@ static MT_NOINLINE void dw_block(const dw_ctx *c, const dw_win *v, const int8_t 
     int32x4_t v2 = vldrwq_z_s32(bias + 8, p2), v3 = vldrwq_z_s32(bias + 12, p3);
     for (int32_t ky = 0; ky < rows; ky++) {
       const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
-      if (nb == DW_BLOCK) { /* unpredicated: gcc gives every predicated load its own VPST */
-        for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
-          v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp), off), vldrbq_s32(wp)));
-          v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 4), off), vldrbq_s32(wp + 4)));
-          v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 8), off), vldrbq_s32(wp + 8)));
-          v3 = vaddq_s32(v3,
-                         vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 12), off), vldrbq_s32(wp + 12)));
-        }
-        continue;
-      }
       int32x4_t part[4] = {v0, v1, v2, v3};
       dw_taps_part(xp, wp, x_tap, cm, cols, off, nb, part);
       v0 = part[0];
@@ -192,7 +185,8 @@ static MT_NOINLINE void dw_block(const dw_ctx *c, const dw_win *v, const int8_t 
     for (; kx < cols; kx++, xp += x_tap, wp += cm) {
       const uint32_t xv = mt_read_s8x4(xp), wv = mt_read_s8x4(wp);
       const int32_t x02 = __sxtab16((int32_t)off2, (int32_t)xv);
-      const int32_t x13 = __sxtab16((int32_t)off2, (int32_t)((xv >> 8) | (xv << 24)));
+      int32_t x13; /* SXTAB16 with ROR #8 (gcc does not fold the rotate) */
+      __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(x13) : "r"(off2), "r"(xv));
       const int32_t w02 = __sxtb16((int32_t)wv), w13 = mt_sxtb16_ror8(wv);
       a0 = (uint32_t)__smlabb(x02, w02, (int32_t)a0);
       a1 = (uint32_t)__smlabb(x13, w13, (int32_t)a1);
@@ -229,8 +223,14 @@ static void dw_pixel(const dw_ctx *c, const int8_t *x_img, int32_t oh, int32_t o
               (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->c;
     w_win += ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->c * (size_t)c->m;
   }
-  int32_t oc = 0;
-  for (int32_t ch = 0; ch < c->c;) {
+  int32_t oc = 0, ch = 0;
+#if MT_MVE
+  if (c->m == 1 && c->c >= 16) { /* whole blocks of 16 channels on int16 lanes */
+    ch = oc = c->c & ~15;
+    dw_blocks16(c, &v, x_win, w_win, c->c / 16, y_px);
+  }
+#endif /* MT_MVE */
+  for (; ch < c->c;) {
     const int32_t left = c->c - ch, nb = left < DW_BLOCK ? left : DW_BLOCK;
     if (c->m == 1 && (MT_MVE || nb == DW_BLOCK)) { /* MVE predicates the tail */
       dw_block(c, &v, x_win + ch, w_win + oc, oc, nb, y_px);
