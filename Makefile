@@ -30,7 +30,7 @@ test-all: setup toolchain
 
 bench: setup toolchain
 	$(PY) -m bench
-	$(PY) -m bench.kernels
+	$(PY) -m bench.kernels --layers all
 	$(PY) -m bench.npu
 
 header: setup
