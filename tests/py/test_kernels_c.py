@@ -636,7 +636,7 @@ def kernel_sources():
 
 def build_host_runner(out: Path) -> Path:
     if shutil.which("gcc") is None:
-        pytest.skip("gcc not found")
+        pytest.fail("gcc not found: run `make toolchain`")
     includes = [f"-I{d}" for d in (*ck.INCLUDE_DIRS, RUNNER_DIR)]
     sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_host.c", *kernel_sources()]
     cmd = ["gcc", *HOST_FLAGS, *includes, *map(str, sources), "-o", str(out)]
@@ -660,7 +660,7 @@ def run_host(cases, tmp: Path):
 def run_board(cases, tmp: Path, board: str, cpu: str):
     from mcutorch import boards
     if shutil.which(boards.GCC) is None or shutil.which(boards.QEMU) is None:
-        pytest.skip("arm-none-eabi-gcc or qemu-system-arm not found")
+        pytest.fail("arm-none-eabi-gcc or qemu-system-arm not found: run `make toolchain`")
     listing = write_cases(cases, tmp / "cases", max_bytes=ARENA_LIMIT)
     sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
     elf = boards.build_elf(sources, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
@@ -704,7 +704,7 @@ def test_kernels_qemu_sweep(tmp_path, board, cpu):
 def test_kernel_table_links_only_used_kernels(tmp_path):
     """kernel_table_c + sources_for build a table holding exactly the used kernels."""
     if shutil.which("gcc") is None:
-        pytest.skip("gcc not found")
+        pytest.fail("gcc not found: run `make toolchain`")
     used = {("conv2d", "ref"), ("softmax", "ref"), ("avg_pool2d", "ref"), ("delegate", "ref")}
     (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
     opcodes = sorted(ops.get(op).opcode for op, _ in used if op != "delegate")
@@ -730,7 +730,7 @@ def test_kws_kernel_text_size(tmp_path):
     """The kernels a KWS model links (and their table) stay within the code budget."""
     from mcutorch import boards
     if shutil.which(boards.GCC) is None:
-        pytest.skip("arm-none-eabi-gcc not found")
+        pytest.fail("arm-none-eabi-gcc not found: run `make toolchain`")
     used = {(op, "ref") for op in KWS_OPS}
     (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
     (tmp_path / "with.c").write_text('#include "mt_kernels.h"\n'

@@ -432,7 +432,7 @@ int mt_check(const mt_header_t *h, const mt_op_t *op) {
                                        ("arm-none-eabi-gcc", ["-mcpu=cortex-m0plus", "-mthumb"])])
 def test_c_header_compiles(tmp_path, cc, flags):
     if shutil.which(cc) is None:
-        pytest.skip(f"{cc} not installed")
+        pytest.fail(f"{cc} not installed: run `make toolchain`")
     src = tmp_path / "use.c"
     src.write_text(C_USE)
     cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only", *flags,

@@ -19,7 +19,7 @@ from mcutorch.errors import TargetError, ToolchainError
 pytestmark = pytest.mark.qemu
 
 if shutil.which(boards.GCC) is None or shutil.which(boards.QEMU) is None:
-    pytest.skip(f"needs {boards.GCC} and {boards.QEMU}", allow_module_level=True)
+    pytest.fail(f"needs {boards.GCC} and {boards.QEMU}: run `make toolchain`", pytrace=False)
 
 PROGRAMS = Path(__file__).parent / "programs"
 

@@ -22,8 +22,8 @@ from mcutorch.errors import ToolchainError
 pytestmark = pytest.mark.qemu
 
 if any(shutil.which(t) is None for t in (boards.GCC, boards.QEMU, exact.OBJDUMP, "gcc")):
-    pytest.skip("needs arm-none-eabi-gcc/objdump, qemu-system-arm and gcc",
-                allow_module_level=True)
+    pytest.fail("needs arm-none-eabi-gcc/objdump, qemu-system-arm and gcc: run `make toolchain`",
+                pytrace=False)
 
 BUILDS = [("mps2-an385", "cortex-m3"), ("mps2-an385", "cortex-m0plus"),
           ("mps2-an386", "cortex-m4"), ("mps2-an500", "cortex-m7"),
