@@ -22,7 +22,7 @@ import numpy as np
 
 from mcutorch import boards, ops, quant
 from mcutorch.backends.cortex_m import kernels as ck
-from mcutorch.ref import KERNELS, softmax_exp_table
+from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
@@ -61,17 +61,20 @@ def _s8(rng, shape, lo=-128, hi=127):
 
 
 def make_layer(name):
-    """(op, inputs, attrs, MACs) of one benchmark layer, operands seeded by its name."""
+    """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name.
+
+    fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
+    operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the "ref" one."""
     op, xs, ws, kw, _ = LAYERS[name]
     rng = _rng(name)
     x = _s8(rng, xs)
     if op == "softmax":
-        return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0
+        return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "ref"
     if op == "avg_pool2d":
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
                      in_zp=-5, out_zp=-5, act_min=-128, act_max=127)
-        return op, (x,), attrs, x.size
+        return op, (x,), attrs, x.size, "ref"
     w = _s8(rng, ws, -127, 127)
     cout = ws[-1] if op == "depthwise_conv2d" else ws[0]
     taps = w.size // cout
@@ -84,16 +87,21 @@ def make_layer(name):
         attrs.update(stride_h=s[0], stride_w=s[1], dilation_h=1, dilation_w=1, pad_top=p[0],
                      pad_left=p[1], pad_bottom=p[2], pad_right=p[3])
         attrs.update(groups=1) if op == "conv2d" else attrs.update(depth_multiplier=1)
-    y = KERNELS[op](x, w, bias, mult, shift, **attrs)
-    return op, (x, w, bias, mult, shift), attrs, y.size * taps
+    y = kernel_for(op)(x, w, bias, mult, shift, **attrs)
+    if op == "fully_connected":
+        folded = fold_bias(w, bias, attrs["in_zp"]).astype(np.int32)
+        attrs = {**attrs, "in_zp": 0}
+        assert (kernel_for(op, "folded")(x, w, folded, mult, shift, **attrs) == y).all()
+        return op, (x, w, folded, mult, shift), attrs, y.size * taps, "folded"
+    return op, (x, w, bias, mult, shift), attrs, y.size * taps, "ref"
 
 
-def case_bytes(op_name, inputs, attrs) -> bytes:
+def case_bytes(op_name, inputs, attrs, variant="ref") -> bytes:
     """A run_kernel case file (format: tests/c/kernels/run_kernel.c), expected = reference."""
     op = ops.get(op_name)
-    y = KERNELS[op_name](*inputs, **attrs)
+    y = kernel_for(op_name, variant)(*inputs, **attrs)
     vals = [int(attrs[a]) for a in op.attrs]
-    out = struct.pack(f"<9I{len(vals)}i", 0x434B544D, 1, op.opcode, op.variants.index("ref"), 0,
+    out = struct.pack(f"<9I{len(vals)}i", 0x434B544D, 1, op.opcode, op.variants.index(variant), 0,
                       0xFFFFFFFF, len(vals), len(inputs), 1, *vals)
     for a in (*inputs, y):
         a = np.ascontiguousarray(a)
@@ -115,8 +123,8 @@ def measure(names, cpus=CPUS, opt="-O3", workdir=None) -> dict:
         work = Path(workdir or tmp)
         work.mkdir(parents=True, exist_ok=True)
         for name in names:
-            op, inputs, attrs, _ = make_layer(name)
-            (work / f"{name}.mtkc").write_bytes(case_bytes(op, inputs, attrs))
+            op, inputs, attrs, _, variant = make_layer(name)
+            (work / f"{name}.mtkc").write_bytes(case_bytes(op, inputs, attrs, variant))
         (work / "cases.lst").write_text("".join(f"{n}.mtkc\n" for n in names))
         counts = {}
         for cpu in cpus:

@@ -5,11 +5,12 @@
 #include "mt_kernels.h"
 
 #define MT_ROW(fn) {{fn, NULL, NULL, NULL}}
+#define MT_ROW2(fn, fn1) {{fn, fn1, NULL, NULL}}
 
 static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_CONV2D] = MT_ROW(mt_conv2d_s8),
     [MT_OP_DEPTHWISE_CONV2D] = MT_ROW(mt_depthwise_conv2d_s8),
-    [MT_OP_FULLY_CONNECTED] = MT_ROW(mt_fully_connected_s8),
+    [MT_OP_FULLY_CONNECTED] = MT_ROW2(mt_fully_connected_s8, mt_fully_connected_folded_s8),
     [MT_OP_ADD] = MT_ROW(mt_add_s8),
     [MT_OP_MUL] = MT_ROW(mt_mul_s8),
     [MT_OP_MAX_POOL2D] = MT_ROW(mt_max_pool2d_s8),

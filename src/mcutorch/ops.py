@@ -52,7 +52,7 @@ OPS: tuple[OpDef, ...] = (
           {"x": "NHWC", "weight": "HWC: [KH, KW, C*M]", "y": "NHWC"},
           doc="output channel c*M+m reads input channel c"),
     OpDef("fully_connected", 2, ("x", "weight", "bias", "mult", "shift"), ("y",), OUT_ATTRS,
-          {"x": "NC", "weight": "OI", "y": "NC"}),
+          {"x": "NC", "weight": "OI", "y": "NC"}, ("ref", "folded")),
     # --- element-wise binary ops (same shapes) ---
     OpDef("add", 3, ("a", "b"), ("y",),
           ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift",

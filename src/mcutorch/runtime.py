@@ -11,7 +11,7 @@ import numpy as np
 from .errors import McutorchError
 from .program import schema as S
 from .program.model import Program
-from .ref import KERNELS
+from .ref import kernel_for
 
 
 class Interpreter:
@@ -46,7 +46,7 @@ class Interpreter:
                 raise McutorchError(f"op {i} is an {d.npu} delegate without a CPU version; the "
                                     "host cannot run it (compile without --no-npu-fallback)")
             return [self._resolve(j) for j in range(d.cpu_ops[0], d.cpu_ops[0] + d.cpu_ops[1])]
-        kernel = KERNELS[op.name]
+        kernel = kernel_for(op.name, op.variant)
         ins = [self.views[t] for t in op.inputs]
         out = self.views[op.outputs[0]]
         return (kernel, ins, op.attrs, out)

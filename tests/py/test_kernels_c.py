@@ -24,7 +24,8 @@ import pytest
 
 from mcutorch import ops, quant
 from mcutorch.backends.cortex_m import kernels as ck
-from mcutorch.ref import KERNELS, concat_attrs, pad_attrs, softmax_exp_table, transpose_attrs
+from mcutorch.ref import (KERNELS, concat_attrs, fold_bias, kernel_for, pad_attrs,
+                          softmax_exp_table, transpose_attrs)
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
@@ -55,6 +56,7 @@ class Case:
     status: int = OK
     out_shape: tuple | None = None  # the y shape handed to the kernel (default: the reference's)
     ref_raises: bool = True  # for bad cases: the reference refuses them too
+    variant: str = "ref"  # kernel variant (ops.py), run by ref.kernel_for and the C table
 
 
 def rng_for(name: str) -> np.random.Generator:
@@ -149,6 +151,25 @@ def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 
         else:
             attrs["depth_multiplier"] = mult
     return Case(name, op, (x, w, bias, m, s), attrs)
+
+
+def folded(case):
+    """The "folded" twin of a fully_connected case: bias' = bias - in_zp * sum(w) (what the
+    compiler stores), in_zp kept (the kernel ignores it). Its reference output must equal the
+    "ref" output on the unfolded bias."""
+    x, w, bias, m, s = case.inputs
+    b = fold_bias(w, bias, case.attrs["in_zp"])
+    assert b.min() >= -(1 << 31) and b.max() < (1 << 31)
+    twin = replace(case, name=case.name + "_folded", inputs=(x, w, i32(b), m, s),
+                   variant="folded")
+    if case.status == OK:
+        np.testing.assert_array_equal(reference_output(twin), reference_output(case))
+    return twin
+
+
+def with_folded(cases):
+    """`cases` plus the folded twin of every fully_connected case."""
+    return cases + [folded(c) for c in cases if c.op == "fully_connected"]
 
 
 CONV_EDGES = [  # name, x NHWC, w OHWI, stride, dilation, pads (t, l, b, r), groups
@@ -529,6 +550,11 @@ def bad_cases():
                                              *dw.inputs[2:])),
              bad(fc, "in_mismatch", inputs=(fc.inputs[0][:, :8], *fc.inputs[1:])),
              bad(fc, "y_shape", ref_raises=False, out_shape=(2, 5))]
+    fcf = folded(fc)
+    cases += [bad(fcf, "in_mismatch", inputs=(fcf.inputs[0][:, :8], *fcf.inputs[1:])),
+              bad(fcf, "bias_short", inputs=(*fcf.inputs[:2], fcf.inputs[2][:3], *fcf.inputs[3:])),
+              bad(fcf, "in_zp128", in_zp=128),
+              bad(fcf, "y_shape", ref_raises=False, out_shape=(2, 5))]
     add = add_case("add_base", (2, 5))
     mul = mul_case("mul_base", (2, 5))
     cases += [bad(add, "shape", inputs=(add.inputs[0], add.inputs[1][:1])),
@@ -569,7 +595,7 @@ def bad_cases():
 # ----------------------------------------------------------------------------- case files
 
 def reference_output(case):
-    y = KERNELS[case.op](*case.inputs, **case.attrs)
+    y = kernel_for(case.op, case.variant)(*case.inputs, **case.attrs)
     return y.reshape(case.out_shape) if case.out_shape is not None else y
 
 
@@ -578,7 +604,7 @@ def expected_output(case):
         return reference_output(case)
     if case.ref_raises:
         with pytest.raises(ValueError):
-            KERNELS[case.op](*case.inputs, **case.attrs)
+            kernel_for(case.op, case.variant)(*case.inputs, **case.attrs)
     return np.zeros(case.out_shape, np.int8)
 
 
@@ -597,15 +623,16 @@ def case_bytes(case) -> bytes:
     rng = rng_for(case.name + "/layout")
     attrs = [case.attrs[a] for a in op.attrs]
     head = struct.pack(f"<9I{len(attrs)}i", MAGIC, VERSION, op.opcode,
-                       op.variants.index("ref"), case.status,
+                       op.variants.index(case.variant), case.status,
                        NONE if case.alias is None else case.alias, len(attrs),
                        len(case.inputs), 1, *[int(v) for v in attrs])
     return head + b"".join(tensor_record(a, rng) for a in (*case.inputs, y))
 
 
 def all_cases(n_random):
-    cases = (conv_cases(n_random) + elementwise_cases(n_random) + pool_cases(n_random) +
-             softmax_cases(n_random) + movement_cases(n_random) + simd_cases() + bad_cases())
+    cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
+             pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
+             with_folded(simd_cases()) + bad_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases
@@ -755,3 +782,15 @@ def test_every_op_has_a_kernel_file():
         assert f"mt_status {k.function}(const mt_op_args *args)" in text, k.sources[0]
         assert len(text.splitlines()) <= 300, f"{k.sources[0]} is longer than 300 lines"
         assert ck.scratch_bytes(op.name, [], {}) == 0
+        for v in op.variants:
+            k = ck.kernel(op.name, v)
+            assert f"mt_status {k.function}(const mt_op_args *args)" in k.sources[0].read_text()
+
+
+def test_folded_variant_matches_ref():
+    """The Python "folded" fully_connected on bias' equals "ref" on the original bias."""
+    rng = rng_for("folded_vs_ref")
+    for i in range(20):
+        n, n_in, n_out = (int(v) for v in rng.integers(1, (4, 300, 40)))
+        case = mac_case(f"fold_{i}", "fully_connected", (n, n_in), (n_out, n_in))
+        folded(case)  # asserts equality

@@ -10,7 +10,7 @@ C kernels and TOSA lowerings must reproduce them bit for bit.
 """
 from __future__ import annotations
 
-from .conv import conv2d, depthwise_conv2d, fully_connected
+from .conv import conv2d, depthwise_conv2d, fold_bias, fully_connected, fully_connected_folded
 from .elementwise import add, clamp, lut, make_lut, mul, rescale
 from .movement import concat, concat_attrs, copy, pad, pad_attrs, transpose, transpose_attrs
 from .pool import avg_pool2d, max_pool2d
@@ -34,5 +34,17 @@ KERNELS = {
     "copy": copy,
 }
 
-__all__ = ["KERNELS", "make_lut", "softmax_exp_table", "transpose_attrs", "concat_attrs",
+# (op, variant) -> kernel for the variants whose operands differ from "ref" (ops.py variants);
+# a variant not listed here runs the op's KERNELS entry.
+VARIANTS = {
+    ("fully_connected", "folded"): fully_connected_folded,
+}
+
+
+def kernel_for(op: str, variant: str = "ref"):
+    """The reference kernel of (op, variant)."""
+    return VARIANTS.get((op, variant), KERNELS[op])
+
+
+__all__ = ["KERNELS", "VARIANTS", "kernel_for", "fold_bias", "make_lut", "softmax_exp_table", "transpose_attrs", "concat_attrs",
            "pad_attrs", *KERNELS]

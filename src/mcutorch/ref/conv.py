@@ -102,6 +102,29 @@ def depthwise_conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilati
     return requantize(acc, mult, shift, out_zp, act_min, act_max)
 
 
+def fold_bias(weight, bias, in_zp):
+    """bias' = bias - in_zp * sum(w) per output channel (int64; "folded" variant operand).
+
+    weight: (Out, ...) int8, bias: (Out,) int32. The caller checks bias' fits int32.
+    """
+    wsum = np.asarray(weight, np.int64).reshape(weight.shape[0], -1).sum(axis=1)
+    return np.asarray(bias, np.int64) - int(in_zp) * wsum
+
+
+def fully_connected_folded(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act_max):
+    """fully_connected, variant "folded": `bias` is bias' = bias - in_zp * sum(w) (fold_bias),
+    so acc = bias' + sum(x * w); equal to fully_connected on the unfolded bias."""
+    as_array(x, np.int8, "x", 2)
+    as_array(weight, np.int8, "weight", 2)
+    check_zp("in_zp", in_zp)
+    check(x.shape[1] == weight.shape[1],
+          f"fully_connected: x {x.shape} and weight {weight.shape} disagree on In")
+    bias64 = _mac_operands(bias, mult, shift, weight.shape[0])
+    acc = x.astype(np.float64) @ weight.astype(np.float64).T
+    acc = acc.astype(np.int64) + bias64
+    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+
+
 def fully_connected(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act_max):
     """y = x @ weight.T with per-output-channel requantization."""
     # x: (N, In) int8; weight: (Out, In) int8; bias, mult, shift: (Out,) int32 -> y: (N, Out) int8

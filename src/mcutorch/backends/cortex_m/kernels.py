@@ -2,7 +2,8 @@
 how much scratch each needs, and the per-model kernel table the compiler emits.
 
 Layout (``runtime/kernels/``, C99): one family per folder, one public function per file, named
-``mt_<op>_s8`` for the portable "ref" variant (``mt_<op>_<variant>_s8`` for later ones)::
+``mt_<op>_s8`` for the portable "ref" variant (``mt_<op>_<variant>_s8`` for later ones, in their
+own file or, listed in SHARED_FILE, in the "ref" file: fully_connected "folded")::
 
     conv/         conv2d, depthwise_conv2d, fully_connected
     elementwise/  add, mul, clamp, lut, rescale          (the output may be placed over an input)
@@ -64,7 +65,12 @@ class Kernel:
 def _kernel(op: ops.OpDef, variant: str) -> Kernel:
     suffix = "" if variant == "ref" else f"_{variant}"
     function = f"mt_{op.name}{suffix}_s8"
-    return Kernel(op.name, variant, function, (KERNELS_DIR / FAMILY_OF[op.name] / f"{function}.c",))
+    file = f"mt_{op.name}_s8.c" if (op.name, variant) in SHARED_FILE else f"{function}.c"
+    return Kernel(op.name, variant, function, (KERNELS_DIR / FAMILY_OF[op.name] / file,))
+
+
+# variants whose function lives in the op's "ref" file (sharing its argument checks)
+SHARED_FILE = {("fully_connected", "folded")}
 
 
 assert all(len(op.variants) <= 4 for op in ops.OPS), "mt_kernel_row holds 4 variants"
