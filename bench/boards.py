@@ -33,7 +33,7 @@ def measure(name: str, qmodel, x, board: str, target: str) -> dict:
 
 
 # CMSIS-NN v7.0 whole networks (GCC 12.2 -O3, QEMU 7.2 exact counts, TFLM qparams, double
-# rounding; the issue's own measurement), instructions per inference.
+# rounding; measured on this machine kind), instructions per inference.
 CMSIS_NN = {
     "ds_cnn_kws": {"cortex-m55": 1784752, "cortex-m33": 7800488, "cortex-m3": 10544690},
     "mobilenet_v1_vww": {"cortex-m55": 6422617, "cortex-m33": 24531618, "cortex-m3": 32073710},

@@ -7,7 +7,7 @@ the share of MACs in Ethos-U delegates, Vela's estimated inference time and SRAM
 whole NPU part (Ethos_U55_High_End_Embedded, Shared_Sram, 500 MHz unless --npu/--system-config
 say otherwise), mcutorch's compile time (export, passes, partition, TOSA, bit-exact TOSA check,
 Vela, plan, emit), and the ops left on the CPU. Reference figures printed beside: TFLite + Vela
-and ExecuTorch's Ethos-U flow (published runs), which is the comparison the issue asked for.
+and ExecuTorch's Ethos-U flow (published runs on this machine kind).
 Vela's numbers are its model of the NPU and memory system, not a measurement: no Ethos-U runs here.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ MODELS = ["ds_cnn_kws", "mobilenet_v1_vww", "resnet8", "fc_autoencoder", "ds_cnn
           "mobilenet_v2"]
 SHORT = {"ds_cnn_kws": "KWS", "mobilenet_v1_vww": "VWW", "resnet8": "IC", "fc_autoencoder": "AD",
          "ds_cnn_sww": "SWW", "mobilenet_v2": "MNv2-0.35/96", "mobilenet_v2_large": "MNv2-1.0/224"}
-# Reference figures (ms on Ethos-U55-128; ExecuTorch compile seconds), as the issue states them.
+# Reference figures (ms on Ethos-U55-128; ExecuTorch compile seconds) for this configuration.
 TFLITE_VELA_MS = {"ds_cnn_kws": 0.18, "mobilenet_v1_vww": 0.44, "resnet8": 0.40,
                   "fc_autoencoder": 0.40, "ds_cnn_sww": 0.12}
 EXECUTORCH_MS = {"ds_cnn_kws": 0.18, "mobilenet_v1_vww": 0.77, "resnet8": 0.43,
