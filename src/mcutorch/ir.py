@@ -43,6 +43,11 @@ class Tensor:
         return f"{self.name}:{self.dtype}{list(self.shape)}{q}"
 
 
+def same_qparams(a: Tensor, b: Tensor) -> bool:
+    """Whether two tensors share scale and zero point (their int8 values mean the same)."""
+    return a.scale == b.scale and a.zero_point == b.zero_point
+
+
 @dataclass(eq=False)
 class Node:
     op: str

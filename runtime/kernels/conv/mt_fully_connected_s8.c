@@ -38,8 +38,8 @@ static int fc_args_ok(const mt_op_args *a)
 }
 
 // x: (N, In) int8; weight: (Out, In) int8 (OI); bias, mult, shift: (Out,) int32
-// -> y: (N, Out) int8
-mt_status mt_fully_connected_s8(const mt_op_args *args)
+// -> y: (N, Out) int8. `folded`: bias already holds bias + x_off * sum(w) (variant "folded").
+static mt_status fc_run(const mt_op_args *args, int folded)
 {
   if (!fc_args_ok(args)) {
     return MT_STATUS_BAD_ARGUMENT;
@@ -55,16 +55,20 @@ mt_status mt_fully_connected_s8(const mt_op_args *args)
   const uint32_t batch = xt->shape[0], n_in = xt->shape[1], n_out = wt->shape[0];
   const int32_t x_off = -at[MT_FULLY_CONNECTED_IN_ZP], out_zp = at[MT_FULLY_CONNECTED_OUT_ZP];
   const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
-  uint32_t base[MT_MAC_CHUNK], acc[MT_MAC_CHUNK];
+  uint32_t sums[MT_MAC_CHUNK], acc[MT_MAC_CHUNK];
   for (uint32_t o = 0; o < n_out; o += MT_MAC_CHUNK) {
     const int32_t nc = n_out - o < MT_MAC_CHUNK ? (int32_t)(n_out - o) : MT_MAC_CHUNK;
     const int8_t *w_c = w + (size_t)o * n_in;
-    for (int32_t j = 0; j < nc; j++) {
-      base[j] = 0;
-    }
-    mt_wsum_rows_s8(w_c, n_in, n_in, nc, base);
-    for (int32_t j = 0; j < nc; j++) { /* bias + x_off * sum(w) */
-      base[j] = (uint32_t)bias[o + (uint32_t)j] + (uint32_t)x_off * base[j];
+    const uint32_t *base = (const uint32_t *)(bias + o);
+    if (!folded) { /* bias + x_off * sum(w), once per chunk of output channels */
+      for (int32_t j = 0; j < nc; j++) {
+        sums[j] = 0;
+      }
+      mt_wsum_rows_s8(w_c, n_in, n_in, nc, sums);
+      for (int32_t j = 0; j < nc; j++) {
+        sums[j] = (uint32_t)bias[o + (uint32_t)j] + (uint32_t)x_off * sums[j];
+      }
+      base = sums;
     }
     for (uint32_t n = 0; n < batch; n++) {
       const mt_out_stage out = {mult + o, shift + o, out_zp, lo, hi, y + (size_t)n * n_out + o};
@@ -74,33 +78,13 @@ mt_status mt_fully_connected_s8(const mt_op_args *args)
   return MT_STATUS_OK;
 }
 
-// x: (N, In) int8; weight: (Out, In) int8 (OI); bias' (folded), mult, shift: (Out,) int32
-// -> y: (N, Out) int8
+mt_status mt_fully_connected_s8(const mt_op_args *args)
+{
+  return fc_run(args, 0);
+}
+
+// Variant "folded": the compiler stored bias' = bias - in_zp * sum(w) (no per-call sums).
 mt_status mt_fully_connected_folded_s8(const mt_op_args *args)
 {
-  if (!fc_args_ok(args)) {
-    return MT_STATUS_BAD_ARGUMENT;
-  }
-  const int32_t *at = args->attrs;
-  const mt_tensor *xt = &args->in[MT_FULLY_CONNECTED_IN_X];
-  const mt_tensor *wt = &args->in[MT_FULLY_CONNECTED_IN_WEIGHT];
-  const int8_t *x = (const int8_t *)xt->data, *w = (const int8_t *)wt->data;
-  const int32_t *bias = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_BIAS].data;
-  const int32_t *mult = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_MULT].data;
-  const int32_t *shift = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_SHIFT].data;
-  int8_t *y = (int8_t *)args->out[MT_FULLY_CONNECTED_OUT_Y].data;
-  const uint32_t batch = xt->shape[0], n_in = xt->shape[1], n_out = wt->shape[0];
-  const int32_t out_zp = at[MT_FULLY_CONNECTED_OUT_ZP];
-  const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
-  uint32_t acc[MT_MAC_CHUNK];
-  for (uint32_t o = 0; o < n_out; o += MT_MAC_CHUNK) {
-    const int32_t nc = n_out - o < MT_MAC_CHUNK ? (int32_t)(n_out - o) : MT_MAC_CHUNK;
-    const int8_t *w_c = w + (size_t)o * n_in;
-    const uint32_t *base = (const uint32_t *)(bias + o); /* bias' = bias + x_off * sum(w) */
-    for (uint32_t n = 0; n < batch; n++) {
-      const mt_out_stage out = {mult + o, shift + o, out_zp, lo, hi, y + (size_t)n * n_out + o};
-      mt_dot_rows_s8(x + (size_t)n * n_in, w_c, n_in, n_in, nc, base, acc, &out);
-    }
-  }
-  return MT_STATUS_OK;
+  return fc_run(args, 1);
 }

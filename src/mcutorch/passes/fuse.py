@@ -3,13 +3,9 @@ clamp of the op that produced its input (when that op has no other reader), else
 """
 from __future__ import annotations
 
-from ..ir import Graph
+from ..ir import Graph, same_qparams
 
 FUSABLE = {"conv2d", "fully_connected", "add", "mul", "avg_pool2d", "max_pool2d", "rescale"}
-
-
-def _same_qparams(a, b) -> bool:
-    return a.scale == b.scale and a.zero_point == b.zero_point
 
 
 def run(graph: Graph) -> Graph:
@@ -17,7 +13,7 @@ def run(graph: Graph) -> Graph:
     keep = []
     for node in graph.nodes:
         x, y = (node.inputs[0], node.outputs[0]) if node.inputs else (None, None)
-        if node.op != "rescale" or not _same_qparams(x, y):
+        if node.op != "rescale" or not same_qparams(x, y):
             keep.append(node)
             continue
         prod = producers.get(x)

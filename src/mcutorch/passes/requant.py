@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import UnsupportedOpError
-from ..ir import Graph, Node, Tensor
+from ..ir import Graph, Node, Tensor, same_qparams
 from ..quant import quantize_multiplier, quantize_multipliers
 from ..ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
 
@@ -125,21 +125,17 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "pad": _pad, "clamp": _clamp, "reshape": lambda n: None, "copy": lambda n: None}
 
 
-def _same(a: Tensor, b: Tensor) -> bool:
-    return a.scale == b.scale and a.zero_point == b.zero_point
-
-
 def _share_qparams(node: Node) -> list[Node]:
     """Insert rescales so that a qparam-sharing op sees equal input and output qparams."""
     y, pre, post = node.outputs[0], [], []
     ref = node.inputs[0]
     for i, x in enumerate(node.inputs):
-        if not _same(x, ref):
+        if not same_qparams(x, ref):
             t = Tensor(f"{x.name}_rq", x.shape, x.dtype, ref.scale, ref.zero_point,
                        layout=x.layout)
             pre.append(Node("rescale", [x], [t], {}, node.source))
             node.inputs[i] = t
-    if not _same(ref, y):
+    if not same_qparams(ref, y):
         t = Tensor(f"{y.name}_pre", y.shape, y.dtype, ref.scale, ref.zero_point,
                    layout=y.layout)
         post.append(Node("rescale", [t], [y], {"act": node.attrs.get("act", (-128, 127))},

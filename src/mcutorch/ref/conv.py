@@ -114,15 +114,9 @@ def fold_bias(weight, bias, in_zp):
 def fully_connected_folded(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act_max):
     """fully_connected, variant "folded": `bias` is bias' = bias - in_zp * sum(w) (fold_bias),
     so acc = bias' + sum(x * w); equal to fully_connected on the unfolded bias."""
-    as_array(x, np.int8, "x", 2)
-    as_array(weight, np.int8, "weight", 2)
     check_zp("in_zp", in_zp)
-    check(x.shape[1] == weight.shape[1],
-          f"fully_connected: x {x.shape} and weight {weight.shape} disagree on In")
-    bias64 = _mac_operands(bias, mult, shift, weight.shape[0])
-    acc = x.astype(np.float64) @ weight.astype(np.float64).T
-    acc = acc.astype(np.int64) + bias64
-    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+    return fully_connected(x, weight, bias, mult, shift, in_zp=0, out_zp=out_zp,
+                           act_min=act_min, act_max=act_max)
 
 
 def fully_connected(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act_max):
