@@ -84,7 +84,7 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
     const int8_t *xp = x;
 #if MT_MVE
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    if (n > 0) { /* a tail-predicated low-overhead loop: DLSTP/LETP, 10 instructions per step */
+    if (n > 0) { /* mt_dot4_mve's loop, inlined here: calling it costs ~1% on KWS pointwise */
       __asm__ volatile("   dlstp.8 lr, %[n]\n"
                        "1: vldrb.8 q0, [%[x]], #16\n"
                        "   vldrb.8 q1, [%[w0]], #16\n"

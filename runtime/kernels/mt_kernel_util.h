@@ -59,6 +59,13 @@
 #define MT_NOINLINE
 #endif
 
+/* Inlined into each caller, so that a constant argument (a variant flag) specialises the body. */
+#if defined(__GNUC__)
+#define MT_ALWAYS_INLINE inline __attribute__((always_inline))
+#else
+#define MT_ALWAYS_INLINE inline
+#endif
+
 /* ---- requantize ---------------------------------------------------------------------- */
 
 /* rq(acc) = (acc * mult + 2^(shift-1)) >> shift on 64 bits; exact for |acc| <= 2^31,

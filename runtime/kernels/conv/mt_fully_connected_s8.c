@@ -39,7 +39,7 @@ static int fc_args_ok(const mt_op_args *a)
 
 // x: (N, In) int8; weight: (Out, In) int8 (OI); bias, mult, shift: (Out,) int32
 // -> y: (N, Out) int8. `folded`: bias already holds bias + x_off * sum(w) (variant "folded").
-static mt_status fc_run(const mt_op_args *args, int folded)
+static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
 {
   if (!fc_args_ok(args)) {
     return MT_STATUS_BAD_ARGUMENT;
