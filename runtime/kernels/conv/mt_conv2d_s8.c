@@ -16,6 +16,7 @@
  * (acc = base); partly in the padding (the padding is skipped, never read: acc = bias + x_off *
  * sum of the in-bounds weights); entirely in the padding (acc = bias).
  */
+#include "mt_conv_1x1.h"
 #include "mt_kernel_mac.h"
 #include "mt_kernels.h"
 
@@ -223,6 +224,16 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
   int8_t col[CONV_COL_MAX];
   if (!conv_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (c.groups == 1 && c.kh == 1 && c.kw == 1 && c.ah.pad0 == 0 && c.aw.pad0 == 0 &&
+      (int64_t)(c.ah.out - 1) * c.ah.stride < c.ah.size &&
+      (int64_t)(c.aw.out - 1) * c.aw.stride < c.aw.size) { /* 1x1, no window in the padding */
+    const mt_conv1x1 p = {c.x, c.w, c.bias, c.mult, c.shift, c.y, c.batch, c.ah.size,
+                          c.aw.size, c.cin, c.cout_g, c.ah.out, c.aw.out, c.ah.stride,
+                          c.aw.stride, c.x_off, c.out_zp, c.act_min, c.act_max};
+    if (conv1x1_run(&p)) {
+      return MT_STATUS_OK;
+    }
   }
   const size_t x_img = (size_t)c.ah.size * (size_t)c.aw.size * (size_t)c.cin;
   const size_t y_px = (size_t)c.groups * (size_t)c.cout_g;
