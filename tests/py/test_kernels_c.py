@@ -389,6 +389,50 @@ def elementwise_cases(n_random):
     return cases
 
 
+def elementwise_fast_path_cases():
+    """add and mul at the edges of their fast paths (add: input shifts 8/9/31/32, output shifts
+    32/33/54/55; mul: shifts 17/18/32/33/54/55), zero points -128/127, narrow activations,
+    vector tails 1..17 and 1000 elements, in place."""
+    shapes = [(1,), (3,), (4,), (5,), (15,), (16,), (17,), (1000,), (2, 3, 5), (7, 9)]
+    zps = [-128, 127, 0, -1]
+
+    def log_mult(rng, cap):
+        return int(math.exp(rng.uniform(math.log(max(1, cap) / 64 + 1), math.log(max(1, cap)))))
+
+    def out_mult(rng, max_acc, shift):  # about 150 at max_acc
+        return max(1, min((1 << 31) - 1, round(150 * rng.uniform(0.5, 2) * 2.0**shift / max_acc)))
+
+    cases = []
+    add_shifts = [(9, 31, 33), (31, 9, 54), (8, 12, 48), (12, 32, 48), (11, 13, 32),
+                  (11, 13, 55), (9, 9, 33), (31, 31, 33), (20, 10, 40), (13, 11, 48)]
+    for i, (sa, sb, so) in enumerate(add_shifts):
+        rng = rng_for(f"add_fast_{i}")
+        a_zp, b_zp, out_zp = zps[i % 4], zps[(i + 1) % 4], zps[(i + 2) % 4]
+        a_m = log_mult(rng, min((1 << 31) - 1, (1 << (29 + sa)) // 255))  # |a32|, |b32| < 2^30
+        b_m = log_mult(rng, min((1 << 31) - 1, (1 << (29 + sb)) // 255))
+        a32, b32 = (int(quant.rq(255, m, s)) for m, s in ((a_m, sa), (b_m, sb)))
+        act_min, act_max = pick_act(rng, out_zp) if i % 3 else (-128, 127)
+        attrs = dict(a_zp=a_zp, a_mult=a_m, a_shift=sa, b_zp=b_zp, b_mult=b_m, b_shift=sb,
+                     out_zp=out_zp, out_mult=out_mult(rng, a32 + b32 + 1, so), out_shift=so,
+                     act_min=act_min, act_max=act_max)
+        shape = shapes[i % len(shapes)]
+        cases.append(Case(f"add_fast_{i:02d}", "add", (s8(rng, shape), s8(rng, shape)), attrs,
+                          alias=(None, 0, 1)[i % 3]))
+    for i, shift in enumerate([17, 18, 25, 32, 33, 40, 54, 55, 31, 20]):
+        rng = rng_for(f"mul_fast_{i}")
+        out_zp = zps[(i + 2) % 4]
+        act_min, act_max = pick_act(rng, out_zp) if i % 3 else (-128, 127)
+        attrs = dict(a_zp=zps[i % 4], b_zp=zps[(i + 1) % 4], out_zp=out_zp,
+                     mult=out_mult(rng, 255 * 255, shift), shift=shift, act_min=act_min,
+                     act_max=act_max)
+        shape = shapes[(i + 3) % len(shapes)]
+        cases.append(Case(f"mul_fast_{i:02d}", "mul", (s8(rng, shape), s8(rng, shape)), attrs,
+                          alias=(None, 1, 0)[i % 3]))
+    for n in range(1, 18):  # every MVE tail, typical scales
+        cases += [add_case(f"add_fast_tail_{n:02d}", (n,)), mul_case(f"mul_fast_tail_{n:02d}", (n,))]
+    return cases
+
+
 # ----------------------------------------------------------------------------- pooling
 
 def pool_case(name, op, x_shape, kernel, stride=(1, 1), pads=(0, 0, 0, 0), **extra):
@@ -631,6 +675,7 @@ def case_bytes(case) -> bytes:
 
 def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
+             elementwise_fast_path_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases())
     names = [c.name for c in cases]

@@ -3,11 +3,30 @@
  * ADD, RESCALE to int8, clamp. Same shapes, no broadcasting; y may be a or b (in place).
  *
  * The attributes alone decide whether every int32 intermediate fits for every int8 input pair
- * (the reference's domain check); if not, the kernel refuses the op before touching y. MVE: four
- * elements per step, the three rescales on int32x4 lanes (mt_rq_v, exact for every shift).
+ * (the reference's domain check); if not, the kernel refuses the op before touching y.
+ *
+ * Fast path, for input shifts 9..31 and an output shift 33..54 (the compiler's left-shift scheme
+ * gives about 12 and 48), exact on every ISA level:
+ *   inputs   with |d| <= 255, d << (32 - s) fits int32 and rq(d, m, s) is the rounded high word
+ *            of (d << (32 - s)) * m: one SMMULR (the second input: SMMLAR, which adds it to the
+ *            first); d << (32 - s) = a * 2^(32-s) - zp * 2^(32-s), one MLA
+ *   output   with s > 32 only the high word h of sum * m matters (mt_requantize), and
+ *            rq + zp = (h + 2^(k-1) + zp * 2^k) >> k, k = s - 32 <= 22 (|h| <= 2^30: no
+ *            overflow): one SMMLA and one shift
+ * MVE runs the same on four int32 lanes, one tail-predicated loop of twelve instructions per
+ * four elements; its doubling multiplies (VQRDMULH, VQRDMLAH, VQDMLASH) take the inputs
+ * pre-shifted by 31 - s and the output shift as k = s - 31. Other scales take the general path
+ * (mt_rq on 64 bits; MVE: mt_rq_v on four lanes).
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+
+/* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
+#if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
+#define ADD_T2 1
+#else
+#define ADD_T2 0
+#endif
 
 static int add_in_int32(int64_t v) { return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF; }
 
@@ -31,6 +50,131 @@ static int add_attrs_ok(const int32_t *at)
          add_in_int32(mt_rq((int32_t)hi, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT]));
 }
 
+static int add_fast_ok(const int32_t *at)
+{
+  return at[MT_ADD_A_SHIFT] >= 9 && at[MT_ADD_A_SHIFT] <= 31 && at[MT_ADD_B_SHIFT] >= 9 &&
+         at[MT_ADD_B_SHIFT] <= 31 && at[MT_ADD_OUT_SHIFT] >= 33 && at[MT_ADD_OUT_SHIFT] <= 54;
+}
+
+#if MT_MVE
+/* The fast path on four lanes: y[i] for i < n (n > 0); reads four lanes before writing them. */
+static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n,
+                         const int32_t *at)
+{
+  const int32_t sa = 31 - at[MT_ADD_A_SHIFT], sb = 31 - at[MT_ADD_B_SHIFT];
+  const int32_t k = at[MT_ADD_OUT_SHIFT] - 31, nk = -k;
+  const int32_t ca = -at[MT_ADD_A_ZP] * (1 << sa), cb = -at[MT_ADD_B_ZP] * (1 << sb);
+  const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k);
+  const int32_t ma = at[MT_ADD_A_MULT], mb = at[MT_ADD_B_MULT];
+  const int32x4_t ka = vdupq_n_s32(1 << sa), kb = vdupq_n_s32(1 << sb);
+  const int32x4_t mo = vdupq_n_s32(at[MT_ADD_OUT_MULT]);
+  const int32x4_t lo = vdupq_n_s32(at[MT_ADD_ACT_MIN]), hi = vdupq_n_s32(at[MT_ADD_ACT_MAX]);
+  /* q0 = (a - a_zp) << sa, q1 = (b - b_zp) << sb; q0 = rq(a) + rq(b) (no saturation in the
+   * domain); q0 = (2 * q0 * mo + (co << 32)) >> 32 >> k, which can saturate only where the
+   * clamp to int8 decides anyway (k <= 23) */
+  __asm__ volatile("   dlstp.32 lr, %[n]\n"
+                   "1: vldrb.s32 q0, [%[a]], #4\n"
+                   "   vldrb.s32 q1, [%[b]], #4\n"
+                   "   vmlas.s32 q0, %q[ka], %[ca]\n"
+                   "   vmlas.s32 q1, %q[kb], %[cb]\n"
+                   "   vqrdmulh.s32 q0, q0, %[ma]\n"
+                   "   vqrdmlah.s32 q0, q1, %[mb]\n"
+                   "   vqdmlash.s32 q0, %q[mo], %[co]\n"
+                   "   vshl.s32 q0, %[nk]\n"
+                   "   vmax.s32 q0, q0, %q[lo]\n"
+                   "   vmin.s32 q0, q0, %q[hi]\n"
+                   "   vstrb.32 q0, [%[y]], #4\n"
+                   "   letp lr, 1b\n"
+                   : [a] "+r"(a), [b] "+r"(b), [y] "+r"(y)
+                   : [n] "r"(n), [ka] "w"(ka), [kb] "w"(kb), [mo] "w"(mo), [lo] "w"(lo),
+                     [hi] "w"(hi), [ca] "r"(ca), [cb] "r"(cb), [ma] "r"(ma), [mb] "r"(mb),
+                     [co] "r"(co), [nk] "r"(nk)
+                   : "q0", "q1", "lr", "memory");
+}
+#else
+/* (x * m + 2^31) >> 32, acc + (x * m + 2^31) >> 32 and acc + (x * m) >> 32: exact */
+#if MT_DSP
+static inline int32_t add_mulhr(int32_t x, int32_t m)
+{
+  int32_t r;
+  __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(x), "r"(m));
+  return r;
+}
+static inline int32_t add_mlahr(int32_t acc, int32_t x, int32_t m)
+{
+  int32_t r;
+  __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(m), "r"(acc));
+  return r;
+}
+static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
+{
+  int32_t r;
+  __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(m), "r"(acc));
+  return r;
+}
+#elif ADD_T2 /* SMLAL on a low word set inside the asm: no register holds the constant */
+static inline int32_t add_mlahr(int32_t acc, int32_t x, int32_t m)
+{
+  uint32_t lo;
+  __asm__("mov %0, #0x80000000\n\tsmlal %0, %1, %2, %3" : "=&r"(lo), "+r"(acc) : "r"(x), "r"(m));
+  return acc;
+}
+static inline int32_t add_mulhr(int32_t x, int32_t m)
+{
+  int32_t hi;
+  uint32_t lo;
+  __asm__("mov %0, #0x80000000\n\tmov %1, #0\n\tsmlal %0, %1, %2, %3"
+          : "=&r"(lo), "=&r"(hi) : "r"(x), "r"(m));
+  return hi;
+}
+static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
+{
+  return acc + (int32_t)(((int64_t)x * m) >> 32);
+}
+#else
+static inline int32_t add_mulhr(int32_t x, int32_t m)
+{
+  return (int32_t)(((int64_t)x * m + 0x80000000) >> 32);
+}
+static inline int32_t add_mlahr(int32_t acc, int32_t x, int32_t m)
+{
+  return acc + add_mulhr(x, m);
+}
+static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
+{
+  return acc + (int32_t)(((int64_t)x * m) >> 32);
+}
+#endif /* MT_DSP */
+
+static inline int8_t add_sat_s8(int32_t v)
+{
+#if ADD_T2
+  __asm__("ssat %0, #8, %0" : "+r"(v));
+  return (int8_t)v;
+#else
+  return (int8_t)(v < MT_S8_MIN ? MT_S8_MIN : (v > MT_S8_MAX ? MT_S8_MAX : v));
+#endif /* ADD_T2 */
+}
+
+/* The fast path, one element per step, clamped to int8 only (the caller applies act_min/max);
+ * reads a[i], b[i] before writing y[i]. */
+static MT_NOINLINE void add_fast_scalar(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n,
+                                        const int32_t *at)
+{
+  int32_t ka = 1 << (32 - at[MT_ADD_A_SHIFT]), kb = 1 << (32 - at[MT_ADD_B_SHIFT]);
+  const int32_t ca = -at[MT_ADD_A_ZP] * ka, cb = -at[MT_ADD_B_ZP] * kb;
+  const int32_t ma = at[MT_ADD_A_MULT], mb = at[MT_ADD_B_MULT], mo = at[MT_ADD_OUT_MULT];
+  const int32_t k = at[MT_ADD_OUT_SHIFT] - 32;
+  const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k);
+  __asm__("" : "+r"(ka), "+r"(kb)); /* a multiply (MLA), not a shift and an add */
+  for (uint32_t i = 0; i < n; i++) {
+    const int32_t sum = add_mlahr(add_mulhr(a[i] * ka + ca, ma), b[i] * kb + cb, mb);
+    const int32_t v = add_mlah(co, sum, mo) >> k;
+    y[i] = add_sat_s8(v);
+  }
+}
+#endif /* MT_MVE */
+
 // a, b: (...) int8, same shape  ->  y: (...) int8, same shape (y may alias a or b)
 mt_status mt_add_s8(const mt_op_args *args)
 {
@@ -47,11 +191,25 @@ mt_status mt_add_s8(const mt_op_args *args)
   }
   const int8_t *a = (const int8_t *)at_->data, *b = (const int8_t *)bt->data;
   int8_t *y = (int8_t *)yt->data;
+  const uint32_t n = mt_numel(yt);
+  if (add_fast_ok(at)) {
+#if MT_MVE
+    if (n > 0) {
+      add_fast_mve(a, b, y, n, at);
+    }
+#else
+    add_fast_scalar(a, b, y, n, at);
+    const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
+    for (uint32_t i = 0; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {
+      y[i] = (int8_t)(y[i] < lo ? lo : (y[i] > hi ? hi : y[i])); /* a fused activation */
+    }
+#endif /* MT_MVE */
+    return MT_STATUS_OK;
+  }
   const int32_t a_zp = at[MT_ADD_A_ZP], a_mult = at[MT_ADD_A_MULT], a_shift = at[MT_ADD_A_SHIFT];
   const int32_t b_zp = at[MT_ADD_B_ZP], b_mult = at[MT_ADD_B_MULT], b_shift = at[MT_ADD_B_SHIFT];
   const int32_t o_zp = at[MT_ADD_OUT_ZP], o_mult = at[MT_ADD_OUT_MULT];
   const int32_t o_shift = at[MT_ADD_OUT_SHIFT], lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
-  const uint32_t n = mt_numel(yt);
   uint32_t i = 0;
 #if MT_MVE
   const int32x4_t am = vdupq_n_s32(a_mult), ah = vdupq_n_s32(32 - a_shift);

@@ -1,10 +1,87 @@
 /*
  * mt_mul_s8.c - element-wise y = clamp(rq((a - a_zp) * (b - b_zp)) + out_zp). Same shapes, no
- * broadcasting; y may be a or b (in place). |(a - a_zp) * (b - b_zp)| <= 255 * 255. MVE: four
- * elements per step on int32x4 lanes (mt_requantize_v, exact for every shift).
+ * broadcasting; y may be a or b (in place). |(a - a_zp) * (b - b_zp)| <= 255 * 255 < 2^16.
+ *
+ * Fast path, for shifts 18..54, exact on every ISA level: with p' = p << L (L = 33 - s <= 15
+ * for s <= 32, else 0; p' fits int32) and k = s - 32 + L, only the high word h of p' * mult
+ * matters (mt_requantize), and rq + zp = (h + 2^(k-1) + zp * 2^k) >> k (|h| <= 2^30, k <= 22:
+ * no overflow): MLA + SUB + MUL, then one SMMLA and one shift. MVE runs the same on four int32
+ * lanes (one tail-predicated loop of eleven instructions per four elements) with the doubling
+ * VQDMLASH, hence L = 32 - s and k = s - 31 + L there. Other scales: the general path.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+
+/* Armv7-M / Armv8-M Mainline scalar instructions (SSAT, SMMLA with DSP), unless -DMT_NO_SIMD */
+#if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
+#define MUL_T2 1
+#else
+#define MUL_T2 0
+#endif
+
+#if MT_MVE
+/* The fast path on four lanes: y[i] for i < n (n > 0); reads four lanes before writing them. */
+static MT_NOINLINE void mul_fast_mve(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n,
+                                     const int32_t *at)
+{
+  const int32_t s = at[MT_MUL_SHIFT], l = s <= 31 ? 32 - s : 0, k = s - 31 + l, nk = -k;
+  const int32_t ca = -at[MT_MUL_A_ZP] * (1 << l), zb = at[MT_MUL_B_ZP];
+  const int32_t co = (1 << (k - 1)) + at[MT_MUL_OUT_ZP] * (1 << k);
+  const int32x4_t ka = vdupq_n_s32(1 << l), m = vdupq_n_s32(at[MT_MUL_MULT]);
+  const int32x4_t lo = vdupq_n_s32(at[MT_MUL_ACT_MIN]), hi = vdupq_n_s32(at[MT_MUL_ACT_MAX]);
+  /* q0 = ((a - a_zp) << l) * (b - b_zp); q0 = (2 * q0 * m + (co << 32)) >> 32 >> k (no
+   * saturation: |2 * q0 * m| < 2^62 and the sum's high word fits) */
+  __asm__ volatile("   dlstp.32 lr, %[n]\n"
+                   "1: vldrb.s32 q0, [%[a]], #4\n"
+                   "   vldrb.s32 q1, [%[b]], #4\n"
+                   "   vmlas.s32 q0, %q[ka], %[ca]\n"
+                   "   vsub.i32 q1, q1, %[zb]\n"
+                   "   vmul.i32 q0, q0, q1\n"
+                   "   vqdmlash.s32 q0, %q[m], %[co]\n"
+                   "   vshl.s32 q0, %[nk]\n"
+                   "   vmax.s32 q0, q0, %q[lo]\n"
+                   "   vmin.s32 q0, q0, %q[hi]\n"
+                   "   vstrb.32 q0, [%[y]], #4\n"
+                   "   letp lr, 1b\n"
+                   : [a] "+r"(a), [b] "+r"(b), [y] "+r"(y)
+                   : [n] "r"(n), [ka] "w"(ka), [m] "w"(m), [lo] "w"(lo), [hi] "w"(hi),
+                     [ca] "r"(ca), [zb] "r"(zb), [co] "r"(co), [nk] "r"(nk)
+                   : "q0", "q1", "lr", "memory");
+}
+#else
+/* acc + (x * m) >> 32, exact (64-bit product) */
+static inline int32_t mul_mlah(int32_t acc, int32_t x, int32_t m)
+{
+#if MT_DSP
+  int32_t r;
+  __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(m), "r"(acc));
+  return r;
+#else
+  return acc + (int32_t)(((int64_t)x * m) >> 32);
+#endif /* MT_DSP */
+}
+
+/* The fast path, one element per step, clamped to int8 only (the caller applies act_min/max);
+ * reads a[i], b[i] before writing y[i]. */
+static MT_NOINLINE void mul_fast_scalar(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n,
+                                        const int32_t *at)
+{
+  const int32_t s = at[MT_MUL_SHIFT], l = s <= 32 ? 33 - s : 0, k = s - 32 + l;
+  int32_t ka = 1 << l;
+  const int32_t ca = -at[MT_MUL_A_ZP] * ka, zb = at[MT_MUL_B_ZP], m = at[MT_MUL_MULT];
+  const int32_t co = (1 << (k - 1)) + at[MT_MUL_OUT_ZP] * (1 << k);
+  __asm__("" : "+r"(ka)); /* a multiply (MLA), not a shift and an add */
+  for (uint32_t i = 0; i < n; i++) {
+    int32_t v = mul_mlah(co, (a[i] * ka + ca) * (b[i] - zb), m) >> k;
+#if MUL_T2
+    __asm__("ssat %0, #8, %0" : "+r"(v));
+#else
+    v = v < MT_S8_MIN ? MT_S8_MIN : (v > MT_S8_MAX ? MT_S8_MAX : v);
+#endif /* MUL_T2 */
+    y[i] = (int8_t)v;
+  }
+}
+#endif /* MT_MVE */
 
 // a, b: (...) int8, same shape  ->  y: (...) int8, same shape (y may alias a or b)
 mt_status mt_mul_s8(const mt_op_args *args)
@@ -28,6 +105,19 @@ mt_status mt_mul_s8(const mt_op_args *args)
   int8_t *y = (int8_t *)yt->data;
   const uint32_t n = mt_numel(yt);
   uint32_t i = 0;
+  if (shift >= 18 && shift <= 54) {
+#if MT_MVE
+    if (n > 0) {
+      mul_fast_mve(a, b, y, n, at);
+    }
+#else
+    mul_fast_scalar(a, b, y, n, at);
+    for (; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {
+      y[i] = (int8_t)(y[i] < lo ? lo : (y[i] > hi ? hi : y[i])); /* a fused activation */
+    }
+#endif /* MT_MVE */
+    return MT_STATUS_OK;
+  }
 #if MT_MVE
   const int32x4_t m = vdupq_n_s32(mult), sh = vdupq_n_s32(32 - shift), sl = vdupq_n_s32(-shift);
   for (; i < n; i += 4) { /* four lanes read before four are written: in place is fine */
