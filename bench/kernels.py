@@ -3,11 +3,12 @@
     python -m bench.kernels [--cpus cortex-m55,cortex-m33,cortex-m3] [--opt -O3] [--layers kws]
 
 Each layer is one kernel call with random int8 operands (realistic requantization scales), run
-by the kernel test runner (tests/c/kernels/run_kernel.c, built with -DRK_TICKS) under QEMU
-``-icount shift=0``; its output is checked bit for bit against the Python reference before the
-count is reported. Counts come from SysTick (resolution 31.25 / 50 / 40 instructions on M55 /
-M33 / M3). CMSIS-NN figures: v7.0, GCC 12.2 -O3, exact counts (KWS layers on three cores, the
-wider VWW / ResNet-8 layers on the M55 only).
+by the kernel test runner (tests/c/kernels/run_kernel.c) under QEMU; its output is checked bit
+for bit against the Python reference before the count is reported. Counts are exact: mcutorch's
+QEMU plugin (`mcutorch.exact`) counts the instructions between the runner's marker functions
+rk_kernel_begin / rk_kernel_end, i.e. the kernel call plus the ~5 instructions of the call
+itself. CMSIS-NN figures: v7.0, GCC 12.2 -O3, exact counts (KWS layers on three cores, the wider
+VWW / ResNet-8 layers on the M55 only; none for the residual add).
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import numpy as np
 
 from mcutorch import boards, ops, quant
 from mcutorch.backends.cortex_m import kernels as ck
+from mcutorch.exact import exact_counts
 from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +50,12 @@ LAYERS = {
     "vww_pw_8to16": ("conv2d", (1, 48, 48, 8), (16, 1, 1, 8), {}, (641_812, None, None)),
     "resnet8_3x3_16": ("conv2d", (1, 32, 32, 16), (16, 3, 3, 16), dict(pads=(1, 1, 1, 1)),
                        (914_839, None, None)),
+    "resnet8_add_32x32x16": ("add", (1, 32, 32, 16), None, {}, None),
 }
+# ResNet-8's first residual add (its compiled attributes: the left-shift scheme)
+RESNET8_ADD = dict(a_zp=-128, a_mult=1542954677, a_shift=13, b_zp=3, b_mult=1073741824,
+                   b_shift=11, out_zp=-128, out_mult=1090485821, out_shift=48, act_min=-128,
+                   act_max=127)
 GROUPS = {"kws": [k for k in LAYERS if k.startswith("kws")], "all": list(LAYERS)}
 
 
@@ -61,13 +68,16 @@ def _s8(rng, shape, lo=-128, hi=127):
 
 
 def make_layer(name):
-    """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name.
+    """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name
+    (MACs: elements for the pools and the add, 0 for softmax).
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
     operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the "ref" one."""
     op, xs, ws, kw, _ = LAYERS[name]
     rng = _rng(name)
     x = _s8(rng, xs)
+    if op == "add":
+        return op, (x, _s8(rng, xs)), RESNET8_ADD, x.size, "ref"
     if op == "softmax":
         return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "ref"
     if op == "avg_pool2d":
@@ -131,12 +141,15 @@ def measure(names, cpus=CPUS, opt="-O3", workdir=None) -> dict:
             board = BOARD_OF[cpu]
             srcs = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
             elf = boards.build_elf(srcs, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
-                                   work / f"bench_{cpu}.elf", defines={"RK_TICKS": None}, opt=opt)
-            res = boards.run_elf(elf, board, ["@cases.lst"], cwd=work, timeout=600, target=cpu)
-            if res.fault or res.exit_code != 0:
-                raise RuntimeError(f"{cpu}: {res.fault or res.exit_code}\n{res.stdout[-2000:]}")
-            for name in names:
-                counts[(name, cpu)] = res.counts[f"{name}.mtkc"]
+                                   work / f"bench_{cpu}.elf", opt=opt)
+            # raises (with the runner's console) when a kernel disagrees with the reference
+            c = exact_counts(elf, board, ["@cases.lst"], cwd=work, begin_symbol="rk_kernel_begin",
+                             end_symbol="rk_kernel_end", total_symbol=None, timeout=600)
+            per_call = [c["per_op"][k] for k in sorted(c["per_op"])]
+            if len(per_call) != len(names) or c.get("unmatched"):
+                raise RuntimeError(f"{cpu}: {len(per_call)} kernel calls counted for "
+                                   f"{len(names)} layers ({c.get('unmatched')} unmatched)")
+            counts.update({(name, cpu): n for name, n in zip(names, per_call)})
     return counts
 
 
@@ -152,8 +165,8 @@ def print_table(counts, names, cpus) -> None:
             per_mac = f"{ours / macs:9.3f}" if macs else "      n/a"
             ref_s = f"{ref:>10,}" if ref else f"{'n/a':>10}"
             print(f"{name:<20} {cpu:<11} {ours:>10,} {ref_s} {ratio} {per_mac}")
-    print("ratio = ours / CMSIS-NN (below 1: fewer instructions). Counts: SysTick under QEMU "
-          "-icount (+-1 tick: 31.25 / 50 / 40 instructions on M55 / M33 / M3).")
+    print("ratio = ours / CMSIS-NN (below 1: fewer instructions). Counts: exact (QEMU plugin), "
+          "the kernel call plus ~5 instructions of call.")
 
 
 def main(argv=None) -> int:

@@ -28,14 +28,17 @@
 
 #include "mt_kernels.h"
 #include "rk_io.h"
-#ifdef RK_TICKS /* boards: print "mt_ticks <case> <n>" per kernel call (mcutorch.boards) */
-#include "counter.h"
-#define RK_COUNT_START() mt_counter_start()
-#define RK_COUNT_REPORT(label) mt_counter_report(label, mt_counter_read())
+
+/* Empty and never inlined, called right before and after the kernel: bench/kernels.py counts
+ * the instructions from the entry of one to the entry of the other exactly (mcutorch.exact),
+ * i.e. the kernel call alone plus the few instructions of the call itself. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define RK_MARKER static __attribute__((noinline, noipa)) /* noipa: never merged into one */
 #else
-#define RK_COUNT_START() ((void)0)
-#define RK_COUNT_REPORT(label) ((void)0)
+#define RK_MARKER static __attribute__((noinline))
 #endif
+RK_MARKER void rk_kernel_begin(void) { __asm__ volatile("" ::: "memory"); }
+RK_MARKER void rk_kernel_end(void) { __asm__ volatile("" ::: "memory"); }
 
 #define RK_MAGIC 0x434B544Du /* "MTKC" */
 #define RK_VERSION 1u
@@ -230,9 +233,10 @@ static int rk_run_case(const char *path)
   }
   const mt_op_args args = {c.in, c.out, c.attrs, NULL, 0, (uint16_t)h[H_N_IN],
                            (uint16_t)h[H_N_OUT], (uint16_t)h[H_N_ATTRS]};
-  RK_COUNT_START();
-  const mt_status status = table->rows[h[H_OPCODE]].variants[h[H_VARIANT]](&args);
-  RK_COUNT_REPORT(path);
+  const mt_kernel_fn kernel = table->rows[h[H_OPCODE]].variants[h[H_VARIANT]];
+  rk_kernel_begin();
+  const mt_status status = kernel(&args);
+  rk_kernel_end();
   if ((uint32_t)status != h[H_STATUS]) {
     return rk_fail_values(path, "kernel status", status, h[H_STATUS]);
   }
