@@ -389,7 +389,7 @@ def elementwise_cases(n_random):
     return cases
 
 
-def elementwise_fast_path_cases():
+def elem_speedup_cases():
     """add and mul at the edges of their fast paths (add: input shifts 8/9/31/32, output shifts
     32/33/54/55; mul: shifts 17/18/32/33/54/55), zero points -128/127, narrow activations,
     vector tails 1..17 and 1000 elements, in place."""
@@ -430,6 +430,16 @@ def elementwise_fast_path_cases():
                           alias=(None, 1, 0)[i % 3]))
     for n in range(1, 18):  # every MVE tail, typical scales
         cases += [add_case(f"add_fast_tail_{n:02d}", (n,)), mul_case(f"mul_fast_tail_{n:02d}", (n,))]
+    # avg pool windows of more than 256 elements (no 16-bit lanes), 4-channel blocks + tails
+    cases += [pool_case(f"avgpool_big_window_c{c}", "avg_pool2d", (1, 17, 17, c), (17, 17))
+              for c in (4, 7, 16, 21)]
+    # softmax tables: the largest legal entry everywhere, one bad entry in each position class
+    sm = softmax_case("softmax_table_full", (2, 9), table=np.full(256, 65536))
+    cases.append(sm)
+    for d, v in ((255, 65537), (254, -1), (129, (1 << 31) - 1), (2, -65535)):
+        t = sm.inputs[1].copy()
+        t[d] = v
+        cases.append(bad(sm, f"table_{d}", inputs=(sm.inputs[0], t)))
     return cases
 
 
@@ -675,7 +685,7 @@ def case_bytes(case) -> bytes:
 
 def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
-             elementwise_fast_path_cases() +
+             elem_speedup_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases())
     names = [c.name for c in cases]

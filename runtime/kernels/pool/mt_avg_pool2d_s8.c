@@ -5,7 +5,8 @@
  * count_include_pad, else the number of in-bounds elements. The reciprocal is recomputed only
  * when count changes (at the borders). The window sum is vectorised over channels: MVE 8 per pass
  * (two int32x4 lanes of VLDRB-widened bytes, the tail predicated, requantized on vectors), DSP 4
- * per word (SXTAB16 into 16-bit lanes, windows of <= 256 elements), C one at a time.
+ * per word (SXTAB16 into 16-bit lanes, windows of <= 256 elements), C 4 per pass (byte loads into
+ * four accumulators), then one at a time.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -134,10 +135,10 @@ static void avg_pixel(avg_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, s
     int32_t s02 = 0, s13 = 0;
     for (int32_t ky = 0; ky < ky1 - ky0; ky++) {
       const int8_t *xr = x_win + (size_t)ky * x_row + ch;
-      for (int32_t kx = 0; kx < kx1 - kx0; kx++, xr += ch_n) {
+      for (int32_t kx = kx1 - kx0; kx > 0; kx--, xr += ch_n) {
         const uint32_t v = mt_read_s8x4(xr);
         s02 = __sxtab16(s02, (int32_t)v);
-        s13 = __sxtab16(s13, (int32_t)((v >> 8) | (v << 24)));
+        __asm__("sxtab16 %0, %0, %1, ror #8" : "+r"(s13) : "r"(v)); /* bytes 1 and 3 */
       }
     }
     const int32_t sums[4] = {(int16_t)(s02 & 0xFFFF), (int16_t)(s13 & 0xFFFF), s02 >> 16,
@@ -148,6 +149,24 @@ static void avg_pixel(avg_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, s
     }
   }
 #endif /* MT_DSP */
+  /* four channels per pass in four accumulators (byte loads): one pointer step per tap */
+  for (; ch + 4 <= ch_n; ch += 4) {
+    uint32_t a0 = 0u - zp_sum, a1 = a0, a2 = a0, a3 = a0;
+    for (int32_t ky = 0; ky < ky1 - ky0; ky++) {
+      const int8_t *xr = x_win + (size_t)ky * x_row + ch;
+      for (int32_t kx = kx1 - kx0; kx > 0; kx--, xr += ch_n) {
+        a0 += (uint32_t)(int32_t)xr[0];
+        a1 += (uint32_t)(int32_t)xr[1];
+        a2 += (uint32_t)(int32_t)xr[2];
+        a3 += (uint32_t)(int32_t)xr[3];
+      }
+    }
+    const uint32_t sums[4] = {a0, a1, a2, a3};
+    for (int32_t b = 0; b < 4; b++) {
+      y_px[ch + (size_t)b] = mt_requantize(mt_wrap_s32(sums[b]), c->mult, c->shift, c->out_zp,
+                                           c->lo, c->hi);
+    }
+  }
 #endif /* MT_MVE */
   for (; ch < ch_n; ch++) {
     uint32_t acc = 0u - zp_sum; /* sum of (x - in_zp) = sum of x - taps * in_zp */

@@ -13,17 +13,31 @@
 #define SOFTMAX_MAX_ROW 32767
 #define SOFTMAX_EXP_ONE 65536
 
+/* table[0] >= 1 and every entry in [0, 65536], i.e. below 65537 as uint32 (a negative entry is
+ * huge): the largest unsigned entry decides. MVE: 16 entries per step on four vectors. */
 static int softmax_table_ok(const int32_t *table)
 {
-  if (table[0] < 1) {
-    return 0;
+  uint32_t worst = 0;
+#if MT_MVE /* reads the int32 table as uint32 */
+  uint32x4_t w0 = vdupq_n_u32(0), w1 = w0, w2 = w0, w3 = w0;
+  for (int32_t d = 0; d < 256; d += 16) {
+    const uint32_t *t = (const uint32_t *)table + d;
+    w0 = vmaxq_u32(w0, vldrwq_u32(t));
+    w1 = vmaxq_u32(w1, vldrwq_u32(t + 4));
+    w2 = vmaxq_u32(w2, vldrwq_u32(t + 8));
+    w3 = vmaxq_u32(w3, vldrwq_u32(t + 12));
   }
-  for (int32_t d = 0; d < 256; d++) {
-    if (table[d] < 0 || table[d] > SOFTMAX_EXP_ONE) {
+  worst = vmaxvq_u32(0, vmaxq_u32(vmaxq_u32(w0, w1), vmaxq_u32(w2, w3)));
+#else /* !MT_MVE */
+  const uint32_t *t = (const uint32_t *)table;
+  for (int32_t d = 0; d < 256; d += 4) { /* four entries per step */
+    if (t[d] > SOFTMAX_EXP_ONE || t[d + 1] > SOFTMAX_EXP_ONE || t[d + 2] > SOFTMAX_EXP_ONE ||
+        t[d + 3] > SOFTMAX_EXP_ONE) {
       return 0;
     }
   }
-  return 1;
+#endif /* MT_MVE */
+  return table[0] >= 1 && worst <= SOFTMAX_EXP_ONE;
 }
 
 static void softmax_row(const int8_t *x, const int32_t *table, uint32_t len, int8_t *y)
