@@ -59,7 +59,7 @@ static int add_fast_ok(const int32_t *at)
 #if MT_MVE
 /* The fast path on four lanes: y[i] for i < n (n > 0); reads four lanes before writing them. */
 static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n,
-                         const int32_t *at)
+                                     const int32_t *at)
 {
   const int32_t sa = 31 - at[MT_ADD_A_SHIFT], sb = 31 - at[MT_ADD_B_SHIFT];
   const int32_t k = at[MT_ADD_OUT_SHIFT] - 31, nk = -k;
