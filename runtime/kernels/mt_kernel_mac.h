@@ -54,6 +54,27 @@ static inline int32x4_t mt_dot4_mve(const int8_t *x, const int8_t *w0, const int
 }
 #endif /* MT_MVE */
 
+#if !MT_MVE
+/* The output stage of nb <= 4 channels o + b from init[b] + a[b] (see mt_dot_rows_s8); out of
+ * the caller's loop: its pointer registers would be spilled around the inlined stage. */
+static MT_NOINLINE void mt_store_rows(const mt_out_stage *out, int32_t o, int32_t nb,
+                                      const uint32_t *init, const uint32_t *a, uint32_t *acc)
+{
+  if (out->y == NULL) {
+    for (int32_t b = 0; b < nb; b++) {
+      acc[b] = init[b] + a[b];
+    }
+    return;
+  }
+  const int32_t *mult = out->mult + o, *shift = out->shift + o;
+  const int32_t zp = out->zp, lo = out->lo, hi = out->hi;
+  int8_t *y = out->y + o;
+  for (int32_t b = 0; b < nb; b++) {
+    y[b] = mt_requantize(mt_wrap_s32(init[b] + a[b]), mult[b], shift[b], zp, lo, hi);
+  }
+}
+#endif /* !MT_MVE */
+
 /* acc[o] = init[o] + sum over i < n of x[i] * w[o * w_stride + i] for o < nc, wrapping on 32
  * bits (init may be acc), then stored by `out` (into acc when out->y is NULL). */
 static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t w_stride,
@@ -118,37 +139,31 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
     if (left >= 4) { /* in asm: gcc spills two accumulators of this loop written in C */
       const int8_t *const x_end = xp + (left & ~3u);
       uint32_t t0, t1, t2, t3;
-      __asm__ volatile("1: ldr %[t0], [%[x]], #4\n"
-                       "   sxtb16 %[t1], %[t0]\n"
-                       "   sxtb16 %[t0], %[t0], ror #8\n"
-                       "   ldr %[t2], [%[w0]], #4\n"
-                       "   sxtb16 %[t3], %[t2]\n"
-                       "   smlad %[a0], %[t1], %[t3], %[a0]\n"
-                       "   sxtb16 %[t2], %[t2], ror #8\n"
-                       "   smlad %[a0], %[t0], %[t2], %[a0]\n"
-                       "   ldr %[t2], [%[w1]], #4\n"
-                       "   sxtb16 %[t3], %[t2]\n"
-                       "   smlad %[a1], %[t1], %[t3], %[a1]\n"
-                       "   sxtb16 %[t2], %[t2], ror #8\n"
-                       "   smlad %[a1], %[t0], %[t2], %[a1]\n"
-                       "   ldr %[t2], [%[w2]], #4\n"
-                       "   sxtb16 %[t3], %[t2]\n"
-                       "   smlad %[a2], %[t1], %[t3], %[a2]\n"
-                       "   sxtb16 %[t2], %[t2], ror #8\n"
-                       "   smlad %[a2], %[t0], %[t2], %[a2]\n"
-                       "   ldr %[t2], [%[w3]], #4\n"
-                       "   sxtb16 %[t3], %[t2]\n"
-                       "   smlad %[a3], %[t1], %[t3], %[a3]\n"
-                       "   sxtb16 %[t2], %[t2], ror #8\n"
-                       "   smlad %[a3], %[t0], %[t2], %[a3]\n"
-                       "   cmp %[x], %[end]\n"
-                       "   bne 1b\n"
-                       : [x] "+r"(xp), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
-                         [w3] "+r"(w3), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2),
-                         [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
-                         [t3] "=&r"(t3)
-                       : [end] "r"(x_end)
-                       : "cc", "memory");
+#define MT_DOT4_STEP /* 4 bytes of x against 4 bytes of each row */                          \
+  "ldr %[t0], [%[x]], #4\n sxtb16 %[t1], %[t0]\n sxtb16 %[t0], %[t0], ror #8\n"                 \
+  "ldr %[t2], [%[w0]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a0], %[t1], %[t3], %[a0]\n"           \
+  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a0], %[t0], %[t2], %[a0]\n"                             \
+  "ldr %[t2], [%[w1]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a1], %[t1], %[t3], %[a1]\n"           \
+  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a1], %[t0], %[t2], %[a1]\n"                             \
+  "ldr %[t2], [%[w2]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a2], %[t1], %[t3], %[a2]\n"           \
+  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a2], %[t0], %[t2], %[a2]\n"                             \
+  "ldr %[t2], [%[w3]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a3], %[t1], %[t3], %[a3]\n"           \
+  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a3], %[t0], %[t2], %[a3]\n"
+#define MT_DOT4_OPERANDS                                                                        \
+  : [x] "+r"(xp), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [a0] "+r"(a0),    \
+    [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),               \
+    [t2] "=&r"(t2), [t3] "=&r"(t3)                                                              \
+  : [end] "r"(x_end)                                                                            \
+  : "cc", "memory"
+      if (left & 4u) { /* an odd step first, then two per loop pass */
+        __asm__ volatile(MT_DOT4_STEP MT_DOT4_OPERANDS);
+      }
+      if (xp != x_end) {
+        __asm__ volatile("1: " MT_DOT4_STEP MT_DOT4_STEP "cmp %[x], %[end]\n bne 1b\n"
+                         MT_DOT4_OPERANDS);
+      }
+#undef MT_DOT4_STEP
+#undef MT_DOT4_OPERANDS
       left &= 3u;
     }
 #endif /* MT_DSP */
@@ -160,15 +175,7 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
       a3 += (uint32_t)(xv * w3[i]);
     }
     const uint32_t a[4] = {a0, a1, a2, a3};
-    for (int32_t b = 0; b < nb; b++) {
-      const uint32_t sum = init[o + b] + a[b];
-      if (out->y == NULL) {
-        acc[o + b] = sum;
-      } else {
-        out->y[o + b] = mt_requantize(mt_wrap_s32(sum), out->mult[o + b], out->shift[o + b],
-                                      out->zp, out->lo, out->hi);
-      }
-    }
+    mt_store_rows(out, o, nb, init + o, a, acc + o);
 #endif /* MT_MVE */
   }
 }
