@@ -29,6 +29,33 @@ typedef struct {
   int8_t *y;
 } mt_out_stage;
 
+/* mt_scales_ok without a branch per channel (checked on every call of a MAC kernel): mult >= 0
+ * and 2 <= shift <= 62 exactly when no word mult | (shift - 2) | (62 - shift) (unsigned) has
+ * its top bit set. */
+static inline int mt_mac_scales_ok(const int32_t *mult, const int32_t *shift, uint32_t n)
+{
+  uint32_t bad = 0, i = 0;
+#if MT_MVE
+  uint32x4_t v = vdupq_n_u32(0);
+  for (; n - i >= 4; i += 4) {
+    const uint32x4_t s = vreinterpretq_u32_s32(vldrwq_s32(shift + i));
+    v = vorrq_u32(v, vorrq_u32(vreinterpretq_u32_s32(vldrwq_s32(mult + i)),
+                               vorrq_u32(vsubq_n_u32(s, 2), vsubq_u32(vdupq_n_u32(62), s))));
+  }
+  bad = vmaxvq_u32(0, v);
+#else /* !MT_MVE */
+  for (; n - i >= 2; i += 2) {
+    bad |= (uint32_t)mult[i] | (uint32_t)mult[i + 1] | ((uint32_t)shift[i] - 2u) |
+           (62u - (uint32_t)shift[i]) | ((uint32_t)shift[i + 1] - 2u) |
+           (62u - (uint32_t)shift[i + 1]);
+  }
+#endif /* MT_MVE */
+  for (; i < n; i++) {
+    bad |= (uint32_t)mult[i] | ((uint32_t)shift[i] - 2u) | (62u - (uint32_t)shift[i]);
+  }
+  return (bad >> 31) == 0;
+}
+
 #if MT_MVE
 /* Four rows at once: the lanes of the result are sum over i < n of x[i] * w_j[i] (n > 0). */
 static inline int32x4_t mt_dot4_mve(const int8_t *x, const int8_t *w0, const int8_t *w1,

@@ -85,7 +85,7 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
                       at[MT_CONV2D_DILATION_W], at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT],
                       y->shape[2]) &&
          mt_zp_ok(at[MT_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
-         mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, w->shape[0]);
+         mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, w->shape[0]);
 }
 
 /* The taps of one output pixel that land inside the input: rows [ky0, ky1), cols [kx0, kx1). */
