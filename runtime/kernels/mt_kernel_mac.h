@@ -327,6 +327,7 @@ typedef struct {
 #endif /* MT_MVE */
 #if !MT_MVE && !MT_DSP && !defined(__ARM_ARCH_6M__) && !defined(__ARM_ARCH_8M_BASE__)
 #define MT_MUL64 1
+#define MT_PACK_MAX 640 /* the longest window packed (words on the stack) */
 #else
 #define MT_MUL64 0
 #endif
@@ -380,33 +381,30 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
       const int8_t *xp = x0, *wp = w0, *const x_end = x0 + (n & ~3u);
       const int32_t d = (int32_t)(x1 - x0);
       uint32_t t0, t1, t2, t3, t4, t5;
-      __asm__ volatile("1: ldr %[t1], [%[w], %[d]]\n"
-                       "   ldr %[t0], [%[w]], #4\n"
-                       "   sxtb16 %[t2], %[t0]\n"
-                       "   sxtb16 %[t0], %[t0], ror #8\n"
-                       "   sxtb16 %[t3], %[t1]\n"
-                       "   sxtb16 %[t1], %[t1], ror #8\n"
-                       "   ldr %[t4], [%[x], %[d]]\n"
-                       "   sxtb16 %[t5], %[t4]\n"
-                       "   sxtb16 %[t4], %[t4], ror #8\n"
-                       "   smlad %[a2], %[t2], %[t5], %[a2]\n"
-                       "   smlad %[a2], %[t0], %[t4], %[a2]\n"
-                       "   smlad %[a3], %[t3], %[t5], %[a3]\n"
-                       "   smlad %[a3], %[t1], %[t4], %[a3]\n"
-                       "   ldr %[t4], [%[x]], #4\n"
-                       "   sxtb16 %[t5], %[t4]\n"
-                       "   sxtb16 %[t4], %[t4], ror #8\n"
-                       "   smlad %[a0], %[t2], %[t5], %[a0]\n"
-                       "   smlad %[a0], %[t0], %[t4], %[a0]\n"
-                       "   smlad %[a1], %[t3], %[t5], %[a1]\n"
-                       "   smlad %[a1], %[t1], %[t4], %[a1]\n"
-                       "   cmp %[x], %[end]\n"
-                       "   bne 1b\n"
-                       : [x] "+r"(xp), [w] "+r"(wp), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2),
-                         [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2),
-                         [t3] "=&r"(t3), [t4] "=&r"(t4), [t5] "=&r"(t5)
-                       : [d] "r"(d), [end] "r"(x_end)
-                       : "cc", "memory");
+#define MT_DOT2X2_STEP /* 4 bytes: rows w0, w1 unpacked once, x1 then x0 against both */      \
+  "ldr %[t1], [%[w], %[d]]\n ldr %[t0], [%[w]], #4\n sxtb16 %[t2], %[t0]\n"                    \
+  "sxtb16 %[t0], %[t0], ror #8\n sxtb16 %[t3], %[t1]\n sxtb16 %[t1], %[t1], ror #8\n"          \
+  "ldr %[t4], [%[x], %[d]]\n sxtb16 %[t5], %[t4]\n sxtb16 %[t4], %[t4], ror #8\n"              \
+  "smlad %[a2], %[t2], %[t5], %[a2]\n smlad %[a2], %[t0], %[t4], %[a2]\n"                       \
+  "smlad %[a3], %[t3], %[t5], %[a3]\n smlad %[a3], %[t1], %[t4], %[a3]\n"                       \
+  "ldr %[t4], [%[x]], #4\n sxtb16 %[t5], %[t4]\n sxtb16 %[t4], %[t4], ror #8\n"                \
+  "smlad %[a0], %[t2], %[t5], %[a0]\n smlad %[a0], %[t0], %[t4], %[a0]\n"                       \
+  "smlad %[a1], %[t3], %[t5], %[a1]\n smlad %[a1], %[t1], %[t4], %[a1]\n"
+#define MT_DOT2X2_OPERANDS                                                                      \
+  : [x] "+r"(xp), [w] "+r"(wp), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),    \
+    [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),            \
+    [t5] "=&r"(t5)                                                                              \
+  : [d] "r"(d), [end] "r"(x_end)                                                                \
+  : "cc", "memory"
+      if (n & 4u) { /* an odd step first, then two per loop pass */
+        __asm__ volatile(MT_DOT2X2_STEP MT_DOT2X2_OPERANDS);
+      }
+      if (xp != x_end) {
+        __asm__ volatile("1: " MT_DOT2X2_STEP MT_DOT2X2_STEP "cmp %[x], %[end]\n bne 1b\n"
+                         MT_DOT2X2_OPERANDS);
+      }
+#undef MT_DOT2X2_STEP
+#undef MT_DOT2X2_OPERANDS
       i = n & ~3u;
     }
 #endif /* MT_DSP */
@@ -473,11 +471,35 @@ static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_
   }
 #else /* !MT_MVE */
   const size_t ps = s->px_stride;
+#if MT_MUL64
+  int32_t xx[MT_PACK_MAX]; /* x0 + 2^23 * x1 over both windows, packed once for all channels */
+  for (int32_t r = 0, j = 0; r < s->rows && k <= MT_PACK_MAX; r++) {
+    const int8_t *x0 = s->x + (size_t)r * s->row_stride, *x1 = x0 + ps;
+    for (uint32_t i = 0; i < s->run; i++) {
+      xx[j++] = x0[i] + x1[i] * 8388608;
+    }
+  }
+#endif /* MT_MUL64 */
   for (int32_t o = 0; o < nc; o += 2) {
     const int32_t ob = o + 1 < nc ? o + 1 : o, oa = ob - (ob > 0); /* odd nc: the last pairs back */
     const int8_t *w0 = w + (size_t)oa * k, *w1 = w + (size_t)ob * k;
     uint32_t a[4] = {0, 0, 0, 0};
-    mt_dot2x2_s8(s, ps, w0, w1, a);
+#if MT_MUL64
+    if (k <= MT_PACK_MAX) { /* per product one word load and two byte loads */
+      int64_t a0 = 0, a1 = 0;
+      for (uint32_t i = 0, end; i < k; i = end) {
+        end = k - i < 255 ? (uint32_t)k : i + 255;
+        for (uint32_t j = i; j < end; j++) {
+          a0 += (int64_t)w0[j] * xx[j];
+          a1 += (int64_t)w1[j] * xx[j];
+        }
+        mt_split2x2(&a0, &a1, a);
+      }
+    } else
+#endif /* MT_MUL64 */
+    {
+      mt_dot2x2_s8(s, ps, w0, w1, a);
+    }
     const int32_t ch[2] = {oa, ob};
     for (int32_t q = 0; q < 2 * np; q++) {
       const int32_t c = ch[q & 1];

@@ -597,8 +597,8 @@ def bad_cases():
 def conv_px_cases():
     """conv2d through mt_dot_px_s8: pixel groups across rows and images with 1..3 left over,
     odd and single output channels, windows read in place (pure C) with stride and dilation,
-    runs over 255 bytes, windows too big for four (MVE) per gather, extreme zero points and
-    scales; fully-connected shapes around the blocks of four outputs."""
+    windows over 255 bytes (packed and not, pure C), windows too big for four (MVE) per gather,
+    extreme zero points and scales; fully-connected shapes around the blocks of four outputs."""
     return [
         mac_case("px_batch2_odd", "conv2d", (2, 3, 5, 3), (5, 3, 3, 3), pads=(1, 1, 1, 1)),
         mac_case("px_cout1", "conv2d", (1, 5, 3, 7), (1, 2, 2, 7), pads=(0, 1, 0, 0)),
@@ -609,6 +609,8 @@ def conv_px_cases():
                  pads=(2, 1, 2, 1), zp=(-128, 127)),
         mac_case("px_run300", "conv2d", (1, 4, 5, 100), (5, 3, 3, 100), pads=(1, 1, 1, 1),
                  zp=(127, -128)),
+        mac_case("px_k360", "conv2d", (1, 5, 4, 40), (7, 3, 3, 40), pads=(1, 1, 1, 1),
+                 zp=(-128, 0)),
         mac_case("px_k702", "conv2d", (1, 4, 7, 78), (2, 3, 3, 78), pads=(0, 1, 1, 1),
                  extreme=1.0),
         mac_case("px_c1_s2", "conv2d", (1, 11, 6, 1), (9, 5, 4, 1), stride=(2, 2),
