@@ -1,7 +1,8 @@
 /*
  * mt_kernel_mac.h - the inner loops of the MAC kernels (conv2d, fully_connected): one input run
  * against the weight rows of many output channels, four rows at a time (they share each x load),
- * and the output stage of a whole run of accumulators.
+ * and the output stage of a whole run of accumulators (mt_dot_rows_s8); the windows of several
+ * conv2d output pixels against each weight row (mt_dot_px_s8, below).
  *
  * Zero points: the reference sums (x - in_zp) * w. The loops here sum the raw products x * w,
  * and the kernels add x_off * sum(w) (x_off = -in_zp) once per output, from mt_wsum_rows_s8:
@@ -44,11 +45,11 @@ static inline int mt_mac_scales_ok(const int32_t *mult, const int32_t *shift, ui
   }
   bad = vmaxvq_u32(0, v);
 #else /* !MT_MVE */
-  for (; n - i >= 2; i += 2) {
-    bad |= (uint32_t)mult[i] | (uint32_t)mult[i + 1] | ((uint32_t)shift[i] - 2u) |
-           (62u - (uint32_t)shift[i]) | ((uint32_t)shift[i + 1] - 2u) |
-           (62u - (uint32_t)shift[i + 1]);
+  for (const int32_t *m = mult, *sh = shift, *end = mult + (n & ~1u); m != end; m += 2, sh += 2) {
+    bad |= (uint32_t)m[0] | (uint32_t)m[1] | ((uint32_t)sh[0] - 2u) | (62u - (uint32_t)sh[0]) |
+           ((uint32_t)sh[1] - 2u) | (62u - (uint32_t)sh[1]);
   }
+  i = n & ~1u;
 #endif /* MT_MVE */
   for (; i < n; i++) {
     bad |= (uint32_t)mult[i] | ((uint32_t)shift[i] - 2u) | (62u - (uint32_t)shift[i]);
@@ -306,13 +307,15 @@ static inline void mt_fill_s8(int8_t *dst, const int8_t *src, size_t n, int32_t 
  * x + p * px_stride + r * row_stride (x + px_stride readable even when np == 1); a weight
  * row is those k = rows * run bytes, rows w + o * k.
  *
- *   MVE   4 pixels x 1 channel: per 16 bytes 5 VLDRB + 4 VMLADAVA; rows == 1 only
+ *   MVE   4 pixels x 1 channel: per 16 bytes 5 VLDRB + 4 VMLADAVA, the four pixels' sums
+ *         requantized in four lanes (one mult/shift); rows == 1 only
  *   DSP   2 pixels x 2 channels: per 4 bytes 4 LDR + 8 SXTB16 + 8 SMLAD; rows == 1,
- *         px_stride == k (the windows gathered back to back), nc >= 2
+ *         px_stride == k (the windows gathered back to back); else (nc == 1) the C loop
  *   C     2 pixels x 2 channels, any runs; with a 32x32->64 multiply-accumulate (not Armv6-M /
  *         Armv8-M Baseline) the two pixels share one product: x0 + 2^23 * x1 times w summed on
  *         64 bits holds both sums exactly while at most 255 products are added (each sum stays
- *         inside +-2^22), so runs go in pieces of <= 255 bytes. */
+ *         inside +-2^22; flushed every 255). Windows of <= MT_PACK_MAX bytes are packed into
+ *         such words once, for all channel pairs (per product: LDR, LDRSB, SMLAL per channel). */
 typedef struct {
   const int8_t *x;
   size_t px_stride, row_stride;
