@@ -648,6 +648,33 @@ def bad_cases():
 
 # ----------------------------------------------------------------------------- case files
 
+def conv_px_cases():
+    """conv2d through mt_dot_px_s8: pixel groups across rows and images with 1..3 left over,
+    odd and single output channels, windows read in place (pure C) with stride and dilation,
+    windows over 255 bytes (packed and not, pure C), windows too big for four (MVE) per gather,
+    extreme zero points and scales; fully-connected shapes around the blocks of four outputs."""
+    return [
+        mac_case("px_batch2_odd", "conv2d", (2, 3, 5, 3), (5, 3, 3, 3), pads=(1, 1, 1, 1)),
+        mac_case("px_cout1", "conv2d", (1, 5, 3, 7), (1, 2, 2, 7), pads=(0, 1, 0, 0)),
+        mac_case("px_cout3_c16", "conv2d", (1, 6, 9, 16), (3, 3, 3, 16), pads=(1, 1, 1, 1)),
+        mac_case("px_inplace_s2", "conv2d", (1, 9, 11, 8), (6, 3, 3, 8), stride=(2, 2),
+                 pads=(1, 1, 1, 0)),
+        mac_case("px_inplace_dil", "conv2d", (1, 9, 10, 6), (4, 3, 3, 6), dil=(2, 1),
+                 pads=(2, 1, 2, 1), zp=(-128, 127)),
+        mac_case("px_run300", "conv2d", (1, 4, 5, 100), (5, 3, 3, 100), pads=(1, 1, 1, 1),
+                 zp=(127, -128)),
+        mac_case("px_k360", "conv2d", (1, 5, 4, 40), (7, 3, 3, 40), pads=(1, 1, 1, 1),
+                 zp=(-128, 0)),
+        mac_case("px_k702", "conv2d", (1, 4, 7, 78), (2, 3, 3, 78), pads=(0, 1, 1, 1),
+                 extreme=1.0),
+        mac_case("px_c1_s2", "conv2d", (1, 11, 6, 1), (9, 5, 4, 1), stride=(2, 2),
+                 pads=(2, 1, 2, 2), extreme=1.0),
+        mac_case("px_rgb_s2", "conv2d", (1, 9, 9, 3), (8, 3, 3, 3), stride=(2, 2),
+                 pads=(0, 0, 1, 1), zp=(-128, -128)),
+    ] + [mac_case(f"px_fc_out{n}", "fully_connected", (2, 21), (n, 21), extreme=0.5)
+         for n in (1, 2, 3, 6, 7, 9)]
+
+
 def reference_output(case):
     y = kernel_for(case.op, case.variant)(*case.inputs, **case.attrs)
     return y.reshape(case.out_shape) if case.out_shape is not None else y
@@ -687,7 +714,7 @@ def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
              elem_speedup_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
-             with_folded(simd_cases()) + bad_cases())
+             with_folded(simd_cases()) + bad_cases() + with_folded(conv_px_cases()))
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

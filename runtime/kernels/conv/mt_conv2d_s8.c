@@ -2,26 +2,22 @@
  * mt_conv2d_s8.c - grouped 2-D convolution, int8 NHWC in and out, per-channel requantization.
  *
  * Output channels go in chunks of up to CONV_CHUNK; per chunk, base[o] = bias[o] + x_off *
- * sum(w[o]) is computed once (mt_kernel_mac.h: the dot loops sum raw x * w). Per output pixel
- * the taps that land inside the input are found once; then the chunk's channels accumulate,
- * four at a time, with the input-channel loop innermost (each x load feeds four weight rows;
- * MVE/DSP/C variants in mt_dot_rows_s8), and are requantized together (MVE: four lanes).
- *
- * Windows of up to CONV_COL_MAX bytes (groups == 1, dilation_w == 1, not 1x1) are gathered
- * first into one contiguous run of KH * KW * Cin bytes in weight order, the padding set to in_zp
- * (whose x + x_off is 0): one long run per pixel (the first layer's 10x4 kernel on one channel
- * is 40 bytes instead of ten runs of 4) and acc = base for every window. Otherwise each kernel
- * row is a run (its taps are adjacent in x and w when groups == 1 and dilation_w == 1; else each
- * tap is a run of Cin/groups); a 1x1 convolution is one run of Cin. Such windows by kind: full
- * (acc = base); partly in the padding (the padding is skipped, never read: acc = bias + x_off *
- * sum of the in-bounds weights); entirely in the padding (acc = bias).
+ * sum(w[o]) once (mt_kernel_mac.h: the dot loops sum raw x * w). Windows of up to CONV_WIN_MAX
+ * bytes (groups == 1, dilation_w == 1, not 1x1) are gathered into KH * KW * Cin bytes in weight
+ * order, the padding set to in_zp (whose x + x_off is 0), MT_PX pixels back to back, and
+ * mt_dot_px_s8 runs them against each weight row together (acc = base for every window; pure
+ * C reads windows inside the input in place instead). Otherwise, per pixel, each kernel row is
+ * a run (else each tap, Cin/groups bytes) through mt_dot_rows_s8: full windows start from base;
+ * partly in the padding (skipped, never read) from bias + x_off * sum of the in-bounds weights;
+ * entirely in the padding from bias.
  */
 #include "mt_conv_1x1.h"
 #include "mt_kernel_mac.h"
 #include "mt_kernels.h"
 
 #define CONV_CHUNK MT_MAC_CHUNK /* output channels per pass */
-#define CONV_COL_MAX 1024 /* bytes of a gathered window (on the stack) */
+#define CONV_COL_MAX 2560 /* bytes of gathered windows (on the stack): up to MT_PX of them */
+#define CONV_WIN_MAX 1024 /* the largest window gathered */
 
 typedef struct {
   const int8_t *x, *w;
@@ -79,7 +75,7 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
   c->act_min = at[MT_CONV2D_ACT_MIN];
   c->act_max = at[MT_CONV2D_ACT_MAX];
   c->k = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
-  c->gather = c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_COL_MAX &&
+  c->gather = c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_WIN_MAX &&
               c->kh * c->kw > 1;
   return c->batch >= 0 &&
          mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H],
@@ -89,7 +85,7 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
                       at[MT_CONV2D_DILATION_W], at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT],
                       y->shape[2]) &&
          mt_zp_ok(at[MT_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
-         mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, w->shape[0]);
+         mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, w->shape[0]);
 }
 
 /* The taps of one output pixel that land inside the input: rows [ky0, ky1), cols [kx0, kx1). */
@@ -129,22 +125,6 @@ static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g,
   }
 }
 
-/* dst[i] = src ? src[i] : fill, i < n (n small: one kernel row). */
-static void conv_fill(int8_t *dst, const int8_t *src, size_t n, int32_t fill)
-{
-  size_t i = 0;
-#if MT_MVE
-  const int8x16_t f = vdupq_n_s8((int8_t)fill);
-  for (; i < n; i += 16) {
-    const mve_pred16_t p = vctp8q((uint32_t)(n - i));
-    vstrbq_p_s8(dst + i, src ? vldrbq_z_s8(src + i, p) : f, p);
-  }
-#endif /* MT_MVE */
-  for (; i < n; i++) {
-    dst[i] = src ? src[i] : (int8_t)fill;
-  }
-}
-
 /* col = the whole window at (iy, ix) as KH * KW * Cin bytes in weight order, padding = in_zp. */
 static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_img, int32_t iy,
                         int32_t ix, int8_t *col)
@@ -153,14 +133,14 @@ static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_im
   const size_t pre = (size_t)v->kx0 * cin, mid = (size_t)(v->kx1 - v->kx0) * cin;
   for (int32_t ky = 0; ky < c->kh; ky++, col += row) {
     if (ky < v->ky0 || ky >= v->ky1) {
-      conv_fill(col, NULL, row, -c->x_off);
+      mt_fill_s8(col, NULL, row, -c->x_off);
       continue;
     }
     const int8_t *xr = x_img + ((size_t)(iy + ky * c->ah.dilation) * (size_t)c->aw.size +
                                 (size_t)(ix + v->kx0)) * cin;
-    conv_fill(col, NULL, pre, -c->x_off);
-    conv_fill(col + pre, xr, mid, 0);
-    conv_fill(col + pre + mid, NULL, row - pre - mid, -c->x_off);
+    mt_fill_s8(col, NULL, pre, -c->x_off);
+    mt_fill_s8(col + pre, xr, mid, 0);
+    mt_fill_s8(col + pre + mid, NULL, row - pre - mid, -c->x_off);
   }
 }
 
@@ -180,9 +160,6 @@ static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32
                             y_px + oc0};
   if (empty) { /* the window lies in the padding: y = rq(bias) */
     mt_dot_rows_s8(col, w_c, c->k, 0, nc, (const uint32_t *)c->bias + oc0, acc, &out);
-  } else if (c->gather) { /* one run of k bytes, the padding holding in_zp */
-    conv_gather(c, &v, x_img, iy, ix, col);
-    mt_dot_rows_s8(col, w_c, c->k, (uint32_t)c->k, nc, base, acc, &out);
   } else {
     const int8_t *x_g = x_img + ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
                                  (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin +
@@ -190,9 +167,7 @@ static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32
     const size_t w_k = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
     const uint32_t *init = base;
     if (!full) { /* bias + x_off * sum of the in-bounds weights */
-      for (int32_t o = 0; o < nc; o++) {
-        acc[o] = 0;
-      }
+      __builtin_memset(acc, 0, (size_t)nc * sizeof acc[0]);
       conv_runs(c, &v, x_g, w_c, w_k, nc, NULL, acc, &out);
       for (int32_t o = 0; o < nc; o++) {
         acc[o] = (uint32_t)c->bias[oc0 + o] + (uint32_t)c->x_off * acc[o];
@@ -206,12 +181,68 @@ static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32
 /* base[o] = bias + x_off * sum(w) of output channels oc0 + o, o < nc. */
 static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base)
 {
-  for (int32_t o = 0; o < nc; o++) {
-    base[o] = 0;
-  }
+  __builtin_memset(base, 0, (size_t)nc * sizeof base[0]);
   mt_wsum_rows_s8(c->w + (size_t)oc0 * c->k, c->k, (uint32_t)c->k, nc, base);
   for (int32_t o = 0; o < nc; o++) {
     base[o] = (uint32_t)c->bias[oc0 + o] + (uint32_t)c->x_off * base[o];
+  }
+}
+
+/* 1 when the window of output pixel (oh, ow) lies inside the input (dilation_w == 1). */
+static int conv_inside(const conv_ctx *c, int32_t oh, int32_t ow)
+{
+  const int32_t iy = oh * c->ah.stride - c->ah.pad0, ix = ow * c->aw.stride - c->aw.pad0;
+  return iy >= 0 && iy + (int64_t)(c->kh - 1) * c->ah.dilation < c->ah.size && ix >= 0 &&
+         ix + c->kw <= c->aw.size;
+}
+
+/* groups == 1, windows gathered: up to MT_PX output pixels (NHWC order, across rows and
+ * images) per mt_dot_px_s8 call, their windows back to back in col. Pure C reads the windows
+ * of a group on one output row and inside the input in place (kernel rows as runs). */
+static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint32_t *base,
+                          int8_t *col)
+{
+  const size_t cin = (size_t)c->cin, w_in = (size_t)c->aw.size, run = (size_t)c->kw * cin;
+  const size_t x_img = (size_t)c->ah.size * w_in * cin, cout = (size_t)c->cout_g, k = c->k;
+  const size_t x_row = (size_t)c->ah.dilation * w_in * cin;
+  const int32_t per = CONV_COL_MAX / (int32_t)k < MT_PX ? CONV_COL_MAX / (int32_t)k : MT_PX;
+  const int32_t total = c->batch * c->ah.out * c->aw.out;
+  mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max, NULL};
+  int32_t n = 0, oh = 0, ow = 0;
+  for (int32_t q = 0; q < total; q += per) {
+    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per};
+    const int direct = !MT_MVE && !MT_DSP && run >= 16 && ow + src.np <= c->aw.out &&
+                       conv_inside(c, oh, ow) && conv_inside(c, oh, ow + src.np - 1);
+    for (int32_t p = 0; p < src.np; p++) {
+      const int32_t iy = oh * c->ah.stride - c->ah.pad0, ix = ow * c->aw.stride - c->aw.pad0;
+      const int inside = (direct && p == 0) || (!direct && conv_inside(c, oh, ow));
+      const int8_t *xr = c->x + (size_t)n * x_img;
+      xr += inside ? ((size_t)iy * w_in + (size_t)ix) * cin : 0;
+      if (direct && p == 0) {
+        const mt_px_src d = {xr, src.np > 1 ? (size_t)c->aw.stride * cin : 0, x_row,
+                             (uint32_t)run, c->kh, src.np};
+        src = d;
+      } else if (inside) { /* KH copies */
+        for (int32_t ky = 0; ky < c->kh; ky++, xr += x_row) {
+          mt_fill_s8(col + (size_t)p * k + (size_t)ky * run, xr, run, 0);
+        }
+      } else if (!direct) {
+        conv_win v;
+        mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
+        mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
+        conv_gather(c, &v, c->x + (size_t)n * x_img, iy, ix, col + (size_t)p * k);
+      }
+      if (++ow == c->aw.out) {
+        ow = 0;
+        oh = oh + 1 == c->ah.out ? 0 : oh + 1;
+        n += oh == 0;
+      }
+    }
+    if (!MT_MVE && !direct && src.np == 1) { /* x + px_stride is read: a copy of the window */
+      mt_fill_s8(col + k, col, k, 0);
+    }
+    out.y = c->y + (size_t)q * cout + (size_t)oc0;
+    mt_dot_px_s8(&src, c->w + (size_t)oc0 * k, nc, base, &out, cout);
   }
 }
 
@@ -242,6 +273,10 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
       const int32_t oc0 = g * c.cout_g + done;
       const int32_t nc = c.cout_g - done < CONV_CHUNK ? c.cout_g - done : CONV_CHUNK;
       conv_base(&c, oc0, nc, base);
+      if (c.gather) {
+        conv_gathered(&c, oc0, nc, base, col);
+        continue;
+      }
       int8_t *y = c.y;
       for (int32_t n = 0; n < c.batch; n++) {
         for (int32_t oh = 0; oh < c.ah.out; oh++) {

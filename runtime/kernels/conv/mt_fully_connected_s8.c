@@ -33,8 +33,8 @@ static int fc_args_ok(const mt_op_args *a)
          mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_SHIFT], n_out) &&
          mt_zp_ok(at[MT_FULLY_CONNECTED_IN_ZP]) && mt_zp_ok(at[MT_FULLY_CONNECTED_OUT_ZP]) &&
          mt_act_ok(at[MT_FULLY_CONNECTED_ACT_MIN], at[MT_FULLY_CONNECTED_ACT_MAX]) &&
-         mt_scales_ok((const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data,
-                      (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, n_out);
+         mt_mac_scales_ok((const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data,
+                          (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, n_out);
 }
 
 // x: (N, In) int8; weight: (Out, In) int8 (OI); bias, mult, shift: (Out,) int32
