@@ -2,20 +2,21 @@
  * mt_conv_1x1_mve.h - the MVE (Helium) variant of the 1x1 convolution fast path
  * (mt_conv_1x1.h). Returns 1 when it computed y, 0 to leave the shape to the general path.
  *
- * Output pixels go in blocks of four along a row (Wo pixels taken every stride_w; with stride 1
- * all N * H * W pixels form one row). Per block, each output channel of a chunk is four dot
- * products of Cin (VMLADAV[A]: one weight load feeds the four pixels) and one output stage on
- * four lanes with the channel's scalar constants, stored by one scatter store (offsets 0, Cout,
- * 2 Cout, 3 Cout). A row's last block repeats its last pixel (the same bytes are stored twice).
- * Cin <= 16: the block's pixels are loaded once and stay in registers; Cin > 16: a first
- * 16-byte step, then a tail-predicated loop over the rest of Cin, per channel.
+ * Output pixels go in blocks along a row (Wo pixels taken every stride_w; with stride 1 all
+ * N * H * W pixels form one row); the row's last block overlaps the one before it, or, in rows
+ * shorter than a block, repeats the last pixel (the same bytes are stored twice). Per block and
+ * output channel of a chunk, the dot products of Cin share each weight load (VMLADAV[A]), and
+ * one output stage on four lanes (the block's pixels) uses the channel's scalar constants and
+ * one scatter store (offsets 0, Cout, 2 Cout, ...):
+ *   Cin <= 16   four pixels loaded once per block, per channel one weight load + 4 VMLADAV;
+ *   Cin > 16    three pixels x two channels per 16-byte step (5 loads, 6 VMLADAVA).
  *
  * Per channel, a table on the stack holds base = bias + x_off * sum(w) (the dot products sum
  * raw x * w, as in mt_kernel_mac.h), mult and 31 - shift. When every shift of the chunk is >= 32
  * (every scale below 1/2), rq(acc) = rshr(VQDMULH(acc, mult), shift - 31): VQDMULH gives
  * floor(acc * mult / 2^31) exactly (mult >= 0: no saturation) and 2^(shift-1) is a multiple of
  * 2^31, so the nested floor division equals (acc * mult + 2^(shift-1)) >> shift. Those chunks
- * run the asm loops below; other chunks a C loop with mt_rq_v's split form.
+ * run the asm loops below; other chunks (and Cout 1 with Cin > 16) a C loop with mt_rq_v.
  */
 #ifndef MT_CONV_1X1_MVE_H
 #define MT_CONV_1X1_MVE_H
@@ -24,6 +25,8 @@
 
 #define C1X1_CHUNK 64 /* output channels per table (768 B of stack) */
 
+#define C1X1_PTR(a) ((const int8_t *)(uintptr_t)(a))
+
 typedef struct {
   const int8_t *w;  /* the chunk's first weight row */
   const int32_t *t; /* per channel: base, mult, 31 - shift */
@@ -31,167 +34,205 @@ typedef struct {
   int fast;         /* every shift of the chunk is >= 32 */
 } c1x1_ctx;
 
-/* Any chunk: per channel, a tail-predicated dot loop over Cin, then mt_rq_v's output stage. */
-static void c1x1_any(const c1x1_ctx *c, const int8_t *const xp[4], uint32x4_t off, int8_t *y)
+/* nb blocks: the first block's pixels at x + xoff (lanes), its outputs at y + off (lanes, one
+ * channel); each next block dx, dy further. */
+typedef struct {
+  const int8_t *x;
+  int8_t *y;
+  uint32x4_t xoff, off;
+  int32_t nb;
+  size_t dx, dy;
+} c1x1_run;
+
+/* Any chunk, four pixels per block: per channel, a tail-predicated dot loop over Cin, then
+ * mt_rq_v's output stage. */
+static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
 {
-  const int8_t *w = c->w;
-  const int32_t *t = c->t;
-  for (int32_t o = 0; o < c->nc; o++, w += c->cin, t += 3) {
-    const int8_t *x0 = xp[0], *x1 = xp[1], *x2 = xp[2], *x3 = xp[3], *wr = w;
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    __asm__ volatile("   dlstp.8 lr, %[n]\n"
-                     "1: vldrb.8 q0, [%[w]], #16\n"
-                     "   vldrb.8 q1, [%[x0]], #16\n"
-                     "   vmladava.s8 %[s0], q0, q1\n"
-                     "   vldrb.8 q1, [%[x1]], #16\n"
-                     "   vmladava.s8 %[s1], q0, q1\n"
-                     "   vldrb.8 q1, [%[x2]], #16\n"
-                     "   vmladava.s8 %[s2], q0, q1\n"
-                     "   vldrb.8 q1, [%[x3]], #16\n"
-                     "   vmladava.s8 %[s3], q0, q1\n"
-                     "   letp lr, 1b\n"
-                     : [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [x3] "+r"(x3), [w] "+r"(wr),
-                       [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
-                     : [n] "r"(c->cin)
-                     : "q0", "q1", "lr", "memory");
-    int32x4_t v = vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1),
-                                                    2), 3);
-    v = vaddq_n_s32(v, t[0]);
-    const uint32x4_t l = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(v, t[1])), t[2] - 31);
-    v = vaddq_s32(vrshlq_n_s32(vmulhq_s32(v, vdupq_n_s32(t[1])), t[2] + 1),
-                  vreinterpretq_s32_u32(l));
-    v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(c->lo)), vdupq_n_s32(c->hi)), c->zp);
-    vstrbq_scatter_offset_s32(y + o, off, v);
+  for (; r.nb > 0; r.nb--, r.x += r.dx, r.y += r.dy) {
+    const uint32x4_t a = vaddq_n_u32(r.xoff, (uint32_t)(uintptr_t)r.x);
+    const int8_t *w = c->w;
+    const int32_t *t = c->t;
+    for (int32_t o = 0; o < c->nc; o++, w += c->cin, t += 3) {
+      const int8_t *x0 = C1X1_PTR(vgetq_lane_u32(a, 0)), *x1 = C1X1_PTR(vgetq_lane_u32(a, 1));
+      const int8_t *x2 = C1X1_PTR(vgetq_lane_u32(a, 2)), *x3 = C1X1_PTR(vgetq_lane_u32(a, 3));
+      const int8_t *wr = w;
+      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      __asm__ volatile("   dlstp.8 lr, %[n]\n"
+                       "1: vldrb.8 q0, [%[w]], #16\n"
+                       "   vldrb.8 q1, [%[x0]], #16\n"
+                       "   vmladava.s8 %[s0], q0, q1\n"
+                       "   vldrb.8 q1, [%[x1]], #16\n"
+                       "   vmladava.s8 %[s1], q0, q1\n"
+                       "   vldrb.8 q1, [%[x2]], #16\n"
+                       "   vmladava.s8 %[s2], q0, q1\n"
+                       "   vldrb.8 q1, [%[x3]], #16\n"
+                       "   vmladava.s8 %[s3], q0, q1\n"
+                       "   letp lr, 1b\n"
+                       : [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [x3] "+r"(x3),
+                         [w] "+r"(wr), [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2),
+                         [s3] "+Te"(s3)
+                       : [n] "r"(c->cin)
+                       : "q0", "q1", "lr", "memory");
+      int32x4_t v = vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1),
+                                                      2), 3);
+      v = vaddq_n_s32(v, t[0]);
+      const uint32x4_t l = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(v, t[1])), t[2] - 31);
+      v = vaddq_s32(vrshlq_n_s32(vmulhq_s32(v, vdupq_n_s32(t[1])), t[2] + 1),
+                    vreinterpretq_s32_u32(l));
+      v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(c->lo)), vdupq_n_s32(c->hi)), c->zp);
+      vstrbq_scatter_offset_s32(r.y + o, r.off, v);
+    }
   }
 }
 
-/* The output stage of the asm loops, on q2 (four pixels of one channel): t -> r0, r2, r4 (base,
- * mult, 31 - shift; t += 12), clamp, + zp, scatter store at y, y += 1. Note: GNU as writes
+/* The output stage of the asm loops, on Q (four pixels of one channel): T -> r0, r2, r4 (base,
+ * mult, 31 - shift; T += 12), clamp, + ZP, scatter store at Y, Y += 1. Note: GNU as writes
  * "vmov qd[2], qd[0], ra, rb" for lane 0 <- ra, lane 2 <- rb. */
-#define C1X1_OUT_ASM                           \
-  "   ldrd r0, r2, [%[t]], #12\n"              \
-  "   ldr r4, [%[t], #-4]\n"                   \
-  "   vadd.i32 q2, q2, r0\n"                   \
-  "   vqdmulh.s32 q2, q2, r2\n"                \
-  "   vrshl.s32 q2, r4\n"                      \
-  "   vmax.s32 q2, q2, %q[lo]\n"               \
-  "   vmin.s32 q2, q2, %q[hi]\n"               \
-  "   vadd.i32 q2, q2, %[zp]\n"               \
-  "   vstrb.32 q2, [%[y], %q[off]]\n"          \
-  "   adds %[y], #1\n"
+#define C1X1_OUT_ASM(Q, T, Y, ZP)         \
+  "   ldrd r0, r2, [" T "], #12\n"        \
+  "   ldr r4, [" T ", #-4]\n"             \
+  "   vadd.i32 " Q ", " Q ", r0\n"        \
+  "   vqdmulh.s32 " Q ", " Q ", r2\n"     \
+  "   vrshl.s32 " Q ", r4\n"              \
+  "   vmax.s32 " Q ", " Q ", %q[lo]\n"    \
+  "   vmin.s32 " Q ", " Q ", %q[hi]\n"    \
+  "   vadd.i32 " Q ", " Q ", " ZP "\n"    \
+  "   vstrb.32 " Q ", [" Y ", %q[off]]\n" \
+  "   adds " Y ", #1\n"
 
-/* A fast chunk, Cin <= 16: the pixels in four registers (bytes past Cin zeroed), per channel
- * one predicated weight load and four VMLADAV. */
-static MT_ALWAYS_INLINE void c1x1_small(const c1x1_ctx *c, const int8_t *const xp[4],
-                                        uint32x4_t off, int32x4_t lo, int32x4_t hi, int8_t *y)
+/* A fast chunk, Cin <= 16, four pixels per block: the pixels in four registers (bytes past Cin
+ * zeroed), per channel one predicated weight load and four VMLADAV. */
+static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
 {
-  const mve_pred16_t p = vctp8q((uint32_t)c->cin);
-  const int8_t *w = c->w;
-  const int32_t *t = c->t;
-  int8x16_t x0, x1, x2, x3;
-  __asm__("vpstttt\n"
-          "vldrbt.8 %q[x0], [%[p0]]\n"
-          "vldrbt.8 %q[x1], [%[p1]]\n"
-          "vldrbt.8 %q[x2], [%[p2]]\n"
-          "vldrbt.8 %q[x3], [%[p3]]\n"
-          : [x0] "=&w"(x0), [x1] "=&w"(x1), [x2] "=&w"(x2), [x3] "=&w"(x3)
-          : [p0] "r"(xp[0]), [p1] "r"(xp[1]), [p2] "r"(xp[2]), [p3] "r"(xp[3]), [p] "Up"(p),
-            "m"(*(const int8_t(*)[16])xp[0]), "m"(*(const int8_t(*)[16])xp[1]),
-            "m"(*(const int8_t(*)[16])xp[2]), "m"(*(const int8_t(*)[16])xp[3]));
-  __asm__ volatile("   dls lr, %[nc]\n"
-                   "1: vpst\n"
-                   "   vldrbt.8 q2, [%[w]]\n"
-                   "   add %[w], %[cin]\n"
-                   "   vmladav.s8 r0, %q[x0], q2\n"
-                   "   vmladav.s8 r2, %q[x1], q2\n"
-                   "   vmladav.s8 r4, %q[x2], q2\n"
-                   "   vmladav.s8 r6, %q[x3], q2\n"
-                   "   vmov q2[2], q2[0], r0, r4\n"
-                   "   vmov q2[3], q2[1], r2, r6\n" C1X1_OUT_ASM
-                   "   le lr, 1b\n"
-                   : [w] "+r"(w), [t] "+r"(t), [y] "+r"(y)
-                   : [x0] "w"(x0), [x1] "w"(x1), [x2] "w"(x2), [x3] "w"(x3), [cin] "r"(c->cin),
-                     [nc] "r"(c->nc), [p] "Up"(p), [lo] "w"(lo), [hi] "w"(hi), [zp] "r"(c->zp),
-                     [off] "w"(off)
-                   : "r0", "r2", "r4", "r6", "q2", "lr", "memory");
+  const int32x4_t lo = vdupq_n_s32(c->lo), hi = vdupq_n_s32(c->hi);
+  const size_t o1 = vgetq_lane_u32(r.xoff, 1), o2 = vgetq_lane_u32(r.xoff, 2);
+  const size_t o3 = vgetq_lane_u32(r.xoff, 3); /* lane 0 is 0 */
+  for (; r.nb > 0; r.nb--, r.x += r.dx, r.y += r.dy) {
+    const mve_pred16_t p = vctp8q((uint32_t)c->cin);
+    const int8_t *w = c->w;
+    const int32_t *t = c->t;
+    int8_t *y = r.y;
+    int8x16_t v0, v1, v2, v3;
+    __asm__ volatile("vpstttt\n"
+                     "vldrbt.8 %q[v0], [%[x0]]\n"
+                     "vldrbt.8 %q[v1], [%[x1]]\n"
+                     "vldrbt.8 %q[v2], [%[x2]]\n"
+                     "vldrbt.8 %q[v3], [%[x3]]\n"
+                     : [v0] "=&w"(v0), [v1] "=&w"(v1), [v2] "=&w"(v2), [v3] "=&w"(v3)
+                     : [x0] "r"(r.x), [x1] "r"(r.x + o1), [x2] "r"(r.x + o2), [x3] "r"(r.x + o3),
+                       [p] "Up"(p)
+                     : "memory");
+    __asm__ volatile("   dls lr, %[nc]\n"
+                     "1: vpst\n"
+                     "   vldrbt.8 q2, [%[w]]\n"
+                     "   add %[w], %[cin]\n"
+                     "   vmladav.s8 r0, %q[x0], q2\n"
+                     "   vmladav.s8 r2, %q[x1], q2\n"
+                     "   vmladav.s8 r4, %q[x2], q2\n"
+                     "   vmladav.s8 r6, %q[x3], q2\n"
+                     "   vmov q2[2], q2[0], r0, r4\n"
+                     "   vmov q2[3], q2[1], r2, r6\n" C1X1_OUT_ASM("q2", "%[t]", "%[y]", "%[zp]")
+                     "   le lr, 1b\n"
+                     : [w] "+r"(w), [t] "+r"(t), [y] "+r"(y)
+                     : [x0] "w"(v0), [x1] "w"(v1), [x2] "w"(v2), [x3] "w"(v3), [cin] "r"(c->cin),
+                       [nc] "r"(c->nc), [p] "Up"(p), [lo] "w"(lo), [hi] "w"(hi), [zp] "r"(c->zp),
+                       [off] "w"(r.off)
+                     : "r0", "r2", "r4", "r6", "q2", "lr", "memory");
+  }
 }
 
-/* A fast chunk, Cin > 16. blk: the four pixel addresses, Cin - 16, the weight pointer's
- * overshoot per row (16 * ceil(Cin / 16) - Cin), the table's end. */
-static MT_ALWAYS_INLINE void c1x1_large(const c1x1_ctx *c, const uintptr_t *blk,
-                                        uint32x4_t off, int32x4_t lo, int32x4_t hi, int8_t *y)
+/* A fast chunk, Cin > 16, nc >= 2, three pixels per block: pairs of channels, each 16-byte step
+ * two weight loads and three pixel loads for six VMLADAVA; odd nc: the last pair is (nc - 2,
+ * nc - 1). m (read by the asm): the pixel addresses (0..2), Cin - 16 (4), the step from the
+ * weight pointers after a pair to the next pair, 2 Cin - 16 * ceil(Cin / 16) (5), the table's
+ * end (6), t and y (7, 8). */
+static MT_NOINLINE void c1x1_wide(const c1x1_ctx *c, c1x1_run r)
 {
-  register const uintptr_t *b_r __asm__("r12") = blk;
-  register const int8_t *w_r __asm__("r9") = c->w;
-  register const int32_t *t_r __asm__("r10") = c->t;
-  register int8_t *y_r __asm__("r11") = y;
-  __asm__ volatile("2: ldm %[b], {r1, r3, r5, r8}\n"
-                   "   vldrb.8 q0, [%[w]], #16\n"
-                   "   vldrb.8 q1, [r1], #16\n"
-                   "   vmladav.s8 r0, q0, q1\n"
-                   "   vldrb.8 q1, [r3], #16\n"
-                   "   vmladav.s8 r2, q0, q1\n"
-                   "   vldrb.8 q1, [r5], #16\n"
-                   "   vmladav.s8 r4, q0, q1\n"
-                   "   vldrb.8 q1, [r8], #16\n"
-                   "   vmladav.s8 r6, q0, q1\n"
-                   "   ldr lr, [%[b], #16]\n"
-                   "   dlstp.8 lr, lr\n"
-                   "1: vldrb.8 q0, [%[w]], #16\n"
-                   "   vldrb.8 q1, [r1], #16\n"
-                   "   vmladava.s8 r0, q0, q1\n"
-                   "   vldrb.8 q1, [r3], #16\n"
-                   "   vmladava.s8 r2, q0, q1\n"
-                   "   vldrb.8 q1, [r5], #16\n"
-                   "   vmladava.s8 r4, q0, q1\n"
-                   "   vldrb.8 q1, [r8], #16\n"
-                   "   vmladava.s8 r6, q0, q1\n"
-                   "   letp lr, 1b\n"
-                   "   vmov q2[2], q2[0], r0, r4\n"
-                   "   vmov q2[3], q2[1], r2, r6\n" C1X1_OUT_ASM
-                   "   ldrd r0, r2, [%[b], #20]\n"
-                   "   sub %[w], %[w], r0\n"
-                   "   cmp %[t], r2\n"
-                   "   bne 2b\n"
-                   : [w] "+r"(w_r), [t] "+r"(t_r), [y] "+r"(y_r)
-                   : [b] "r"(b_r), [lo] "w"(lo), [hi] "w"(hi), [zp] "r"(c->zp), [off] "w"(off)
-                   : "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r8", "q0", "q1", "q2", "lr", "cc",
-                     "memory");
+  const int32x4_t lo = vdupq_n_s32(c->lo), hi = vdupq_n_s32(c->hi), zp = vdupq_n_s32(c->zp);
+  const int32_t nc = c->nc;
+  const size_t cin = (size_t)c->cin;
+  uint32_t m[9];
+  m[4] = (uint32_t)(cin - 16);
+  m[5] = (uint32_t)(2 * cin - (cin + 15) / 16 * 16);
+  for (; r.nb > 0; r.nb--, r.x += r.dx, r.y += r.dy) {
+    vst1q_u32(m, vaddq_n_u32(r.xoff, (uint32_t)(uintptr_t)r.x));
+    for (int32_t o = 0, np = nc / 2; np > 0; np = o == 0 && (nc & 1), o = nc - 2) {
+      m[6] = (uint32_t)(uintptr_t)(c->t + 3 * o + 6 * np);
+      m[7] = (uint32_t)(uintptr_t)(c->t + 3 * o);
+      m[8] = (uint32_t)(uintptr_t)(r.y + o);
+      register uint32_t *m_r __asm__("r12") = m;
+      register const int8_t *wa __asm__("r9") = c->w + (size_t)o * cin;
+      register const int8_t *wb __asm__("r11") = c->w + (size_t)(o + 1) * cin;
+      __asm__ volatile("2: ldm %[m], {r1, r3, r5}\n"
+                       "   vldrb.8 q0, [%[wa]], #16\n"
+                       "   vldrb.8 q1, [%[wb]], #16\n"
+                       "   vldrb.8 q2, [r1], #16\n"
+                       "   vmladav.s8 r0, q2, q0\n"
+                       "   vmladav.s8 r6, q2, q1\n"
+                       "   vldrb.8 q2, [r3], #16\n"
+                       "   vmladav.s8 r2, q2, q0\n"
+                       "   vmladav.s8 r8, q2, q1\n"
+                       "   vldrb.8 q2, [r5], #16\n"
+                       "   vmladav.s8 r4, q2, q0\n"
+                       "   vmladav.s8 r10, q2, q1\n"
+                       "   ldr lr, [%[m], #16]\n"
+                       "   dlstp.8 lr, lr\n"
+                       "1: vldrb.8 q0, [%[wa]], #16\n"
+                       "   vldrb.8 q1, [%[wb]], #16\n"
+                       "   vldrb.8 q2, [r1], #16\n"
+                       "   vmladava.s8 r0, q2, q0\n"
+                       "   vmladava.s8 r6, q2, q1\n"
+                       "   vldrb.8 q2, [r3], #16\n"
+                       "   vmladava.s8 r2, q2, q0\n"
+                       "   vmladava.s8 r8, q2, q1\n"
+                       "   vldrb.8 q2, [r5], #16\n"
+                       "   vmladava.s8 r4, q2, q0\n"
+                       "   vmladava.s8 r10, q2, q1\n"
+                       "   letp lr, 1b\n"
+                       "   vmov q2[2], q2[0], r0, r4\n" /* lane 3 repeats pixel 2 */
+                       "   vmov q2[3], q2[1], r2, r4\n"
+                       "   vmov q3[2], q3[0], r6, r10\n"
+                       "   vmov q3[3], q3[1], r8, r10\n"
+                       "   ldrd r6, r8, [%[m], #28]\n"
+                       C1X1_OUT_ASM("q2", "r6", "r8", "%q[zp]")
+                       C1X1_OUT_ASM("q3", "r6", "r8", "%q[zp]")
+                       "   ldrd r0, r2, [%[m], #20]\n"
+                       "   strd r6, r8, [%[m], #28]\n"
+                       "   add %[wa], %[wa], r0\n"
+                       "   add %[wb], %[wb], r0\n"
+                       "   cmp r6, r2\n"
+                       "   bne 2b\n"
+                       : [wa] "+r"(wa), [wb] "+r"(wb)
+                       : [m] "r"(m_r), [lo] "w"(lo), [hi] "w"(hi), [zp] "w"(zp), [off] "w"(r.off)
+                       : "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r8", "r10", "q0", "q1", "q2",
+                         "q3", "lr", "cc", "memory");
+    }
+  }
 }
 
 /* One row of len output pixels: x its first input pixel, sx bytes between its pixels. */
-static MT_NOINLINE void c1x1_row(const c1x1_ctx *c, const int8_t *x, size_t sx, int32_t len,
-                                 int8_t *y)
+static void c1x1_row(const c1x1_ctx *c, const int8_t *x, size_t sx, int32_t len, int8_t *y)
 {
-  const int32x4_t lo = vdupq_n_s32(c->lo), hi = vdupq_n_s32(c->hi);
-  const uint32_t cout = (uint32_t)c->cout;
-  const uint32x4_t ramp = vidupq_n_u32(0, 1), off4 = vmulq_n_u32(ramp, cout);
-  const int fast = c->fast, small = c->cin <= 16;
-  uintptr_t blk[7];
-  blk[4] = (uintptr_t)(c->cin - 16);
-  blk[5] = (uintptr_t)((c->cin + 15) / 16 * 16 - c->cin);
-  blk[6] = (uintptr_t)(c->t + 3 * c->nc);
-  for (int32_t i = 0; i < len; i += 4) {
-    int32_t s = i;
-    uint32_t last = 3; /* the block's pixels: s .. s + last, then repeats of the last one */
-    if (len - i < 4) { /* the row's end: overlap the previous block, or repeat the last pixel */
-      s = len >= 4 ? len - 4 : 0;
-      last = len >= 4 ? 3u : (uint32_t)len - 1u;
-    }
-    const int8_t *xp[4];
-    for (uint32_t j = 0; j < 4; j++) {
-      xp[j] = x + ((size_t)s + (j < last ? j : last)) * sx;
-      blk[j] = (uintptr_t)xp[j];
-    }
-    const uint32x4_t off = last == 3 ? off4 : vmulq_n_u32(vminq_u32(ramp, vdupq_n_u32(last)), cout);
-    int8_t *yb = y + (size_t)s * cout;
-    if (!fast) {
-      c1x1_any(c, xp, off, yb);
-    } else if (small) {
-      c1x1_small(c, xp, off, lo, hi, yb);
+  const int wide = c->fast && c->cin > 16 && c->nc >= 2;
+  const int32_t px = wide ? 3 : 4, nb = len / px; /* pixels per block, whole blocks */
+  const uint32x4_t lanes = vminq_u32(vidupq_n_u32(0, 1),
+                                     vdupq_n_u32((uint32_t)(len < px ? len : px) - 1u));
+  c1x1_run r = {x, y, vmulq_n_u32(lanes, (uint32_t)sx), vmulq_n_u32(lanes, (uint32_t)c->cout),
+                nb > 0 ? nb : 1, (size_t)px * sx, (size_t)px * (size_t)c->cout};
+  for (int k = 0; k < 2; k++) { /* the whole blocks, then the last one overlapping */
+    if (wide) {
+      c1x1_wide(c, r);
+    } else if (c->fast && c->cin <= 16) {
+      c1x1_small(c, r);
     } else {
-      c1x1_large(c, blk, off, lo, hi, yb);
+      c1x1_any(c, r);
     }
+    if (len <= px || len % px == 0) {
+      break;
+    }
+    r.x = x + (size_t)(len - px) * sx;
+    r.y = y + (size_t)(len - px) * (size_t)c->cout;
+    r.nb = 1;
   }
 }
 
