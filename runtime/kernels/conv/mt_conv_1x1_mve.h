@@ -86,11 +86,10 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
 }
 
 /* The output stage of the asm loops, on Q (four pixels of one channel): T -> r0, r2, r4 (base,
- * mult, 31 - shift; T += 12), clamp, + ZP, scatter store at Y, Y += 1. Note: GNU as writes
+ * mult, 31 - shift; T += 12, LDM), clamp, + ZP, scatter store at Y, Y += 1. Note: GNU as writes
  * "vmov qd[2], qd[0], ra, rb" for lane 0 <- ra, lane 2 <- rb. */
 #define C1X1_OUT_ASM(Q, T, Y, ZP)         \
-  "   ldrd r0, r2, [" T "], #12\n"        \
-  "   ldr r4, [" T ", #-4]\n"             \
+  "   ldm " T "!, {r0, r2, r4}\n"        \
   "   vadd.i32 " Q ", " Q ", r0\n"        \
   "   vqdmulh.s32 " Q ", " Q ", r2\n"     \
   "   vrshl.s32 " Q ", r4\n"              \
