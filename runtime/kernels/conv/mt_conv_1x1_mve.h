@@ -99,6 +99,8 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
   "   vstrb.32 " Q ", [" Y ", %q[off]]\n" \
   "   adds " Y ", #1\n"
 
+#if defined(__OPTIMIZE__) /* -O0 leaves too few registers for this loop: c1x1_any instead */
+#define C1X1_SMALL 1
 /* A fast chunk, Cin <= 16, four pixels per block: the pixels in four registers (bytes past Cin
  * zeroed), per channel one predicated weight load and four VMLADAV. */
 static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
@@ -107,21 +109,22 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
   const size_t o1 = vgetq_lane_u32(r.xoff, 1), o2 = vgetq_lane_u32(r.xoff, 2);
   const size_t o3 = vgetq_lane_u32(r.xoff, 3); /* lane 0 is 0 */
   for (; r.nb > 0; r.nb--, r.x += r.dx, r.y += r.dy) {
-    const mve_pred16_t p = vctp8q((uint32_t)c->cin);
     const int8_t *w = c->w;
     const int32_t *t = c->t;
     int8_t *y = r.y;
     int8x16_t v0, v1, v2, v3;
-    __asm__ volatile("vpstttt\n"
+    __asm__ volatile("vctp.8 %[cin]\n"
+                     "vpstttt\n"
                      "vldrbt.8 %q[v0], [%[x0]]\n"
                      "vldrbt.8 %q[v1], [%[x1]]\n"
                      "vldrbt.8 %q[v2], [%[x2]]\n"
                      "vldrbt.8 %q[v3], [%[x3]]\n"
                      : [v0] "=&w"(v0), [v1] "=&w"(v1), [v2] "=&w"(v2), [v3] "=&w"(v3)
                      : [x0] "r"(r.x), [x1] "r"(r.x + o1), [x2] "r"(r.x + o2), [x3] "r"(r.x + o3),
-                       [p] "Up"(p)
+                       [cin] "r"(c->cin)
                      : "memory");
-    __asm__ volatile("   dls lr, %[nc]\n"
+    __asm__ volatile("   vctp.8 %[cin]\n" /* P0 (VPR, which calls do not preserve): Cin lanes */
+                     "   dls lr, %[nc]\n"
                      "1: vpst\n"
                      "   vldrbt.8 q2, [%[w]]\n"
                      "   add %[w], %[cin]\n"
@@ -134,11 +137,16 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
                      "   le lr, 1b\n"
                      : [w] "+r"(w), [t] "+r"(t), [y] "+r"(y)
                      : [x0] "w"(v0), [x1] "w"(v1), [x2] "w"(v2), [x3] "w"(v3), [cin] "r"(c->cin),
-                       [nc] "r"(c->nc), [p] "Up"(p), [lo] "w"(lo), [hi] "w"(hi), [zp] "r"(c->zp),
+                       [nc] "r"(c->nc), [lo] "w"(lo), [hi] "w"(hi), [zp] "r"(c->zp),
                        [off] "w"(r.off)
                      : "r0", "r2", "r4", "r6", "q2", "lr", "memory");
   }
 }
+
+#else
+#define C1X1_SMALL 0
+#define c1x1_small c1x1_any
+#endif /* __OPTIMIZE__ */
 
 /* A fast chunk, Cin > 16, nc >= 2, three pixels per block: pairs of channels, each 16-byte step
  * two weight loads and three pixel loads for six VMLADAVA; odd nc: the last pair is (nc - 2,
@@ -221,7 +229,7 @@ static void c1x1_row(const c1x1_ctx *c, const int8_t *x, size_t sx, int32_t len,
   for (int k = 0; k < 2; k++) { /* the whole blocks, then the last one overlapping */
     if (wide) {
       c1x1_wide(c, r);
-    } else if (c->fast && c->cin <= 16) {
+    } else if (C1X1_SMALL && c->fast && c->cin <= 16) {
       c1x1_small(c, r);
     } else {
       c1x1_any(c, r);
