@@ -295,7 +295,11 @@ def conv1x1_mve_cases():
                        stride=(2, 2), extreme=0),
               mac_case("pw_mve_cout70_c16", "conv2d", (1, 2, 3, 16), (70, 1, 1, 16), extreme=0),
               mac_case("pw_mve_cout130_c40", "conv2d", (1, 3, 2, 40), (130, 1, 1, 40),
-                       extreme=0)]
+                       extreme=0),
+              mac_case("pw_mve_bias_large_c12", "conv2d", (1, 3, 3, 12), (5, 1, 1, 12),
+                       extreme=0, bias_bits=28),
+              mac_case("pw_mve_bias_large_c40", "conv2d", (1, 3, 3, 40), (5, 1, 1, 40),
+                       extreme=0, bias_bits=28)]
     cases += [with_shifts(mac_case("pw_mve_c8_sh32", "conv2d", (1, 3, 6, 8), (6, 1, 1, 8),
                                    extreme=0), [32, 33]),
               with_shifts(mac_case("pw_mve_c48_sh32", "conv2d", (1, 3, 3, 48), (6, 1, 1, 48),

@@ -23,13 +23,13 @@
 
 #include "mt_kernel_mac.h" /* mt_wsum_rows_s8 */
 
-#define C1X1_CHUNK 64 /* output channels per table (768 B of stack) */
+#define C1X1_CHUNK 64 /* output channels per table (1 KB of stack) */
 
 #define C1X1_PTR(a) ((const int8_t *)(uintptr_t)(a))
 
 typedef struct {
   const int8_t *w;  /* the chunk's first weight row */
-  const int32_t *t; /* per channel: base, mult, 31 - shift */
+  const int32_t *t; /* per channel: base, mult, 31 - shift, (unused) */
   int32_t nc, cin, cout, zp, lo, hi; /* lo, hi: act_min - zp, act_max - zp */
   int fast;         /* every shift of the chunk is >= 32 */
 } c1x1_ctx;
@@ -52,7 +52,7 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
     const uint32x4_t a = vaddq_n_u32(r.xoff, (uint32_t)(uintptr_t)r.x);
     const int8_t *w = c->w;
     const int32_t *t = c->t;
-    for (int32_t o = 0; o < c->nc; o++, w += c->cin, t += 3) {
+    for (int32_t o = 0; o < c->nc; o++, w += c->cin, t += 4) {
       const int8_t *x0 = C1X1_PTR(vgetq_lane_u32(a, 0)), *x1 = C1X1_PTR(vgetq_lane_u32(a, 1));
       const int8_t *x2 = C1X1_PTR(vgetq_lane_u32(a, 2)), *x3 = C1X1_PTR(vgetq_lane_u32(a, 3));
       const int8_t *wr = w;
@@ -85,11 +85,11 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
   }
 }
 
-/* The output stage of the asm loops, on Q (four pixels of one channel): T -> r0, r2, r4 (base,
- * mult, 31 - shift; T += 12, LDM), clamp, + ZP, scatter store at Y, Y += 1. Note: GNU as writes
- * "vmov qd[2], qd[0], ra, rb" for lane 0 <- ra, lane 2 <- rb. */
-#define C1X1_OUT_ASM(Q, T, Y, ZP)         \
-  "   ldm " T "!, {r0, r2, r4}\n"        \
+/* The output stage of the asm loops, on Q (four pixels of one channel): T -> r0, r2, r4, R (base,
+ * mult, 31 - shift, unused; T += 16, one LDM), clamp, + ZP, scatter store at Y, Y += 1. Note:
+ * GNU as writes "vmov qd[2], qd[0], ra, rb" for lane 0 <- ra, lane 2 <- rb. */
+#define C1X1_OUT_ASM(Q, T, Y, ZP, R)      \
+  "   ldm " T "!, {r0, r2, r4, " R "}\n" \
   "   vadd.i32 " Q ", " Q ", r0\n"        \
   "   vqdmulh.s32 " Q ", " Q ", r2\n"     \
   "   vrshl.s32 " Q ", r4\n"              \
@@ -133,7 +133,7 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
                      "   vmladav.s8 r4, %q[x2], q2\n"
                      "   vmladav.s8 r6, %q[x3], q2\n"
                      "   vmov q2[2], q2[0], r0, r4\n"
-                     "   vmov q2[3], q2[1], r2, r6\n" C1X1_OUT_ASM("q2", "%[t]", "%[y]", "%[zp]")
+                     "   vmov q2[3], q2[1], r2, r6\n" C1X1_OUT_ASM("q2", "%[t]", "%[y]", "%[zp]", "r6")
                      "   le lr, 1b\n"
                      : [w] "+r"(w), [t] "+r"(t), [y] "+r"(y)
                      : [x0] "w"(v0), [x1] "w"(v1), [x2] "w"(v2), [x3] "w"(v3), [cin] "r"(c->cin),
@@ -164,8 +164,8 @@ static MT_NOINLINE void c1x1_wide(const c1x1_ctx *c, c1x1_run r)
   for (; r.nb > 0; r.nb--, r.x += r.dx, r.y += r.dy) {
     vst1q_u32(m, vaddq_n_u32(r.xoff, (uint32_t)(uintptr_t)r.x));
     for (int32_t o = 0, np = nc / 2; np > 0; np = o == 0 && (nc & 1), o = nc - 2) {
-      m[6] = (uint32_t)(uintptr_t)(c->t + 3 * o + 6 * np);
-      m[7] = (uint32_t)(uintptr_t)(c->t + 3 * o);
+      m[6] = (uint32_t)(uintptr_t)(c->t + 4 * o + 8 * np);
+      m[7] = (uint32_t)(uintptr_t)(c->t + 4 * o);
       m[8] = (uint32_t)(uintptr_t)(r.y + o);
       register uint32_t *m_r __asm__("r12") = m;
       register const int8_t *wa __asm__("r9") = c->w + (size_t)o * cin;
@@ -201,8 +201,8 @@ static MT_NOINLINE void c1x1_wide(const c1x1_ctx *c, c1x1_run r)
                        "   vmov q3[2], q3[0], r6, r10\n"
                        "   vmov q3[3], q3[1], r8, r10\n"
                        "   ldrd r6, r8, [%[m], #28]\n"
-                       C1X1_OUT_ASM("q2", "r6", "r8", "%q[zp]")
-                       C1X1_OUT_ASM("q3", "r6", "r8", "%q[zp]")
+                       C1X1_OUT_ASM("q2", "r6", "r8", "%q[zp]", "r10")
+                       C1X1_OUT_ASM("q3", "r6", "r8", "%q[zp]", "r10")
                        "   ldrd r0, r2, [%[m], #20]\n"
                        "   strd r6, r8, [%[m], #28]\n"
                        "   add %[wa], %[wa], r0\n"
@@ -243,27 +243,33 @@ static void c1x1_row(const c1x1_ctx *c, const int8_t *x, size_t sx, int32_t len,
   }
 }
 
-/* The chunk's table; returns 1 when every shift is >= 32. */
+/* The chunk's table (four channels per step); returns 1 when every shift is >= 32. */
 static int c1x1_table(const mt_conv1x1 *p, int32_t c0, int32_t nc, int32_t *t)
 {
   uint32_t sum[C1X1_CHUNK];
-  int fast = 1;
+  mve_pred16_t slow = 0;
   for (int32_t o = 0; o < nc; o++) {
     sum[o] = 0;
   }
   mt_wsum_rows_s8(p->w + (size_t)c0 * (size_t)p->cin, (size_t)p->cin, (uint32_t)p->cin, nc, sum);
-  for (int32_t o = 0; o < nc; o++, t += 3) {
-    t[0] = mt_wrap_s32((uint32_t)p->bias[c0 + o] + (uint32_t)p->x_off * sum[o]);
-    t[1] = p->mult[c0 + o];
-    t[2] = 31 - p->shift[c0 + o];
-    fast &= p->shift[c0 + o] >= 32;
+  for (int32_t o = 0; o < nc; o += 4) { /* o + 3 < C1X1_CHUNK: whole entries stay in t */
+    const mve_pred16_t q = vctp32q((uint32_t)(nc - o));
+    const int32x4_t sh = vldrwq_z_s32(p->shift + c0 + o, q);
+    int32x4x4_t e;
+    e.val[0] = vmlaq_n_s32(vldrwq_z_s32(p->bias + c0 + o, q),
+                           vldrwq_z_s32((const int32_t *)sum + o, q), p->x_off);
+    e.val[1] = vldrwq_z_s32(p->mult + c0 + o, q);
+    e.val[2] = vsubq_s32(vdupq_n_s32(31), sh);
+    e.val[3] = e.val[2];
+    vst4q_s32(t + 4 * o, e);
+    slow |= vcmpltq_m_n_s32(sh, 32, q);
   }
-  return fast;
+  return slow == 0;
 }
 
 static int conv1x1_mve(const mt_conv1x1 *p)
 {
-  int32_t tab[3 * C1X1_CHUNK];
+  int32_t tab[4 * C1X1_CHUNK];
   const int flat = p->stride_h == 1 && p->stride_w == 1; /* all pixels in one row */
   const int64_t pixels = (int64_t)p->batch * p->ho * p->wo;
   const int32_t rows = flat ? 1 : p->batch * p->ho;
