@@ -16,7 +16,8 @@
  * (every scale below 1/2), rq(acc) = rshr(VQDMULH(acc, mult), shift - 31): VQDMULH gives
  * floor(acc * mult / 2^31) exactly (mult >= 0: no saturation) and 2^(shift-1) is a multiple of
  * 2^31, so the nested floor division equals (acc * mult + 2^(shift-1)) >> shift. Those chunks
- * run the asm loops below; other chunks (and Cout 1 with Cin > 16) a C loop with mt_rq_v.
+ * run the asm loops below; other chunks (and Cout 1 with Cin > 16, and -O0 builds with
+ * Cin <= 16) a C loop with mt_rq_v's output stage.
  */
 #ifndef MT_CONV_1X1_MVE_H
 #define MT_CONV_1X1_MVE_H
@@ -133,7 +134,8 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
                      "   vmladav.s8 r4, %q[x2], q2\n"
                      "   vmladav.s8 r6, %q[x3], q2\n"
                      "   vmov q2[2], q2[0], r0, r4\n"
-                     "   vmov q2[3], q2[1], r2, r6\n" C1X1_OUT_ASM("q2", "%[t]", "%[y]", "%[zp]", "r6")
+                     "   vmov q2[3], q2[1], r2, r6\n"
+                     C1X1_OUT_ASM("q2", "%[t]", "%[y]", "%[zp]", "r6")
                      "   le lr, 1b\n"
                      : [w] "+r"(w), [t] "+r"(t), [y] "+r"(y)
                      : [x0] "w"(v0), [x1] "w"(v1), [x2] "w"(v2), [x3] "w"(v3), [cin] "r"(c->cin),
@@ -272,12 +274,12 @@ static int conv1x1_mve(const mt_conv1x1 *p)
   int32_t tab[4 * C1X1_CHUNK];
   const int flat = p->stride_h == 1 && p->stride_w == 1; /* all pixels in one row */
   const int64_t pixels = (int64_t)p->batch * p->ho * p->wo;
-  const int32_t rows = flat ? 1 : p->batch * p->ho;
-  const int32_t len = flat ? (int32_t)pixels : p->wo;
-  const size_t sx = (size_t)p->stride_w * (size_t)p->cin;
   if (p->cin < 1 || pixels < 1 || pixels > MT_DIM_MAX) {
     return 0;
   }
+  const int32_t rows = flat ? 1 : p->batch * p->ho;
+  const int32_t len = flat ? (int32_t)pixels : p->wo;
+  const size_t sx = (size_t)p->stride_w * (size_t)p->cin;
   c1x1_ctx c = {NULL, tab, 0, p->cin, p->cout, p->out_zp, p->act_min - p->out_zp,
                 p->act_max - p->out_zp, 0};
   for (int32_t c0 = 0; c0 < p->cout; c0 += C1X1_CHUNK) {
