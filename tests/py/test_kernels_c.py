@@ -260,9 +260,10 @@ def simd_cases():
 
 def conv1x1_mve_cases():
     """1x1 convolutions of the MVE fast path (mt_conv_1x1_mve.h): Cin <= 16 (pixels kept in
-    registers) and > 16 (dot loops), rows of 1..3 pixels (repeated last pixel) and not a
-    multiple of 4 (overlapping last block), strides, batch, two chunks, chunks whose shifts are
-    all >= 32 (VQDMULH output stage; 32 itself) or not (31, 20, odd encodings)."""
+    registers) and > 16 (pairs of channels), rows of 1..3 pixels (general path below 3,
+    repeated last pixel) and not a multiple of the block (overlapping last block), strides,
+    Wo 1 (columns), batch, two chunks, chunks whose shifts are all >= 32 (VQDMULH output stage;
+    32 itself) or not (31, 20, odd encodings)."""
 
     def with_shifts(case, shifts):  # shifts replaced per channel, multipliers rescaled
         x, w, bias, m, s = case.inputs
@@ -295,6 +296,12 @@ def conv1x1_mve_cases():
                        stride=(2, 2), extreme=0),
               mac_case("pw_mve_cout70_c16", "conv2d", (1, 2, 3, 16), (70, 1, 1, 16), extreme=0),
               mac_case("pw_mve_cout130_c40", "conv2d", (1, 3, 2, 40), (130, 1, 1, 40),
+                       extreme=0),
+              mac_case("pw_mve_col_s2", "conv2d", (1, 9, 1, 24), (6, 1, 1, 24), stride=(2, 1),
+                       extreme=0),  # Wo 1: the pixels of a column form the row
+              mac_case("pw_mve_col_s3_b2", "conv2d", (2, 10, 1, 12), (5, 1, 1, 12),
+                       stride=(3, 1), extreme=0),
+              mac_case("pw_mve_col_w2", "conv2d", (1, 7, 2, 20), (3, 1, 1, 20), stride=(2, 2),
                        extreme=0),
               mac_case("pw_mve_bias_large_c12", "conv2d", (1, 3, 3, 12), (5, 1, 1, 12),
                        extreme=0, bias_bits=28),

@@ -272,14 +272,19 @@ static int c1x1_table(const mt_conv1x1 *p, int32_t c0, int32_t nc, int32_t *t)
 static int conv1x1_mve(const mt_conv1x1 *p)
 {
   int32_t tab[4 * C1X1_CHUNK];
-  const int flat = p->stride_h == 1 && p->stride_w == 1; /* all pixels in one row */
+  /* rows: all pixels (stride 1), the columns of each image (Wo 1), or the rows of Wo pixels */
+  const int flat = p->stride_h == 1 && p->stride_w == 1, column = !flat && p->wo == 1;
   const int64_t pixels = (int64_t)p->batch * p->ho * p->wo;
-  if (p->cin < 1 || pixels < 1 || pixels > MT_DIM_MAX) {
+  if (p->cin < 1 || pixels > MT_DIM_MAX) {
     return 0;
   }
-  const int32_t rows = flat ? 1 : p->batch * p->ho;
-  const int32_t len = flat ? (int32_t)pixels : p->wo;
-  const size_t sx = (size_t)p->stride_w * (size_t)p->cin;
+  const int32_t rows = flat ? 1 : column ? p->batch : p->batch * p->ho;
+  const int32_t len = flat ? (int32_t)pixels : column ? p->ho : p->wo;
+  const size_t sx = (column ? (size_t)p->stride_h * (size_t)p->w_in : (size_t)p->stride_w) *
+                    (size_t)p->cin;
+  if (len < 3) { /* blocks would mostly repeat pixels: the general path does better */
+    return 0;
+  }
   c1x1_ctx c = {NULL, tab, 0, p->cin, p->cout, p->out_zp, p->act_min - p->out_zp,
                 p->act_max - p->out_zp, 0};
   for (int32_t c0 = 0; c0 < p->cout; c0 += C1X1_CHUNK) {
@@ -287,7 +292,7 @@ static int conv1x1_mve(const mt_conv1x1 *p)
     c.fast = c1x1_table(p, c0, c.nc, tab);
     c.w = p->w + (size_t)c0 * (size_t)p->cin;
     for (int32_t r = 0; r < rows; r++) {
-      const int32_t n = r / p->ho, oh = r % p->ho;
+      const int32_t n = column ? r : r / p->ho, oh = column ? 0 : r % p->ho;
       const size_t ix = ((size_t)n * (size_t)p->h + (size_t)oh * (size_t)p->stride_h) *
                         (size_t)p->w_in;
       c1x1_row(&c, p->x + ix * (size_t)p->cin, sx, len,
