@@ -258,6 +258,66 @@ def simd_cases():
     return cases
 
 
+def conv1x1_mve_cases():
+    """1x1 convolutions of the MVE fast path (mt_conv_1x1_mve.h): Cin <= 16 (pixels kept in
+    registers) and > 16 (pairs of channels), rows of 1..3 pixels (general path below 3,
+    repeated last pixel) and not a multiple of the block (overlapping last block), strides,
+    Wo 1 (columns), batch, two chunks, chunks whose shifts are all >= 32 (VQDMULH output stage;
+    32 itself) or not (31, 20, odd encodings)."""
+
+    def with_shifts(case, shifts):  # shifts replaced per channel, multipliers rescaled
+        x, w, bias, m, s = case.inputs
+        s2 = np.resize(np.asarray(shifts, np.int64), len(s))
+        m2 = np.minimum(np.round(m.astype(np.float64) * 2.0 ** (s2 - s)), (1 << 31) - 1)
+        return replace(case, name=case.name + "_shifts", inputs=(x, w, bias, i32(m2), i32(s2)))
+
+    cases = []
+    for i, c in enumerate((1, 2, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 31, 32, 33, 40, 64)):
+        cout = (c * 5) % 11 + 1
+        x2 = ((2, 5, 5, c), (1, 9, 14, c), (2, 7, 8, c))[i % 3]  # Wo 3, 7, 4 at stride 2
+        cases += [mac_case(f"pw_mve_c{c}", "conv2d", (1, 3, 5, c), (cout, 1, 1, c), extreme=0),
+                  mac_case(f"pw_mve_c{c}_s2", "conv2d", x2, (cout + 4, 1, 1, c),
+                           stride=(2, 2), extreme=0),
+                  mac_case(f"pw_mve_c{c}_odd", "conv2d", (1, 2, 7, c), (cout, 1, 1, c),
+                           extreme=1.0)]
+    cases += [mac_case("pw_mve_1px", "conv2d", (1, 1, 1, 9), (3, 1, 1, 9), extreme=0),
+              mac_case("pw_mve_1px_c40", "conv2d", (1, 1, 1, 40), (5, 1, 1, 40), extreme=0),
+              mac_case("pw_mve_2px_s2", "conv2d", (1, 3, 3, 20), (5, 1, 1, 20), stride=(2, 2),
+                       extreme=0),
+              mac_case("pw_mve_s21", "conv2d", (1, 6, 5, 16), (8, 1, 1, 16), stride=(2, 1),
+                       extreme=0),
+              mac_case("pw_mve_s13", "conv2d", (2, 4, 10, 24), (6, 1, 1, 24), stride=(1, 3),
+                       extreme=0),
+              mac_case("pw_mve_zp_min", "conv2d", (1, 5, 5, 13), (7, 1, 1, 13), zp=(-128, 127),
+                       extreme=0),
+              mac_case("pw_mve_zp_max", "conv2d", (1, 5, 5, 35), (7, 1, 1, 35), zp=(127, -128),
+                       extreme=0),
+              mac_case("pw_mve_resnet_s2", "conv2d", (1, 8, 8, 16), (32, 1, 1, 16),
+                       stride=(2, 2), extreme=0),
+              mac_case("pw_mve_cout70_c16", "conv2d", (1, 2, 3, 16), (70, 1, 1, 16), extreme=0),
+              mac_case("pw_mve_cout130_c40", "conv2d", (1, 3, 2, 40), (130, 1, 1, 40),
+                       extreme=0),
+              mac_case("pw_mve_col_s2", "conv2d", (1, 9, 1, 24), (6, 1, 1, 24), stride=(2, 1),
+                       extreme=0),  # Wo 1: the pixels of a column form the row
+              mac_case("pw_mve_col_s3_b2", "conv2d", (2, 10, 1, 12), (5, 1, 1, 12),
+                       stride=(3, 1), extreme=0),
+              mac_case("pw_mve_col_w2", "conv2d", (1, 7, 2, 20), (3, 1, 1, 20), stride=(2, 2),
+                       extreme=0),
+              mac_case("pw_mve_bias_large_c12", "conv2d", (1, 3, 3, 12), (5, 1, 1, 12),
+                       extreme=0, bias_bits=28),
+              mac_case("pw_mve_bias_large_c40", "conv2d", (1, 3, 3, 40), (5, 1, 1, 40),
+                       extreme=0, bias_bits=28)]
+    cases += [with_shifts(mac_case("pw_mve_c8_sh32", "conv2d", (1, 3, 6, 8), (6, 1, 1, 8),
+                                   extreme=0), [32, 33]),
+              with_shifts(mac_case("pw_mve_c48_sh32", "conv2d", (1, 3, 3, 48), (6, 1, 1, 48),
+                                   extreme=0), [40, 32, 35]),
+              with_shifts(mac_case("pw_mve_c8_sh31", "conv2d", (1, 4, 3, 8), (5, 1, 1, 8),
+                                   extreme=0), [36, 37, 31, 40, 36]),
+              with_shifts(mac_case("pw_mve_c70_sh20", "conv2d", (1, 2, 3, 24), (70, 1, 1, 24),
+                                   extreme=0), [38] * 66 + [20, 38, 38, 38])]
+    return cases
+
+
 def conv_cases(n_random):
     cases = [mac_case(f"conv2d_{n}", "conv2d", x, w, stride=s, dil=d, pads=p, groups=g)
              for n, x, w, s, d, p, g in CONV_EDGES]
@@ -714,7 +774,8 @@ def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
              elem_speedup_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
-             with_folded(simd_cases()) + bad_cases() + with_folded(conv_px_cases()))
+             with_folded(simd_cases()) + bad_cases() + with_folded(conv_px_cases()) +
+             conv1x1_mve_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases
