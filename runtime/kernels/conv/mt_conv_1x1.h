@@ -32,6 +32,14 @@ typedef struct {
 #include <arm_acle.h> /* __ssat */
 #endif /* __ARM_FEATURE_SAT */
 
+/* Armv7-M / Armv8-M Mainline without DSP (Cortex-M3): the C variant's loop in asm */
+#if !MT_DSP && defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB == 2 && \
+    !defined(MT_NO_SIMD)
+#define C1X1_T2 1
+#else
+#define C1X1_T2 0
+#endif
+
 #define C1X1_BUF 512 /* int32 words of unpacked input: two pixels of up to 256 channels (C) */
 
 /* Where the output pixels' inputs are: the next one at x + (row + ox * stride_w) * Cin. */
@@ -82,11 +90,11 @@ static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t
 /* rq(acc) on 32 bits (exact when it fits int32, the domain): for shift > 32 only the high
  * word of acc * mult counts (mt_requantize); for shift <= 32, with acc * mult = hi * 2^32 + lo,
  * (acc * mult + 2^(s-1)) >> s == hi * 2^(32-s) + ((lo >> (s-1)) + 1) >> 1 (mod 2^32). */
-static inline int32_t c1x1_rq(uint32_t acc, int32_t mult, int32_t shift)
+static MT_ALWAYS_INLINE int32_t c1x1_rq(uint32_t acc, int32_t mult, int32_t shift, int fast)
 {
   const int64_t prod = (int64_t)mt_wrap_s32(acc) * mult;
   const int32_t hi = (int32_t)(prod >> 32);
-  if (shift > 32) {
+  if (fast || shift > 32) {
     return (hi + (1 << (shift - 33))) >> (shift - 32);
   }
   const uint32_t lo = (uint32_t)prod;
@@ -98,29 +106,31 @@ typedef struct {
   int32_t zp, lo, hi;
 } c1x1_act;
 
-/* y = clamp(rq(acc) + zp, lo, hi); `full`: the range is [-128, 127], one SSAT where the core
- * has it. */
-static MT_ALWAYS_INLINE int8_t c1x1_out(uint32_t acc, int32_t mult, int32_t shift,
-                                        c1x1_act a, int full)
+/* ya, yb = clamp(rq(a or b) + zp, lo, hi) of one channel. `fast`: every shift is above 32 and
+ * the range is [-128, 127] (one SSAT where the core has it). */
+static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int32_t shift,
+                                       c1x1_act act, int fast, int8_t *ya, int8_t *yb)
 {
-  int32_t v = c1x1_rq(acc, mult, shift) + a.zp;
+  int32_t va = c1x1_rq(a, mult, shift, fast) + act.zp;
+  int32_t vb = c1x1_rq(b, mult, shift, fast) + act.zp;
 #if defined(__ARM_FEATURE_SAT)
-  if (full) {
-    return (int8_t)__ssat(v, 8);
+  if (fast) {
+    *ya = (int8_t)__ssat(va, 8);
+    *yb = (int8_t)__ssat(vb, 8);
+    return;
   }
-#else
-  (void)full; /* the constant range of act already lets the compiler fold the compares */
 #endif /* __ARM_FEATURE_SAT */
-  return (int8_t)(v < a.lo ? a.lo : (v > a.hi ? a.hi : v));
+  *ya = (int8_t)(va < act.lo ? act.lo : (va > act.hi ? act.hi : va));
+  *yb = (int8_t)(vb < act.lo ? act.lo : (vb > act.hi ? act.hi : vb));
 }
 
 /* Output channels [0, Cout) of the pixel pair in buf, stored at ya and yb. */
 static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
-                                       int8_t *yb, int full)
+                                       int8_t *yb, int fast)
 {
   const int32_t cin = p->cin, cout = p->cout;
   const int32_t *bias = p->bias, *mult = p->mult, *shift = p->shift;
-  const c1x1_act act = {p->out_zp, full ? MT_S8_MIN : p->act_min, full ? MT_S8_MAX : p->act_max};
+  const c1x1_act act = {p->out_zp, fast ? MT_S8_MIN : p->act_min, fast ? MT_S8_MAX : p->act_max};
   const int8_t *w0 = p->w;
   for (int32_t o = 0; o < cout; o += 2, w0 += 2 * (size_t)cin) {
     const int32_t o1 = o + 1 < cout ? o + 1 : o;
@@ -164,7 +174,40 @@ static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, 
       b1 = rb1;
       k = cin & ~3;
     }
-#endif /* MT_DSP */
+#elif C1X1_T2
+    if (cin >= 2) { /* two channels per step: LDM of four words, LDRSB + two MLA per weight */
+      register const int32_t *xr __asm__("r4") = xp, *end __asm__("r5") = xp + 2 * (cin & ~1);
+      register const int8_t *wa __asm__("r6") = w0, *wb __asm__("r7") = w1;
+      register uint32_t ra0 __asm__("r8") = a0, ra1 __asm__("r9") = a1;
+      register uint32_t rb0 __asm__("r10") = b0, rb1 __asm__("r11") = b1;
+      register int32_t t __asm__("r12");
+      __asm__ volatile("1: ldm %[xp]!, {r0, r1, r2, r3}\n"
+                       "   ldrsb %[t], [%[wa]], #1\n"
+                       "   mla %[a0], r0, %[t], %[a0]\n"
+                       "   mla %[b0], r1, %[t], %[b0]\n"
+                       "   ldrsb %[t], [%[wa]], #1\n"
+                       "   mla %[a0], r2, %[t], %[a0]\n"
+                       "   mla %[b0], r3, %[t], %[b0]\n"
+                       "   ldrsb %[t], [%[wb]], #1\n"
+                       "   mla %[a1], r0, %[t], %[a1]\n"
+                       "   mla %[b1], r1, %[t], %[b1]\n"
+                       "   ldrsb %[t], [%[wb]], #1\n"
+                       "   mla %[a1], r2, %[t], %[a1]\n"
+                       "   mla %[b1], r3, %[t], %[b1]\n"
+                       "   cmp %[xp], %[end]\n"
+                       "   bne 1b\n"
+                       : [xp] "+r"(xr), [wa] "+r"(wa), [wb] "+r"(wb), [a0] "+r"(ra0),
+                         [a1] "+r"(ra1), [b0] "+r"(rb0), [b1] "+r"(rb1), [t] "=&r"(t)
+                       : [end] "r"(end)
+                       : "r0", "r1", "r2", "r3", "cc", "memory");
+      xp = xr;
+      a0 = ra0;
+      a1 = ra1;
+      b0 = rb0;
+      b1 = rb1;
+      k = cin & ~1;
+    }
+#endif /* MT_DSP, C1X1_T2 */
     for (; k < cin; k++, xp += 2) {
       const int32_t v0 = w0[k], v1 = w1[k];
       a0 += (uint32_t)(xp[0] * v0);
@@ -172,15 +215,12 @@ static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, 
       b0 += (uint32_t)(xp[1] * v0);
       b1 += (uint32_t)(xp[1] * v1);
     }
-    const int32_t m0 = mult[o], s0 = shift[o], m1 = mult[o1], s1 = shift[o1];
-    ya[o] = c1x1_out(a0, m0, s0, act, full);
-    yb[o] = c1x1_out(b0, m0, s0, act, full);
-    ya[o1] = c1x1_out(a1, m1, s1, act, full);
-    yb[o1] = c1x1_out(b1, m1, s1, act, full);
+    c1x1_out2(a0, b0, mult[o], shift[o], act, fast, ya + o, yb + o);
+    c1x1_out2(a1, b1, mult[o1], shift[o1], act, fast, ya + o1, yb + o1);
   }
 }
 
-static MT_NOINLINE void c1x1_pair_full(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
+static MT_NOINLINE void c1x1_pair_fast(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
                                        int8_t *yb)
 {
   c1x1_pair(p, buf, ya, yb, 1);
@@ -198,7 +238,10 @@ static int conv1x1_pairs(const mt_conv1x1 *p)
   if (p->cin > C1X1_BUF / 2 || p->cout < 1) {
     return 0;
   }
-  const int full = p->act_min == MT_S8_MIN && p->act_max == MT_S8_MAX;
+  int fast = p->act_min == MT_S8_MIN && p->act_max == MT_S8_MAX;
+  for (int32_t o = 0; o < p->cout; o++) {
+    fast &= p->shift[o] > 32;
+  }
   c1x1_cursor c = {p->x, 0, 0};
   const int32_t npx = p->batch * p->ho * p->wo;
   int8_t *y = p->y;
@@ -206,8 +249,8 @@ static int conv1x1_pairs(const mt_conv1x1 *p)
     const int8_t *xa = c1x1_next(p, &c), *xb = q + 1 < npx ? c1x1_next(p, &c) : xa;
     c1x1_unpack(xa, xb, p->cin, p->x_off, buf);
     int8_t *yb = q + 1 < npx ? y + p->cout : y;
-    if (full) {
-      c1x1_pair_full(p, buf, y, yb);
+    if (fast) {
+      c1x1_pair_fast(p, buf, y, yb);
     } else {
       c1x1_pair_any(p, buf, y, yb);
     }
