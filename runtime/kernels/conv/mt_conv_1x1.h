@@ -124,99 +124,141 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   *yb = (int8_t)(vb < act.lo ? act.lo : (vb > act.hi ? act.hi : vb));
 }
 
-/* Output channels [0, Cout) of the pixel pair in buf, stored at ya and yb. */
+#if MT_DSP || C1X1_T2
+/* The asm loop's frame: acc, pairs left, bytes of buf per pass, the step from the end of a
+ * weight row to the same row of the next pair, bias (on the stack: every register is in use).
+ * Per pair: accumulators from the biases, the steps over buf, a0, b0, a1, b1 stored. */
+#define C1X1_LOOP_HEAD                                                                         \
+  "   push {r0, r1, r2, r3, r12}\n"                                                            \
+  "2: ldr r12, [sp, #16]\n"                                                                    \
+  "   ldrd r8, r10, [r12], #8\n"                                                               \
+  "   str r12, [sp, #16]\n"                                                                    \
+  "   mov r9, r8\n"                                                                            \
+  "   mov r11, r10\n"
+#define C1X1_LOOP_TAIL                                                                         \
+  "   cmp r4, r5\n"                                                                            \
+  "   bne 1b\n"                                                                                \
+  "   ldr r12, [sp]\n"                                                                         \
+  "   stmia r12!, {r8, r9, r10, r11}\n"                                                        \
+  "   str r12, [sp]\n"                                                                         \
+  "   ldrd r12, lr, [sp, #8]\n"                                                                \
+  "   sub r4, r4, r12\n"                                                                       \
+  "   add r6, r6, lr\n"                                                                        \
+  "   add r7, r7, lr\n"                                                                        \
+  "   ldr r12, [sp, #4]\n"                                                                     \
+  "   subs r12, r12, #1\n"                                                                     \
+  "   str r12, [sp, #4]\n"                                                                     \
+  "   bne 2b\n"                                                                                \
+  "   add sp, sp, #20\n"
+#endif /* MT_DSP || C1X1_T2 */
+
+/* acc[4j .. 4j+3] = (a0, b0, a1, b1): bias[2j] (0) or bias[2j+1] (1) plus the sums x * w of
+ * pixels a, b of buf with weight rows w + 2j * Cin (0) and the next one (1; the same row when
+ * `same`), j < n. Every operand of the asm sits in a fixed register (gcc finds no 14 itself). */
+static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int32_t cin,
+                                       int32_t n, int same, const int32_t *bias, uint32_t *acc)
+{
+  int32_t k0 = 0;
+  if (n == 0) {
+    return;
+  }
+#if MT_DSP || C1X1_T2
+#if MT_DSP
+  const int32_t k_asm = cin & ~3, words = k_asm; /* four channels per step, 4 words */
+#else
+  const int32_t k_asm = cin & ~1, words = 2 * k_asm; /* two channels per step, 4 words */
+#endif /* MT_DSP */
+  if (k_asm > 0) {
+    register uint32_t *r0 __asm__("r0") = acc;
+    register int32_t r1 __asm__("r1") = n, r2 __asm__("r2") = words * 4;
+    register int32_t r3 __asm__("r3") = 2 * cin - k_asm;
+    register const int32_t *xr __asm__("r4") = buf, *end __asm__("r5") = buf + words;
+    register const int8_t *wa __asm__("r6") = w, *wb __asm__("r7") = same ? w : w + cin;
+    register uint32_t a0 __asm__("r8"), b0 __asm__("r9"), a1 __asm__("r10"), b1 __asm__("r11");
+    register const int32_t *t __asm__("r12") = bias;
+    register uint32_t u __asm__("lr");
+#if MT_DSP
+    __asm__ volatile(C1X1_LOOP_HEAD
+                     "1: ldm r4!, {r0, r1, r2, r3}\n"
+                     "   ldr r12, [r6], #4\n"
+                     "   sxtb16 lr, r12\n"
+                     "   sxtb16 r12, r12, ror #8\n"
+                     "   smlad r8, r0, lr, r8\n"
+                     "   smlad r8, r1, r12, r8\n"
+                     "   smlad r9, r2, lr, r9\n"
+                     "   smlad r9, r3, r12, r9\n"
+                     "   ldr r12, [r7], #4\n"
+                     "   sxtb16 lr, r12\n"
+                     "   sxtb16 r12, r12, ror #8\n"
+                     "   smlad r10, r0, lr, r10\n"
+                     "   smlad r10, r1, r12, r10\n"
+                     "   smlad r11, r2, lr, r11\n"
+                     "   smlad r11, r3, r12, r11\n" C1X1_LOOP_TAIL
+#else
+    __asm__ volatile(C1X1_LOOP_HEAD
+                     "1: ldm r4!, {r0, r1, r2, r3}\n"
+                     "   ldrsb r12, [r6], #1\n"
+                     "   mla r8, r0, r12, r8\n"
+                     "   mla r9, r1, r12, r9\n"
+                     "   ldrsb r12, [r6], #1\n"
+                     "   mla r8, r2, r12, r8\n"
+                     "   mla r9, r3, r12, r9\n"
+                     "   ldrsb r12, [r7], #1\n"
+                     "   mla r10, r0, r12, r10\n"
+                     "   mla r11, r1, r12, r11\n"
+                     "   ldrsb r12, [r7], #1\n"
+                     "   mla r10, r2, r12, r10\n"
+                     "   mla r11, r3, r12, r11\n" C1X1_LOOP_TAIL
+#endif /* MT_DSP */
+                     : "+r"(r0), "+r"(r1), "+r"(r2), "+r"(r3), "+r"(xr), "+r"(wa), "+r"(wb),
+                       "=&r"(a0), "=&r"(b0), "=&r"(a1), "=&r"(b1), "+r"(t), "=&r"(u)
+                     : "r"(end)
+                     : "cc", "memory");
+    k0 = k_asm;
+    buf += words;
+  } else
+#endif /* MT_DSP || C1X1_T2 */
+  {
+    for (int32_t j = 0; j < 2 * n; j++) {
+      acc[2 * j] = acc[2 * j + 1] = (uint32_t)bias[j];
+    }
+  }
+  for (int32_t j = 0; j < n && k0 < cin; j++, acc += 4) { /* the channels the asm left */
+    const int8_t *w0 = w + 2 * (size_t)j * (size_t)cin, *w1 = same ? w0 : w0 + cin;
+    const int32_t *xp = buf;
+    for (int32_t k = k0; k < cin; k++, xp += 2) {
+      acc[0] += (uint32_t)(xp[0] * w0[k]);
+      acc[1] += (uint32_t)(xp[1] * w0[k]);
+      acc[2] += (uint32_t)(xp[0] * w1[k]);
+      acc[3] += (uint32_t)(xp[1] * w1[k]);
+    }
+  }
+}
+
+#define C1X1_CHUNK 64 /* output channels whose accumulators are kept (512 B of stack) */
+
+/* Output channels [0, Cout) of the pixel pair in buf, stored at ya and yb, in chunks: the
+ * sums of every channel pair (an odd last channel paired with itself), then the output stage
+ * (channel c's accumulators at acc[2c], acc[2c + 1]). */
 static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
                                        int8_t *yb, int fast)
 {
+  uint32_t acc[2 * C1X1_CHUNK];
+  const c1x1_act act = {p->out_zp, fast ? MT_S8_MIN : p->act_min, fast ? MT_S8_MAX : p->act_max};
   const int32_t cin = p->cin, cout = p->cout;
   const int32_t *bias = p->bias, *mult = p->mult, *shift = p->shift;
-  const c1x1_act act = {p->out_zp, fast ? MT_S8_MIN : p->act_min, fast ? MT_S8_MAX : p->act_max};
-  const int8_t *w0 = p->w;
-  for (int32_t o = 0; o < cout; o += 2, w0 += 2 * (size_t)cin) {
-    const int32_t o1 = o + 1 < cout ? o + 1 : o;
-    const int8_t *w1 = w0 + (size_t)(o1 - o) * (size_t)cin;
-    uint32_t a0 = (uint32_t)bias[o], a1 = (uint32_t)bias[o1], b0 = a0, b1 = a1;
-    const int32_t *xp = buf;
-    int32_t k = 0;
-#if MT_DSP
-    if (cin >= 4) { /* in asm, every operand in a fixed register: gcc finds no 14 itself */
-      register const int32_t *xr __asm__("r4") = xp, *end __asm__("r5") = xp + (cin & ~3);
-      register const int8_t *wa __asm__("r6") = w0, *wb __asm__("r7") = w1;
-      register uint32_t ra0 __asm__("r8") = a0, ra1 __asm__("r9") = a1;
-      register uint32_t rb0 __asm__("r10") = b0, rb1 __asm__("r11") = b1;
-      register uint32_t t __asm__("r12"), u __asm__("lr");
-      __asm__ volatile("1: ldm %[xp]!, {r0, r1, r2, r3}\n"
-                       "   ldr %[t], [%[wa]], #4\n"
-                       "   sxtb16 %[u], %[t]\n"
-                       "   sxtb16 %[t], %[t], ror #8\n"
-                       "   smlad %[a0], r0, %[u], %[a0]\n"
-                       "   smlad %[a0], r1, %[t], %[a0]\n"
-                       "   smlad %[b0], r2, %[u], %[b0]\n"
-                       "   smlad %[b0], r3, %[t], %[b0]\n"
-                       "   ldr %[t], [%[wb]], #4\n"
-                       "   sxtb16 %[u], %[t]\n"
-                       "   sxtb16 %[t], %[t], ror #8\n"
-                       "   smlad %[a1], r0, %[u], %[a1]\n"
-                       "   smlad %[a1], r1, %[t], %[a1]\n"
-                       "   smlad %[b1], r2, %[u], %[b1]\n"
-                       "   smlad %[b1], r3, %[t], %[b1]\n"
-                       "   cmp %[xp], %[end]\n"
-                       "   bne 1b\n"
-                       : [xp] "+r"(xr), [wa] "+r"(wa), [wb] "+r"(wb), [a0] "+r"(ra0),
-                         [a1] "+r"(ra1), [b0] "+r"(rb0), [b1] "+r"(rb1), [t] "=&r"(t),
-                         [u] "=&r"(u)
-                       : [end] "r"(end)
-                       : "r0", "r1", "r2", "r3", "cc", "memory");
-      xp = xr;
-      a0 = ra0;
-      a1 = ra1;
-      b0 = rb0;
-      b1 = rb1;
-      k = cin & ~3;
+  for (int32_t o0 = 0; o0 < cout; o0 += C1X1_CHUNK) {
+    const int32_t nc = cout - o0 < C1X1_CHUNK ? cout - o0 : C1X1_CHUNK;
+    const int8_t *w = p->w + (size_t)o0 * (size_t)cin;
+    c1x1_dots(buf, w, cin, nc >> 1, 0, bias + o0, acc);
+    if (nc & 1) {
+      const int32_t last[2] = {bias[o0 + nc - 1], bias[o0 + nc - 1]};
+      c1x1_dots(buf, w + (size_t)(nc - 1) * (size_t)cin, cin, 1, 1, last, acc + 2 * (nc - 1));
     }
-#elif C1X1_T2
-    if (cin >= 2) { /* two channels per step: LDM of four words, LDRSB + two MLA per weight */
-      register const int32_t *xr __asm__("r4") = xp, *end __asm__("r5") = xp + 2 * (cin & ~1);
-      register const int8_t *wa __asm__("r6") = w0, *wb __asm__("r7") = w1;
-      register uint32_t ra0 __asm__("r8") = a0, ra1 __asm__("r9") = a1;
-      register uint32_t rb0 __asm__("r10") = b0, rb1 __asm__("r11") = b1;
-      register int32_t t __asm__("r12");
-      __asm__ volatile("1: ldm %[xp]!, {r0, r1, r2, r3}\n"
-                       "   ldrsb %[t], [%[wa]], #1\n"
-                       "   mla %[a0], r0, %[t], %[a0]\n"
-                       "   mla %[b0], r1, %[t], %[b0]\n"
-                       "   ldrsb %[t], [%[wa]], #1\n"
-                       "   mla %[a0], r2, %[t], %[a0]\n"
-                       "   mla %[b0], r3, %[t], %[b0]\n"
-                       "   ldrsb %[t], [%[wb]], #1\n"
-                       "   mla %[a1], r0, %[t], %[a1]\n"
-                       "   mla %[b1], r1, %[t], %[b1]\n"
-                       "   ldrsb %[t], [%[wb]], #1\n"
-                       "   mla %[a1], r2, %[t], %[a1]\n"
-                       "   mla %[b1], r3, %[t], %[b1]\n"
-                       "   cmp %[xp], %[end]\n"
-                       "   bne 1b\n"
-                       : [xp] "+r"(xr), [wa] "+r"(wa), [wb] "+r"(wb), [a0] "+r"(ra0),
-                         [a1] "+r"(ra1), [b0] "+r"(rb0), [b1] "+r"(rb1), [t] "=&r"(t)
-                       : [end] "r"(end)
-                       : "r0", "r1", "r2", "r3", "cc", "memory");
-      xp = xr;
-      a0 = ra0;
-      a1 = ra1;
-      b0 = rb0;
-      b1 = rb1;
-      k = cin & ~1;
+    for (int32_t c = 0; c < nc; c++) {
+      c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, fast,
+                ya + o0 + c, yb + o0 + c);
     }
-#endif /* MT_DSP, C1X1_T2 */
-    for (; k < cin; k++, xp += 2) {
-      const int32_t v0 = w0[k], v1 = w1[k];
-      a0 += (uint32_t)(xp[0] * v0);
-      a1 += (uint32_t)(xp[0] * v1);
-      b0 += (uint32_t)(xp[1] * v0);
-      b1 += (uint32_t)(xp[1] * v1);
-    }
-    c1x1_out2(a0, b0, mult[o], shift[o], act, fast, ya + o, yb + o);
-    c1x1_out2(a1, b1, mult[o1], shift[o1], act, fast, ya + o1, yb + o1);
   }
 }
 
