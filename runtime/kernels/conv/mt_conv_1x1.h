@@ -32,11 +32,15 @@ typedef struct {
 #include <arm_acle.h> /* __ssat */
 #endif /* __ARM_FEATURE_SAT */
 
-/* Armv7-M / Armv8-M Mainline without DSP (Cortex-M3): the C variant's loop in asm */
-#if !MT_DSP && defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB == 2 && \
-    !defined(MT_NO_SIMD)
-#define C1X1_T2 1
+/* The dot loop in asm, on DSP cores (SMLAD) and on Armv7-M / Armv8-M Mainline without DSP
+ * (Cortex-M3: MLA). It pins all 14 registers, r7 included: gcc with the frame pointer omitted
+ * (optimizing); other builds (clang keeps r7 reserved) run the C loop. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
+#define C1X1_DSP MT_DSP
+#define C1X1_T2 (!MT_DSP)
 #else
+#define C1X1_DSP 0
 #define C1X1_T2 0
 #endif
 
@@ -71,7 +75,7 @@ static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t
                         int32_t *buf)
 {
   int32_t k = 0;
-#if MT_DSP
+#if C1X1_DSP
   const int32_t off2 = (int32_t)(((uint32_t)x_off << 16) | ((uint32_t)x_off & 0xFFFFu));
   for (; cin - k >= 4; k += 4, buf += 4) {
     const uint32_t va = mt_read_s8x4(xa + k), vb = mt_read_s8x4(xb + k);
@@ -80,7 +84,7 @@ static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t
     buf[2] = __sxtab16(off2, (int32_t)vb);
     buf[3] = __sxtab16(off2, (int32_t)((vb >> 8) | (vb << 24)));
   }
-#endif /* MT_DSP */
+#endif /* C1X1_DSP */
   for (; k < cin; k++, buf += 2) {
     buf[0] = xa[k] + x_off;
     buf[1] = xb[k] + x_off;
@@ -124,7 +128,7 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   *yb = (int8_t)(vb < act.lo ? act.lo : (vb > act.hi ? act.hi : vb));
 }
 
-#if MT_DSP || C1X1_T2
+#if C1X1_DSP || C1X1_T2
 /* The asm loop's frame: acc, pairs left, bytes of buf per pass, the step from the end of a
  * weight row to the same row of the next pair, bias (on the stack: every register is in use).
  * Per pair: accumulators from the biases, the steps over buf, a0, b0, a1, b1 stored. */
@@ -150,7 +154,7 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   "   str r12, [sp, #4]\n"                                                                     \
   "   bne 2b\n"                                                                                \
   "   add sp, sp, #20\n"
-#endif /* MT_DSP || C1X1_T2 */
+#endif /* C1X1_DSP || C1X1_T2 */
 
 /* acc[4j .. 4j+3] = (a0, b0, a1, b1): bias[2j] (0) or bias[2j+1] (1) plus the sums x * w of
  * pixels a, b of buf with weight rows w + 2j * Cin (0) and the next one (1; the same row when
@@ -162,12 +166,12 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
   if (n == 0) {
     return;
   }
-#if MT_DSP || C1X1_T2
-#if MT_DSP
+#if C1X1_DSP || C1X1_T2
+#if C1X1_DSP
   const int32_t k_asm = cin & ~3, words = k_asm; /* four channels per step, 4 words */
 #else
   const int32_t k_asm = cin & ~1, words = 2 * k_asm; /* two channels per step, 4 words */
-#endif /* MT_DSP */
+#endif /* C1X1_DSP */
   if (k_asm > 0) {
     register uint32_t *r0 __asm__("r0") = acc;
     register int32_t r1 __asm__("r1") = n, r2 __asm__("r2") = words * 4;
@@ -177,7 +181,7 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
     register uint32_t a0 __asm__("r8"), b0 __asm__("r9"), a1 __asm__("r10"), b1 __asm__("r11");
     register const int32_t *t __asm__("r12") = bias;
     register uint32_t u __asm__("lr");
-#if MT_DSP
+#if C1X1_DSP
     __asm__ volatile(C1X1_LOOP_HEAD
                      "1: ldm r4!, {r0, r1, r2, r3}\n"
                      "   ldr r12, [r6], #4\n"
@@ -209,7 +213,7 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
                      "   ldrsb r12, [r7], #1\n"
                      "   mla r10, r2, r12, r10\n"
                      "   mla r11, r3, r12, r11\n" C1X1_LOOP_TAIL
-#endif /* MT_DSP */
+#endif /* C1X1_DSP */
                      : "+r"(r0), "+r"(r1), "+r"(r2), "+r"(r3), "+r"(xr), "+r"(wa), "+r"(wb),
                        "=&r"(a0), "=&r"(b0), "=&r"(a1), "=&r"(b1), "+r"(t), "=&r"(u)
                      : "r"(end)
@@ -217,7 +221,7 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
     k0 = k_asm;
     buf += words;
   } else
-#endif /* MT_DSP || C1X1_T2 */
+#endif /* C1X1_DSP || C1X1_T2 */
   {
     for (int32_t j = 0; j < 2 * n; j++) {
       acc[2 * j] = acc[2 * j + 1] = (uint32_t)bias[j];
