@@ -39,6 +39,7 @@ typedef struct {
     defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
 #define C1X1_DSP MT_DSP
 #define C1X1_T2 (!MT_DSP)
+#define C1X1_K (MT_DSP ? 8 : 4) /* input channels per pass of the asm loop */
 #else
 #define C1X1_DSP 0
 #define C1X1_T2 0
@@ -69,7 +70,7 @@ static const int8_t *c1x1_next(const mt_conv1x1 *p, c1x1_cursor *c)
 
 /* buf = pixels xa, xb (Cin bytes each) plus x_off as the dot loops read them. DSP: per four
  * channels k, the halfword pairs (xa[k], xa[k+2]), (xa[k+1], xa[k+3]), then the same of xb
- * (the lanes SXTB16 / SXTB16 ROR #8 make of a weight word); C and the last Cin % 4 channels on
+ * (the lanes SXTB16 / SXTB16 ROR #8 make of a weight word); C and the last Cin % 8 channels on
  * DSP: per channel, the words xa[k], xb[k]. */
 static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t x_off,
                         int32_t *buf)
@@ -77,7 +78,7 @@ static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t
   int32_t k = 0;
 #if C1X1_DSP
   const int32_t off2 = (int32_t)(((uint32_t)x_off << 16) | ((uint32_t)x_off & 0xFFFFu));
-  for (; cin - k >= 4; k += 4, buf += 4) {
+  for (; k < (cin & ~(C1X1_K - 1)); k += 4, buf += 4) {
     const uint32_t va = mt_read_s8x4(xa + k), vb = mt_read_s8x4(xb + k);
     buf[0] = __sxtab16(off2, (int32_t)va);
     buf[1] = __sxtab16(off2, (int32_t)((va >> 8) | (va << 24)));
@@ -154,6 +155,41 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   "   str r12, [sp, #4]\n"                                                                     \
   "   bne 2b\n"                                                                                \
   "   add sp, sp, #20\n"
+/* One step of four words of buf (pixels a, b) against both weight rows, twice per pass:
+ * DSP: four channels (SXTB16 lanes, SMLAD); C: two channels (LDRSB, MLA). */
+#if C1X1_DSP
+#define C1X1_STEP                                                                              \
+  "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
+  "   ldr r12, [r6], #4\n"                                                                     \
+  "   sxtb16 lr, r12\n"                                                                        \
+  "   sxtb16 r12, r12, ror #8\n"                                                               \
+  "   smlad r8, r0, lr, r8\n"                                                                  \
+  "   smlad r8, r1, r12, r8\n"                                                                 \
+  "   smlad r9, r2, lr, r9\n"                                                                  \
+  "   smlad r9, r3, r12, r9\n"                                                                 \
+  "   ldr r12, [r7], #4\n"                                                                     \
+  "   sxtb16 lr, r12\n"                                                                        \
+  "   sxtb16 r12, r12, ror #8\n"                                                               \
+  "   smlad r10, r0, lr, r10\n"                                                                \
+  "   smlad r10, r1, r12, r10\n"                                                               \
+  "   smlad r11, r2, lr, r11\n"                                                                \
+  "   smlad r11, r3, r12, r11\n"
+#else
+#define C1X1_STEP                                                                              \
+  "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
+  "   ldrsb r12, [r6], #1\n"                                                                   \
+  "   mla r8, r0, r12, r8\n"                                                                   \
+  "   mla r9, r1, r12, r9\n"                                                                   \
+  "   ldrsb r12, [r6], #1\n"                                                                   \
+  "   mla r8, r2, r12, r8\n"                                                                   \
+  "   mla r9, r3, r12, r9\n"                                                                   \
+  "   ldrsb r12, [r7], #1\n"                                                                   \
+  "   mla r10, r0, r12, r10\n"                                                                 \
+  "   mla r11, r1, r12, r11\n"                                                                 \
+  "   ldrsb r12, [r7], #1\n"                                                                   \
+  "   mla r10, r2, r12, r10\n"                                                                 \
+  "   mla r11, r3, r12, r11\n"
+#endif /* C1X1_DSP */
 #endif /* C1X1_DSP || C1X1_T2 */
 
 /* acc[4j .. 4j+3] = (a0, b0, a1, b1): bias[2j] (0) or bias[2j+1] (1) plus the sums x * w of
@@ -167,11 +203,7 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
     return;
   }
 #if C1X1_DSP || C1X1_T2
-#if C1X1_DSP
-  const int32_t k_asm = cin & ~3, words = k_asm; /* four channels per step, 4 words */
-#else
-  const int32_t k_asm = cin & ~1, words = 2 * k_asm; /* two channels per step, 4 words */
-#endif /* C1X1_DSP */
+  const int32_t k_asm = cin & ~(C1X1_K - 1), words = C1X1_DSP ? k_asm : 2 * k_asm;
   if (k_asm > 0) {
     register uint32_t *r0 __asm__("r0") = acc;
     register int32_t r1 __asm__("r1") = n, r2 __asm__("r2") = words * 4;
@@ -182,37 +214,9 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
     register const int32_t *t __asm__("r12") = bias;
     register uint32_t u __asm__("lr");
 #if C1X1_DSP
-    __asm__ volatile(C1X1_LOOP_HEAD
-                     "1: ldm r4!, {r0, r1, r2, r3}\n"
-                     "   ldr r12, [r6], #4\n"
-                     "   sxtb16 lr, r12\n"
-                     "   sxtb16 r12, r12, ror #8\n"
-                     "   smlad r8, r0, lr, r8\n"
-                     "   smlad r8, r1, r12, r8\n"
-                     "   smlad r9, r2, lr, r9\n"
-                     "   smlad r9, r3, r12, r9\n"
-                     "   ldr r12, [r7], #4\n"
-                     "   sxtb16 lr, r12\n"
-                     "   sxtb16 r12, r12, ror #8\n"
-                     "   smlad r10, r0, lr, r10\n"
-                     "   smlad r10, r1, r12, r10\n"
-                     "   smlad r11, r2, lr, r11\n"
-                     "   smlad r11, r3, r12, r11\n" C1X1_LOOP_TAIL
+    __asm__ volatile(C1X1_LOOP_HEAD "1:" C1X1_STEP C1X1_STEP C1X1_LOOP_TAIL
 #else
-    __asm__ volatile(C1X1_LOOP_HEAD
-                     "1: ldm r4!, {r0, r1, r2, r3}\n"
-                     "   ldrsb r12, [r6], #1\n"
-                     "   mla r8, r0, r12, r8\n"
-                     "   mla r9, r1, r12, r9\n"
-                     "   ldrsb r12, [r6], #1\n"
-                     "   mla r8, r2, r12, r8\n"
-                     "   mla r9, r3, r12, r9\n"
-                     "   ldrsb r12, [r7], #1\n"
-                     "   mla r10, r0, r12, r10\n"
-                     "   mla r11, r1, r12, r11\n"
-                     "   ldrsb r12, [r7], #1\n"
-                     "   mla r10, r2, r12, r10\n"
-                     "   mla r11, r3, r12, r11\n" C1X1_LOOP_TAIL
+    __asm__ volatile(C1X1_LOOP_HEAD "1:" C1X1_STEP C1X1_STEP C1X1_LOOP_TAIL
 #endif /* C1X1_DSP */
                      : "+r"(r0), "+r"(r1), "+r"(r2), "+r"(r3), "+r"(xr), "+r"(wa), "+r"(wb),
                        "=&r"(a0), "=&r"(b0), "=&r"(a1), "=&r"(b1), "+r"(t), "=&r"(u)
