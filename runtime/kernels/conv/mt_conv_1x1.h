@@ -9,8 +9,11 @@
  * DSP and C variants: output pixels go in pairs. Both pixels are unpacked once, x_off added,
  * into a stack buffer laid out for the dot loop (so the zero point costs nothing per MAC);
  * then every pair of output channels is a 2 x 2 block: each loaded x word and weight word
- * feeds two MACs. An odd last pixel or channel is paired with itself (computed twice, stored
- * twice to the same byte). Cin above the buffer goes to the general path.
+ * feeds two MACs. One asm loop runs the blocks of up to 64 channels back to back (DSP: LDM,
+ * SXTB16, SMLAD; Cortex-M3: LDM, LDRSB, MLA), storing the accumulators; a short loop then
+ * requantizes them (for shift > 32 and the range [-128, 127]: SMULL, add, shift, SSAT).
+ * An odd last pixel or channel is paired with itself (computed twice, stored twice to the same
+ * byte). Cin above the buffer (256) goes to the general path.
  */
 #ifndef MT_CONV_1X1_H
 #define MT_CONV_1X1_H
@@ -97,13 +100,19 @@ static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t
  * (acc * mult + 2^(s-1)) >> s == hi * 2^(32-s) + ((lo >> (s-1)) + 1) >> 1 (mod 2^32). */
 static MT_ALWAYS_INLINE int32_t c1x1_rq(uint32_t acc, int32_t mult, int32_t shift, int fast)
 {
-  const int64_t prod = (int64_t)mt_wrap_s32(acc) * mult;
-  const int32_t hi = (int32_t)(prod >> 32);
   if (fast || shift > 32) {
-    return (hi + (1 << (shift - 33))) >> (shift - 32);
+    const int32_t rnd = 1 << (shift - 33);
+#if C1X1_DSP
+    int32_t v; /* SMMLA: rnd + the high word of acc * mult, one instruction */
+    __asm__("smmla %0, %1, %2, %3" : "=r"(v) : "r"(acc), "r"(mult), "r"(rnd));
+    return v >> (shift - 32);
+#else
+    return ((int32_t)(((int64_t)mt_wrap_s32(acc) * mult) >> 32) + rnd) >> (shift - 32);
+#endif /* C1X1_DSP */
   }
-  const uint32_t lo = (uint32_t)prod;
-  return mt_wrap_s32(((uint32_t)hi << (32 - shift)) + (((lo >> (shift - 1)) + 1u) >> 1));
+  const int64_t prod = (int64_t)mt_wrap_s32(acc) * mult;
+  const uint32_t hi = (uint32_t)(prod >> 32), lo = (uint32_t)prod;
+  return mt_wrap_s32((hi << (32 - shift)) + (((lo >> (shift - 1)) + 1u) >> 1));
 }
 
 /* The output stage's constants: zero point and activation range. */
