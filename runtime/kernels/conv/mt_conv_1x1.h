@@ -165,7 +165,7 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   "   bne 2b\n"                                                                                \
   "   add sp, sp, #20\n"
 /* One step of four words of buf (pixels a, b) against both weight rows, twice per pass:
- * DSP: four channels (SXTB16 lanes, SMLAD); C: two channels (LDRSB, MLA). */
+ * DSP: four input channels (SXTB16 lanes, SMLAD); Cortex-M3: two (LDRSB, MLA). */
 #if C1X1_DSP
 #define C1X1_STEP                                                                              \
   "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
