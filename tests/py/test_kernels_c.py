@@ -318,6 +318,35 @@ def conv1x1_mve_cases():
     return cases
 
 
+def conv1x1_cases():
+    """The 1x1 fast path: Cin and Cout 1..17 and beyond (odd pixel and channel counts pair
+    with themselves), strides 1 and 2 (rows left below the last window), batches, zero points
+    and activation ranges at their limits, extreme scales (shift < 32 and > 32), large biases,
+    Cin above the unpack buffer (general path)."""
+    cases = []
+    for c in range(1, 18):
+        s = (1 + c % 2, 1 + (c // 2) % 2)
+        cases.append(mac_case(f"pw1x1_c{c}", "conv2d", (1 + c % 2, 3 + c % 4, 1 + c % 5, c),
+                              ((c * 5) % 17 + 1, 1, 1, c), stride=s, extreme=0.6))
+    for n, x, cout, s, extra in (
+            ("s2_rows_left", (2, 6, 5, 9), 7, (2, 2), {}),
+            ("s21", (2, 5, 4, 20), 6, (2, 1), {}),
+            ("s12", (1, 3, 6, 12), 5, (1, 2), {}),
+            ("c31", (1, 3, 3, 31), 9, (1, 1), {}),
+            ("c33_zp_min", (1, 3, 3, 33), 17, (1, 1), dict(zp=(-128, 127))),
+            ("c64_zp_max", (1, 5, 5, 64), 64, (1, 1), dict(zp=(127, -128))),
+            ("c8_scales_extreme", (1, 4, 5, 8), 16, (1, 1), dict(extreme=1.0)),
+            ("c16_bias_large", (1, 3, 3, 16), 11, (1, 1), dict(bias_bits=28, extreme=1.0)),
+            ("cout1", (1, 3, 3, 24), 1, (1, 1), {}),
+            ("px1", (1, 1, 1, 13), 3, (1, 1), {}),
+            ("c256", (1, 2, 3, 256), 3, (1, 1), {}),
+            ("c257", (1, 2, 3, 257), 3, (1, 1), {})):
+        cases.append(mac_case(f"pw1x1_{n}", "conv2d", x, (cout, 1, 1, x[3]), stride=s, **extra))
+    for i in range(8):  # activation ranges: pick_act chooses none, ReLU, ReLU6-like, random
+        cases.append(mac_case(f"pw1x1_act_{i}", "conv2d", (1, 3, 3, 12), (6, 1, 1, 12)))
+    return cases
+
+
 def conv_cases(n_random):
     cases = [mac_case(f"conv2d_{n}", "conv2d", x, w, stride=s, dil=d, pads=p, groups=g)
              for n, x, w, s, d, p, g in CONV_EDGES]
@@ -775,7 +804,7 @@ def all_cases(n_random):
              elem_speedup_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases() + with_folded(conv_px_cases()) +
-             conv1x1_mve_cases())
+             conv1x1_mve_cases() + conv1x1_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

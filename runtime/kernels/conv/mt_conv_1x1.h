@@ -5,6 +5,15 @@
  *
  * conv1x1_run returns 1 when it computed y, 0 when the shape is left to the general path.
  * The MVE variant lives in mt_conv_1x1_mve.h (its algorithm differs wholesale).
+ *
+ * DSP and C variants: output pixels go in pairs. Both pixels are unpacked once, x_off added,
+ * into a stack buffer laid out for the dot loop (so the zero point costs nothing per MAC);
+ * then every pair of output channels is a 2 x 2 block: each loaded x word and weight word
+ * feeds two MACs. One asm loop runs the blocks of up to 64 channels back to back (DSP: LDM,
+ * SXTB16, SMLAD; Cortex-M3: LDM, LDRSB, MLA), storing the accumulators; a short loop then
+ * requantizes them (for shift > 32 and the range [-128, 127]: SMULL, add, shift, SSAT).
+ * An odd last pixel or channel is paired with itself (computed twice, stored twice to the same
+ * byte). Cin above the buffer (256) goes to the general path.
  */
 #ifndef MT_CONV_1X1_H
 #define MT_CONV_1X1_H
@@ -21,6 +30,292 @@ typedef struct {
 
 #if MT_MVE
 #include "mt_conv_1x1_mve.h" /* conv1x1_mve */
+#else /* !MT_MVE */
+#if defined(__ARM_FEATURE_SAT)
+#include <arm_acle.h> /* __ssat */
+#endif /* __ARM_FEATURE_SAT */
+
+/* The dot loop in asm, on DSP cores (SMLAD) and on Armv7-M / Armv8-M Mainline without DSP
+ * (Cortex-M3: MLA). It pins all 14 registers, r7 included: gcc with the frame pointer omitted
+ * (optimizing); other builds (clang keeps r7 reserved) run the C loop. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+    defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
+#define C1X1_DSP MT_DSP
+#define C1X1_T2 (!MT_DSP)
+#define C1X1_K (MT_DSP ? 8 : 4) /* input channels per pass of the asm loop */
+#else
+#define C1X1_DSP 0
+#define C1X1_T2 0
+#endif
+
+#define C1X1_BUF 512 /* int32 words of unpacked input: two pixels of up to 256 channels (C) */
+
+/* Where the output pixels' inputs are: the next one at x + (row + ox * stride_w) * Cin. */
+typedef struct {
+  const int8_t *row; /* input row of the current output row */
+  int32_t ox, oy;
+} c1x1_cursor;
+
+static const int8_t *c1x1_next(const mt_conv1x1 *p, c1x1_cursor *c)
+{
+  const int8_t *px = c->row + (size_t)c->ox * (size_t)p->stride_w * (size_t)p->cin;
+  const size_t x_row = (size_t)p->w_in * (size_t)p->cin;
+  if (++c->ox == p->wo) {
+    c->ox = 0;
+    c->row += (size_t)p->stride_h * x_row;
+    if (++c->oy == p->ho) { /* next image: skip the input rows below the last window */
+      c->oy = 0;
+      c->row += (size_t)(p->h - p->ho * p->stride_h) * x_row;
+    }
+  }
+  return px;
+}
+
+/* buf = pixels xa, xb (Cin bytes each) plus x_off as the dot loops read them. DSP: per four
+ * channels k, the halfword pairs (xa[k], xa[k+2]), (xa[k+1], xa[k+3]), then the same of xb
+ * (the lanes SXTB16 / SXTB16 ROR #8 make of a weight word); C and the last Cin % 8 channels on
+ * DSP: per channel, the words xa[k], xb[k]. */
+static void c1x1_unpack(const int8_t *xa, const int8_t *xb, int32_t cin, int32_t x_off,
+                        int32_t *buf)
+{
+  int32_t k = 0;
+#if C1X1_DSP
+  const int32_t off2 = (int32_t)(((uint32_t)x_off << 16) | ((uint32_t)x_off & 0xFFFFu));
+  for (; k < (cin & ~(C1X1_K - 1)); k += 4, buf += 4) {
+    const uint32_t va = mt_read_s8x4(xa + k), vb = mt_read_s8x4(xb + k);
+    buf[0] = __sxtab16(off2, (int32_t)va);
+    buf[1] = __sxtab16(off2, (int32_t)((va >> 8) | (va << 24)));
+    buf[2] = __sxtab16(off2, (int32_t)vb);
+    buf[3] = __sxtab16(off2, (int32_t)((vb >> 8) | (vb << 24)));
+  }
+#endif /* C1X1_DSP */
+  for (; k < cin; k++, buf += 2) {
+    buf[0] = xa[k] + x_off;
+    buf[1] = xb[k] + x_off;
+  }
+}
+
+/* rq(acc) on 32 bits (exact when it fits int32, the domain): for shift > 32 only the high
+ * word of acc * mult counts (mt_requantize); for shift <= 32, with acc * mult = hi * 2^32 + lo,
+ * (acc * mult + 2^(s-1)) >> s == hi * 2^(32-s) + ((lo >> (s-1)) + 1) >> 1 (mod 2^32). */
+static MT_ALWAYS_INLINE int32_t c1x1_rq(uint32_t acc, int32_t mult, int32_t shift, int fast)
+{
+  if (fast || shift > 32) {
+    const int32_t rnd = 1 << (shift - 33);
+#if C1X1_DSP
+    int32_t v; /* SMMLA: rnd + the high word of acc * mult, one instruction */
+    __asm__("smmla %0, %1, %2, %3" : "=r"(v) : "r"(acc), "r"(mult), "r"(rnd));
+    return v >> (shift - 32);
+#else
+    return ((int32_t)(((int64_t)mt_wrap_s32(acc) * mult) >> 32) + rnd) >> (shift - 32);
+#endif /* C1X1_DSP */
+  }
+  const int64_t prod = (int64_t)mt_wrap_s32(acc) * mult;
+  const uint32_t hi = (uint32_t)(prod >> 32), lo = (uint32_t)prod;
+  return mt_wrap_s32((hi << (32 - shift)) + (((lo >> (shift - 1)) + 1u) >> 1));
+}
+
+/* The output stage's constants: zero point and activation range. */
+typedef struct {
+  int32_t zp, lo, hi;
+} c1x1_act;
+
+/* ya, yb = clamp(rq(a or b) + zp, lo, hi) of one channel. `fast`: every shift is above 32 and
+ * the range is [-128, 127] (one SSAT where the core has it). */
+static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int32_t shift,
+                                       c1x1_act act, int fast, int8_t *ya, int8_t *yb)
+{
+  int32_t va = c1x1_rq(a, mult, shift, fast) + act.zp;
+  int32_t vb = c1x1_rq(b, mult, shift, fast) + act.zp;
+#if defined(__ARM_FEATURE_SAT)
+  if (fast) {
+    *ya = (int8_t)__ssat(va, 8);
+    *yb = (int8_t)__ssat(vb, 8);
+    return;
+  }
+#endif /* __ARM_FEATURE_SAT */
+  *ya = (int8_t)(va < act.lo ? act.lo : (va > act.hi ? act.hi : va));
+  *yb = (int8_t)(vb < act.lo ? act.lo : (vb > act.hi ? act.hi : vb));
+}
+
+#if C1X1_DSP || C1X1_T2
+/* The asm loop's frame: acc, pairs left, bytes of buf per pass, the step from the end of a
+ * weight row to the same row of the next pair, bias (on the stack: every register is in use).
+ * Per pair: accumulators from the biases, the steps over buf, a0, b0, a1, b1 stored. */
+#define C1X1_LOOP_HEAD                                                                         \
+  "   push {r0, r1, r2, r3, r12}\n"                                                            \
+  "2: ldr r12, [sp, #16]\n"                                                                    \
+  "   ldrd r8, r10, [r12], #8\n"                                                               \
+  "   str r12, [sp, #16]\n"                                                                    \
+  "   mov r9, r8\n"                                                                            \
+  "   mov r11, r10\n"
+#define C1X1_LOOP_TAIL                                                                         \
+  "   cmp r4, r5\n"                                                                            \
+  "   bne 1b\n"                                                                                \
+  "   ldr r12, [sp]\n"                                                                         \
+  "   stmia r12!, {r8, r9, r10, r11}\n"                                                        \
+  "   str r12, [sp]\n"                                                                         \
+  "   ldrd r12, lr, [sp, #8]\n"                                                                \
+  "   sub r4, r4, r12\n"                                                                       \
+  "   add r6, r6, lr\n"                                                                        \
+  "   add r7, r7, lr\n"                                                                        \
+  "   ldr r12, [sp, #4]\n"                                                                     \
+  "   subs r12, r12, #1\n"                                                                     \
+  "   str r12, [sp, #4]\n"                                                                     \
+  "   bne 2b\n"                                                                                \
+  "   add sp, sp, #20\n"
+/* One step of four words of buf (pixels a, b) against both weight rows, twice per pass:
+ * DSP: four input channels (SXTB16 lanes, SMLAD); Cortex-M3: two (LDRSB, MLA). */
+#if C1X1_DSP
+#define C1X1_STEP                                                                              \
+  "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
+  "   ldr r12, [r6], #4\n"                                                                     \
+  "   sxtb16 lr, r12\n"                                                                        \
+  "   sxtb16 r12, r12, ror #8\n"                                                               \
+  "   smlad r8, r0, lr, r8\n"                                                                  \
+  "   smlad r8, r1, r12, r8\n"                                                                 \
+  "   smlad r9, r2, lr, r9\n"                                                                  \
+  "   smlad r9, r3, r12, r9\n"                                                                 \
+  "   ldr r12, [r7], #4\n"                                                                     \
+  "   sxtb16 lr, r12\n"                                                                        \
+  "   sxtb16 r12, r12, ror #8\n"                                                               \
+  "   smlad r10, r0, lr, r10\n"                                                                \
+  "   smlad r10, r1, r12, r10\n"                                                               \
+  "   smlad r11, r2, lr, r11\n"                                                                \
+  "   smlad r11, r3, r12, r11\n"
+#else
+#define C1X1_STEP                                                                              \
+  "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
+  "   ldrsb r12, [r6], #1\n"                                                                   \
+  "   mla r8, r0, r12, r8\n"                                                                   \
+  "   mla r9, r1, r12, r9\n"                                                                   \
+  "   ldrsb r12, [r6], #1\n"                                                                   \
+  "   mla r8, r2, r12, r8\n"                                                                   \
+  "   mla r9, r3, r12, r9\n"                                                                   \
+  "   ldrsb r12, [r7], #1\n"                                                                   \
+  "   mla r10, r0, r12, r10\n"                                                                 \
+  "   mla r11, r1, r12, r11\n"                                                                 \
+  "   ldrsb r12, [r7], #1\n"                                                                   \
+  "   mla r10, r2, r12, r10\n"                                                                 \
+  "   mla r11, r3, r12, r11\n"
+#endif /* C1X1_DSP */
+#endif /* C1X1_DSP || C1X1_T2 */
+
+/* acc[4j .. 4j+3] = (a0, b0, a1, b1): bias[2j] (0) or bias[2j+1] (1) plus the sums x * w of
+ * pixels a, b of buf with weight rows w + 2j * Cin (0) and the next one (1; the same row when
+ * `same`), j < n. Every operand of the asm sits in a fixed register (gcc finds no 14 itself). */
+static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int32_t cin,
+                                       int32_t n, int same, const int32_t *bias, uint32_t *acc)
+{
+  int32_t k0 = 0;
+  if (n == 0) {
+    return;
+  }
+#if C1X1_DSP || C1X1_T2
+  const int32_t k_asm = cin & ~(C1X1_K - 1), words = C1X1_DSP ? k_asm : 2 * k_asm;
+  if (k_asm > 0) {
+    register uint32_t *r0 __asm__("r0") = acc;
+    register int32_t r1 __asm__("r1") = n, r2 __asm__("r2") = words * 4;
+    register int32_t r3 __asm__("r3") = 2 * cin - k_asm;
+    register const int32_t *xr __asm__("r4") = buf, *end __asm__("r5") = buf + words;
+    register const int8_t *wa __asm__("r6") = w, *wb __asm__("r7") = same ? w : w + cin;
+    register uint32_t a0 __asm__("r8"), b0 __asm__("r9"), a1 __asm__("r10"), b1 __asm__("r11");
+    register const int32_t *t __asm__("r12") = bias;
+    register uint32_t u __asm__("lr");
+#if C1X1_DSP
+    __asm__ volatile(C1X1_LOOP_HEAD "1:" C1X1_STEP C1X1_STEP C1X1_LOOP_TAIL
+#else
+    __asm__ volatile(C1X1_LOOP_HEAD "1:" C1X1_STEP C1X1_STEP C1X1_LOOP_TAIL
+#endif /* C1X1_DSP */
+                     : "+r"(r0), "+r"(r1), "+r"(r2), "+r"(r3), "+r"(xr), "+r"(wa), "+r"(wb),
+                       "=&r"(a0), "=&r"(b0), "=&r"(a1), "=&r"(b1), "+r"(t), "=&r"(u)
+                     : "r"(end)
+                     : "cc", "memory");
+    k0 = k_asm;
+    buf += words;
+  } else
+#endif /* C1X1_DSP || C1X1_T2 */
+  {
+    for (int32_t j = 0; j < 2 * n; j++) {
+      acc[2 * j] = acc[2 * j + 1] = (uint32_t)bias[j];
+    }
+  }
+  for (int32_t j = 0; j < n && k0 < cin; j++, acc += 4) { /* the channels the asm left */
+    const int8_t *w0 = w + 2 * (size_t)j * (size_t)cin, *w1 = same ? w0 : w0 + cin;
+    const int32_t *xp = buf;
+    for (int32_t k = k0; k < cin; k++, xp += 2) {
+      acc[0] += (uint32_t)(xp[0] * w0[k]);
+      acc[1] += (uint32_t)(xp[1] * w0[k]);
+      acc[2] += (uint32_t)(xp[0] * w1[k]);
+      acc[3] += (uint32_t)(xp[1] * w1[k]);
+    }
+  }
+}
+
+#define C1X1_CHUNK 64 /* output channels whose accumulators are kept (512 B of stack) */
+
+/* Output channels [0, Cout) of the pixel pair in buf, stored at ya and yb, in chunks: the
+ * sums of every channel pair (an odd last channel paired with itself), then the output stage
+ * (channel c's accumulators at acc[2c], acc[2c + 1]). */
+static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
+                                       int8_t *yb, int fast)
+{
+  uint32_t acc[2 * C1X1_CHUNK];
+  const c1x1_act act = {p->out_zp, fast ? MT_S8_MIN : p->act_min, fast ? MT_S8_MAX : p->act_max};
+  const int32_t cin = p->cin, cout = p->cout;
+  const int32_t *bias = p->bias, *mult = p->mult, *shift = p->shift;
+  for (int32_t o0 = 0; o0 < cout; o0 += C1X1_CHUNK) {
+    const int32_t nc = cout - o0 < C1X1_CHUNK ? cout - o0 : C1X1_CHUNK;
+    const int8_t *w = p->w + (size_t)o0 * (size_t)cin;
+    c1x1_dots(buf, w, cin, nc >> 1, 0, bias + o0, acc);
+    if (nc & 1) {
+      const int32_t last[2] = {bias[o0 + nc - 1], bias[o0 + nc - 1]};
+      c1x1_dots(buf, w + (size_t)(nc - 1) * (size_t)cin, cin, 1, 1, last, acc + 2 * (nc - 1));
+    }
+    for (int32_t c = 0; c < nc; c++) {
+      c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, fast,
+                ya + o0 + c, yb + o0 + c);
+    }
+  }
+}
+
+static MT_NOINLINE void c1x1_pair_fast(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
+                                       int8_t *yb)
+{
+  c1x1_pair(p, buf, ya, yb, 1);
+}
+
+static MT_NOINLINE void c1x1_pair_any(const mt_conv1x1 *p, const int32_t *buf, int8_t *ya,
+                                      int8_t *yb)
+{
+  c1x1_pair(p, buf, ya, yb, 0);
+}
+
+static int conv1x1_pairs(const mt_conv1x1 *p)
+{
+  int32_t buf[C1X1_BUF];
+  if (p->cin > C1X1_BUF / 2 || p->cout < 1) {
+    return 0;
+  }
+  int fast = p->act_min == MT_S8_MIN && p->act_max == MT_S8_MAX;
+  for (int32_t o = 0; o < p->cout; o++) {
+    fast &= p->shift[o] > 32;
+  }
+  c1x1_cursor c = {p->x, 0, 0};
+  const int32_t npx = p->batch * p->ho * p->wo;
+  int8_t *y = p->y;
+  for (int32_t q = 0; q < npx; q += 2, y += 2 * (size_t)p->cout) {
+    const int8_t *xa = c1x1_next(p, &c), *xb = q + 1 < npx ? c1x1_next(p, &c) : xa;
+    c1x1_unpack(xa, xb, p->cin, p->x_off, buf);
+    int8_t *yb = q + 1 < npx ? y + p->cout : y;
+    if (fast) {
+      c1x1_pair_fast(p, buf, y, yb);
+    } else {
+      c1x1_pair_any(p, buf, y, yb);
+    }
+  }
+  return 1;
+}
 #endif /* MT_MVE */
 
 static int conv1x1_run(const mt_conv1x1 *p)
@@ -28,8 +323,7 @@ static int conv1x1_run(const mt_conv1x1 *p)
 #if MT_MVE
   return conv1x1_mve(p);
 #else
-  (void)p;
-  return 0;
+  return conv1x1_pairs(p);
 #endif /* MT_MVE */
 }
 
