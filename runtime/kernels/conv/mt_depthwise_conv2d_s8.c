@@ -114,52 +114,89 @@ static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const int8_t *x, const int8_
 
 #include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
 
+#if !MT_MVE
+/* y[0, n) of output channels o, o + 1, ... from their window sums acc (bias included);
+ * the constants are read into locals first (a store to y may alias any of them). */
+static MT_NOINLINE void dw_store(const dw_ctx *c, const uint32_t *acc, int32_t o, int32_t n,
+                                 int8_t *y)
+{
+  const int32_t *mult = c->mult + o, *shift = c->shift + o;
+  const int32_t zp = c->out_zp, lo = c->act_min, hi = c->act_max;
+  if (!c->rq_hi_only) {
+    for (int32_t b = 0; b < n; b++) {
+      y[b] = mt_requantize(mt_wrap_s32(acc[b]), mult[b], shift[b], zp, lo,
+                           hi);
+    }
+    return;
+  }
+  for (int32_t b = 0; b < n; b++) { /* shift > 32: ((hi(p) >> (s - 33)) + 1) >> 1 rounds */
+    const int64_t p = (int64_t)mt_wrap_s32(acc[b]) * mult[b];
+    const int32_t v = ((((int32_t)(p >> 32) >> (shift[b] - 33)) + 1) >> 1) + zp;
+    y[b] = (int8_t)(v < lo ? lo : (v > hi ? hi : v));
+  }
+}
+#endif /* !MT_MVE */
+
 /* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap (rows x cols taps). */
 static MT_NOINLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const int8_t *w,
                                     int32_t rows, int32_t cols, int8_t *y)
 {
-  int32_t ch = 0;
 #if MT_MVE
-  ch = dw_pixel_mve(c, x, w, rows, cols, y);
+  dw_pixel_mve(c, x, w, rows, cols, y);
 #else /* !MT_MVE: four channels per pass */
-  const size_t x_tap = c->x_tap, x_row = c->x_row, w_row = c->w_row, cm = (size_t)c->c;
-  const int32_t off = c->x_off;
+  int32_t ch = 0;
+  const size_t x_tap = c->x_tap, cm = (size_t)c->c;
+  const size_t xrs = c->x_row - (size_t)cols * x_tap, wrs = c->w_row - (size_t)cols * cm;
+  const int32_t off = c->x_off, n = c->c;
 #if MT_DSP
   const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
 #endif /* MT_DSP */
-  for (; c->c - ch >= 4; ch += 4) {
-    uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-    const int8_t *xr = x + ch, *wr = w + ch;
-    for (int32_t ky = 0; ky < rows; ky++, xr += x_row, wr += w_row) {
-      const int8_t *xp = xr, *wp = wr;
+  for (; n - ch >= 4; ch += 4) {
+    const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
+    uint32_t a0 = (uint32_t)b[0], a1 = (uint32_t)b[1], a2 = (uint32_t)b[2], a3 = (uint32_t)b[3];
+    const int8_t *xp = x + ch, *wp = w + ch;
+    for (int32_t ky = 0; ky < rows && cols > 0; ky++, xp += xrs, wp += wrs) {
+#if MT_DSP /* in asm (gcc spills this loop's state in C); x steps cm too (dilation 1) */
+      uint32_t t0, t1, t2, k = (uint32_t)cols; /* w read twice: one register fewer */
+      if (x_tap == cm) {
+      __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
+                       "   ldr %[t1], [%[wp]]\n"
+                       "   add %[xp], %[xp], %[cm]\n"
+                       "   sxtab16 %[t2], %[off], %[t0]\n"
+                       "   sxtb16 %[t1], %[t1]\n"
+                       "   smlabb %[a0], %[t2], %[t1], %[a0]\n"
+                       "   smlatt %[a2], %[t2], %[t1], %[a2]\n"
+                       "   ldr %[t1], [%[wp]]\n"
+                       "   add %[wp], %[wp], %[cm]\n"
+                       "   sxtab16 %[t0], %[off], %[t0], ror #8\n"
+                       "   sxtb16 %[t1], %[t1], ror #8\n"
+                       "   smlabb %[a1], %[t0], %[t1], %[a1]\n"
+                       "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
+                       "   subs %[k], %[k], #1\n"
+                       "   bne 1b\n"
+                       : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(k), [a0] "+r"(a0), [a1] "+r"(a1),
+                         [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),
+                         [t2] "=&r"(t2)
+                       : [cm] "r"(cm), [off] "r"(off2)
+                       : "cc", "memory");
+      continue;
+      }
+#endif /* MT_DSP */
       for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
-#if MT_DSP
-        const uint32_t xv = mt_read_s8x4(xp), wv = mt_read_s8x4(wp);
-        const int32_t x02 = __sxtab16(off2, (int32_t)xv);
-        int32_t x13; /* SXTAB16 with ROR #8 (gcc does not fold the rotate) */
-        __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(x13) : "r"(off2), "r"(xv));
-        const int32_t w02 = __sxtb16((int32_t)wv), w13 = mt_sxtb16_ror8(wv);
-        a0 = (uint32_t)__smlabb(x02, w02, (int32_t)a0);
-        a1 = (uint32_t)__smlabb(x13, w13, (int32_t)a1);
-        a2 = (uint32_t)__smlatt(x02, w02, (int32_t)a2);
-        a3 = (uint32_t)__smlatt(x13, w13, (int32_t)a3);
-#else /* !MT_DSP */
         a0 += (uint32_t)((xp[0] + off) * wp[0]);
         a1 += (uint32_t)((xp[1] + off) * wp[1]);
         a2 += (uint32_t)((xp[2] + off) * wp[2]);
         a3 += (uint32_t)((xp[3] + off) * wp[3]);
-#endif /* MT_DSP */
       }
     }
-    y[ch] = dw_out(c, a0, ch);
-    y[ch + 1] = dw_out(c, a1, ch + 1);
-    y[ch + 2] = dw_out(c, a2, ch + 2);
-    y[ch + 3] = dw_out(c, a3, ch + 3);
+    const uint32_t acc[4] = {a0, a1, a2, a3};
+    dw_store(c, acc, ch, 4, y + ch);
+  }
+  for (; ch < n; ch++) {
+    const uint32_t acc = dw_one(c, x + ch, w + ch, rows, cols) + (uint32_t)c->bias[ch];
+    dw_store(c, &acc, ch, 1, y + ch);
   }
 #endif /* MT_MVE */
-  for (; ch < c->c; ch++) {
-    y[ch] = dw_out(c, dw_one(c, x + ch, w + ch, rows, cols), ch);
-  }
 }
 
 /* One output row of image n: the kernel rows in bounds are the same for every pixel. */

@@ -64,9 +64,8 @@ static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const int8_t *x, const int8
   "   vadd.i32 %q[e0], %q[e0], q2\n"                                                            \
   "   vadd.i32 %q[o0], %q[o0], q3\n"
 
-/* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap, rows x cols taps);
- * returns C. */
-static MT_NOINLINE int32_t dw_pixel_mve(const dw_ctx *c, const int8_t *x, const int8_t *w,
+/* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap, rows x cols taps). */
+static MT_NOINLINE void dw_pixel_mve(const dw_ctx *c, const int8_t *x, const int8_t *w,
                                         int32_t rows, int32_t cols, int8_t *y)
 {
   const size_t xt = c->x_tap, cm = (size_t)c->c;
@@ -135,7 +134,6 @@ static MT_NOINLINE int32_t dw_pixel_mve(const dw_ctx *c, const int8_t *x, const 
   if (ch < n) {
     dw_tail_mve(c, x + ch, w + ch, rows, cols, ch, n - ch, y);
   }
-  return n;
 }
 #endif /* MT_MVE */
 
