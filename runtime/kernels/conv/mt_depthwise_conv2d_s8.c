@@ -138,7 +138,7 @@ static MT_NOINLINE void dw_store(const dw_ctx *c, const uint32_t *acc, int32_t o
 #endif /* !MT_MVE */
 
 /* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap (rows x cols taps). */
-static MT_NOINLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const int8_t *w,
+static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const int8_t *w,
                                     int32_t rows, int32_t cols, int8_t *y)
 {
 #if MT_MVE
@@ -200,7 +200,7 @@ static MT_NOINLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const int8
 }
 
 /* One output row of image n: the kernel rows in bounds are the same for every pixel. */
-static void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh, int8_t *y)
+static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh, int8_t *y)
 {
   int32_t ky0, ky1, kx0, kx1;
   const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1), rows = ky1 - ky0;

@@ -12,24 +12,19 @@
 #define MT_DEPTHWISE_MVE_H
 
 #if MT_MVE
-/* The output stage of the four channels offs[j] of q (mult, shift, y at the block):
- * y = clamp(rq(acc) + zp). hi_only: every shift > 32, where the low product word never reaches
- * the result (mt_rq_v). */
-typedef struct {
-  const int32_t *mult, *shift;
-  int32_t zp, lo, hi, hi_only; /* lo, hi: the act range less zp */
-} dw_rq_mve;
+/* Lane offsets of the accumulators of a block: even then odd channels of each 8. */
+static const uint32_t dw_lanes[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
 
-static inline void dw_rq4(const dw_rq_mve *q, int32x4_t acc, int32_t o, uint32x4_t offs,
-                          int8_t *y)
+/* The output stage of the four channels offs[j] of one block (mult, shift, y at the block):
+ * y = clamp(rq(acc) + zp), any shift. */
+static inline void dw_rq4(const dw_ctx *c, int32x4_t acc, int32_t o, uint32x4_t offs, int8_t *y)
 {
-  const int32x4_t s = vldrwq_gather_shifted_offset_s32(q->shift + o, offs);
-  const int32x4_t m = vldrwq_gather_shifted_offset_s32(q->mult + o, offs);
-  const int32x4_t sh = vsubq_s32(vdupq_n_s32(32), s);
-  const int32x4_t r = q->hi_only ? vrshlq_s32(vmulhq_s32(acc, m), sh)
-                                 : mt_rq_v(acc, m, sh, vnegq_s32(s));
-  const int32x4_t v = vminq_s32(vmaxq_s32(r, vdupq_n_s32(q->lo)), vdupq_n_s32(q->hi));
-  vstrbq_scatter_offset_s32(y + o, offs, vaddq_n_s32(v, q->zp));
+  const int32x4_t s = vldrwq_gather_shifted_offset_s32(c->shift + o, offs);
+  const int32x4_t m = vldrwq_gather_shifted_offset_s32(c->mult + o, offs);
+  const int32x4_t r = mt_rq_v(acc, m, vsubq_s32(vdupq_n_s32(32), s), vnegq_s32(s));
+  const int32x4_t v = vminq_s32(vmaxq_s32(r, vdupq_n_s32(c->act_min - c->out_zp)),
+                                vdupq_n_s32(c->act_max - c->out_zp));
+  vstrbq_scatter_offset_s32(y + o, offs, vaddq_n_s32(v, c->out_zp));
 }
 
 /* Fewer than 8 channels [ch, ch + nb) of one pixel: int32 lanes, predicated. */
@@ -53,83 +48,106 @@ static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const int8_t *x, const int8
   }
 }
 
-/* One kernel window for 16 channels: rows x cols taps, x steps xt per column and xrs more per
- * row, w steps cm and wrs. */
-#define DW_TAP16                                                                                  \
-  "   vldrb.s16 q0, [%[xp]]\n"                                                                  \
-  "   vldrb.s16 q1, [%[wp]]\n"                                                                  \
+/* One block of 16 (or 8) channels of one pixel in one asm statement (gcc spills the
+ * accumulators of this code written in C), for the case every shift > 32:
+ *   q4..q7   accumulators (lane order dw_lanes), starting at the bias
+ *   taps     rows x cols: x steps xt per column and xrs more per row, w steps cm and wrs
+ *   output   rq by VMULH (the high product word) and one VRSHL by 32 - shift, which rounds
+ *            exactly since the low word never reaches the result (mt_rq_v), + zp, clamp */
+typedef struct {
+  const uint32_t *tbl;
+  const int32_t *bias, *mult, *shift;
+  int8_t *y;
+  int32_t zp, lo, hi, k32; /* lo, hi: the act range less zp; k32 = 32 */
+} dw_blk;
+
+#define DW_LANES(Q, K) "   vldrw.u32 " Q ", [lr, #" K "]\n"
+#define DW_BIAS(Q, L) "   vldrw.u32 " Q ", [lr, " L ", uxtw #2]\n"
+#define DW_TAP(E, O, K)                                                                           \
+  "   vldrb.s16 q0, [%[xp], #" K "]\n"                                                          \
+  "   vldrb.s16 q1, [%[wp], #" K "]\n"                                                          \
   "   vadd.i16 q0, q0, %[off]\n"                                                                \
   "   vmullb.s16 q2, q0, q1\n"                                                                  \
   "   vmullt.s16 q3, q0, q1\n"                                                                  \
-  "   vadd.i32 %q[e0], %q[e0], q2\n"                                                            \
-  "   vadd.i32 %q[o0], %q[o0], q3\n"
+  "   vadd.i32 " E ", " E ", q2\n"                                                              \
+  "   vadd.i32 " O ", " O ", q3\n"
+#define DW_RQ(Q)                                                                                  \
+  "   vldrw.u32 q0, [lr], #16\n"                                                                \
+  "   vldrw.u32 q1, [%[wp], q0, uxtw #2]\n"                                                     \
+  "   vldrw.u32 q2, [%[xp], q0, uxtw #2]\n"                                                     \
+  "   vneg.s32 q1, q1\n"                                                                        \
+  "   vadd.i32 q1, q1, %[cm]\n"                                                                 \
+  "   vmulh.s32 q2, " Q ", q2\n"                                                                \
+  "   vrshl.s32 q2, q2, q1\n"                                                                   \
+  "   vdup.32 q3, %[off]\n"                                                                     \
+  "   vmax.s32 q2, q2, q3\n"                                                                    \
+  "   vdup.32 q3, %[xt]\n"                                                                      \
+  "   vmin.s32 q2, q2, q3\n"                                                                    \
+  "   vadd.i32 q2, q2, %[cols]\n"                                                               \
+  "   vstrb.32 q2, [%[r], q0]\n"
+/* The parts for 16 or 8 channels: LANES and INIT (the lane offsets, then the bias at them),
+ * TAPS, RQ. */
+#define DW_BLOCK_ASM(LANES, INIT, TAPS, RQ)                                                              \
+  __asm__ volatile("   ldr lr, [%[par], #0]\n" LANES "   ldr lr, [%[par], #4]\n" INIT          \
+                   "   cmp %[r], #0\n"                                                          \
+                   "   beq 3f\n"                                                                \
+                   "1: dls lr, %[cols]\n"                                                       \
+                   "2:\n" TAPS "   add %[xp], %[xt]\n"                                          \
+                   "   add %[wp], %[cm]\n"                                                      \
+                   "   le lr, 2b\n"                                                             \
+                   "   add %[xp], %[xrs]\n"                                                     \
+                   "   add %[wp], %[wrs]\n"                                                     \
+                   "   subs %[r], #1\n"                                                         \
+                   "   bne 1b\n"                                                                \
+                   "3: ldr lr, [%[par], #0]\n"                                                  \
+                   "   ldrd %[xp], %[wp], [%[par], #8]\n"                                       \
+                   "   ldrd %[r], %[cols], [%[par], #16]\n"                                     \
+                   "   ldrd %[off], %[xt], [%[par], #24]\n"                                     \
+                   "   ldr %[cm], [%[par], #32]\n" RQ                                           \
+                   : [xp] "+l"(xp), [wp] "+l"(wp), [r] "+r"(r), [cols] "+r"(k), [off] "+r"(o),  \
+                     [xt] "+r"(t), [cm] "+r"(m), [xrs] "+r"(xr), [wrs] "+r"(wr)                 \
+                   : [par] "r"(&par)                                                            \
+                   : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory")
 
 /* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap, rows x cols taps). */
-static MT_NOINLINE void dw_pixel_mve(const dw_ctx *c, const int8_t *x, const int8_t *w,
-                                        int32_t rows, int32_t cols, int8_t *y)
+static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const int8_t *x, const int8_t *w,
+                                     int32_t rows, int32_t cols, int8_t *y)
 {
   const size_t xt = c->x_tap, cm = (size_t)c->c;
   const size_t xrs = c->x_row - (size_t)cols * xt, wrs = c->w_row - (size_t)cols * cm;
-  const int32_t off = c->x_off, n = c->c;
-  const dw_rq_mve q = {c->mult, c->shift, c->out_zp, c->act_min - c->out_zp,
-                       c->act_max - c->out_zp, c->rq_hi_only};
-  const int32_t *const bias0 = c->bias;
-  const uint32x4_t ev = vidupq_n_u32(0, 2), od = vidupq_n_u32(1, 2);
+  const int32_t n = c->c;
+  dw_blk par = {dw_lanes, c->bias, c->mult, c->shift, y, c->out_zp, c->act_min - c->out_zp,
+                c->act_max - c->out_zp, 32};
   if (rows <= 0 || cols <= 0) {
     rows = 0;
   }
   int32_t ch = 0;
+  if (!c->rq_hi_only) { /* any shift: eight channels at a time on int32 lanes */
+    for (; ch < n; ch += 8) {
+      dw_tail_mve(c, x + ch, w + ch, rows, cols, ch, n - ch < 8 ? n - ch : 8, y);
+    }
+    return;
+  }
   for (; n - ch >= 8; ch += 16) {
-    const int32_t *bias = bias0 + ch;
     const int8_t *xp = x + ch, *wp = w + ch;
-    int32x4_t e0 = vldrwq_gather_shifted_offset_s32(bias, ev);
-    int32x4_t o0 = vldrwq_gather_shifted_offset_s32(bias, od);
+    int32_t r = rows, k = cols, o = c->x_off;
+    size_t t = xt, m = cm, xr = xrs, wr = wrs;
+    par.bias = c->bias + ch;
+    par.mult = c->mult + ch;
+    par.shift = c->shift + ch;
+    par.y = y + ch;
     if (n - ch < 16) { /* one block of 8 */
-      for (int32_t r = rows; r > 0; r--, xp += xrs, wp += wrs) {
-        __asm__ volatile("   dls lr, %[cols]\n"
-                         "2:\n" DW_TAP16
-                         "   add %[xp], %[xt]\n"
-                         "   add %[wp], %[cm]\n"
-                         "   le lr, 2b\n"
-                         : [xp] "+l"(xp), [wp] "+l"(wp), [e0] "+w"(e0), [o0] "+w"(o0)
-                         : [cols] "r"(cols), [off] "r"(off), [xt] "r"(xt), [cm] "r"(cm)
-                         : "q0", "q1", "q2", "q3", "lr", "memory");
-      }
-      dw_rq4(&q, e0, ch, ev, y);
-      dw_rq4(&q, o0, ch, od, y);
+      DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16"),
+                   DW_BIAS("q4", "q0") DW_BIAS("q5", "q1"), DW_TAP("q4", "q5", "0"),
+                   DW_RQ("q4") DW_RQ("q5"));
       ch += 8;
       break;
     }
-    int32x4_t e1 = vldrwq_gather_shifted_offset_s32(bias + 8, ev);
-    int32x4_t o1 = vldrwq_gather_shifted_offset_s32(bias + 8, od);
-    if (rows > 0) {
-      int32_t r = rows;
-      __asm__ volatile("1: dls lr, %[cols]\n"
-                       "2:\n" DW_TAP16
-                       "   vldrb.s16 q0, [%[xp], #8]\n"
-                       "   vldrb.s16 q1, [%[wp], #8]\n"
-                       "   vadd.i16 q0, q0, %[off]\n"
-                       "   vmullb.s16 q2, q0, q1\n"
-                       "   vmullt.s16 q3, q0, q1\n"
-                       "   vadd.i32 %q[e1], %q[e1], q2\n"
-                       "   vadd.i32 %q[o1], %q[o1], q3\n"
-                       "   add %[xp], %[xt]\n"
-                       "   add %[wp], %[cm]\n"
-                       "   le lr, 2b\n"
-                       "   add %[xp], %[xrs]\n"
-                       "   add %[wp], %[wrs]\n"
-                       "   subs %[r], #1\n"
-                       "   bne 1b\n"
-                       : [xp] "+l"(xp), [wp] "+l"(wp), [r] "+r"(r), [e0] "+w"(e0), [o0] "+w"(o0),
-                         [e1] "+w"(e1), [o1] "+w"(o1)
-                       : [cols] "r"(cols), [off] "r"(off), [xt] "r"(xt), [cm] "r"(cm),
-                         [xrs] "r"(xrs), [wrs] "r"(wrs)
-                       : "q0", "q1", "q2", "q3", "lr", "cc", "memory");
-    }
-    dw_rq4(&q, e0, ch, ev, y);
-    dw_rq4(&q, o0, ch, od, y);
-    dw_rq4(&q, e1, ch + 8, ev, y);
-    dw_rq4(&q, o1, ch + 8, od, y);
+    DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16") DW_LANES("q2", "32")
+                     DW_LANES("q3", "48"),
+                 DW_BIAS("q4", "q0") DW_BIAS("q5", "q1") DW_BIAS("q6", "q2") DW_BIAS("q7", "q3"),
+                 DW_TAP("q4", "q5", "0") DW_TAP("q6", "q7", "8"),
+                 DW_RQ("q4") DW_RQ("q5") DW_RQ("q6") DW_RQ("q7"));
   }
   if (ch < n) {
     dw_tail_mve(c, x + ch, w + ch, rows, cols, ch, n - ch, y);
