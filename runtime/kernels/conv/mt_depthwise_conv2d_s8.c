@@ -21,6 +21,13 @@ typedef struct {
   int32_t rq_hi_only;         /* every shift > 32 */
 } dw_ctx;
 
+/* How the in-bounds taps of one window are walked: rows runs of cols taps; per tap x steps xt
+ * and w steps wt, per run xrs and wrs more. A window of one column is one run along its rows. */
+typedef struct {
+  size_t xt, wt, xrs, wrs;
+  int32_t rows, cols;
+} dw_walk;
+
 /* The weight as (KH, KW, C*M): rank 3, or rank 4 with a leading 1 ("1HWC"). */
 static const uint32_t *dw_weight_dims(const mt_tensor *w)
 {
@@ -97,16 +104,14 @@ static inline int8_t dw_out(const dw_ctx *c, uint32_t acc, int32_t o)
                        c->out_zp, c->act_min, c->act_max);
 }
 
-/* The window sum of one output channel: x, w at its first in-bounds tap (x steps x_tap per
- * column, w steps C * M). */
-static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const int8_t *x, const int8_t *w,
-                                   int32_t rows, int32_t cols)
+/* The window sum of one output channel: x, w at its first in-bounds tap. */
+static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                   const int8_t *w)
 {
-  const size_t cm = (size_t)c->c * (size_t)c->m;
   uint32_t a = 0;
-  for (int32_t ky = 0; ky < rows; ky++, x += c->x_row, w += c->w_row) {
-    for (int32_t kx = 0; kx < cols; kx++) {
-      a += (uint32_t)((x[(size_t)kx * c->x_tap] + c->x_off) * w[(size_t)kx * cm]);
+  for (int32_t r = 0; r < k->rows; r++, x += k->xrs, w += k->wrs) {
+    for (int32_t t = 0; t < k->cols; t++, x += k->xt, w += k->wt) {
+      a += (uint32_t)((*x + c->x_off) * *w);
     }
   }
   return a;
@@ -137,17 +142,16 @@ static MT_NOINLINE void dw_store(const dw_ctx *c, const uint32_t *acc, int32_t o
 }
 #endif /* !MT_MVE */
 
-/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap (rows x cols taps). */
-static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const int8_t *w,
-                                    int32_t rows, int32_t cols, int8_t *y)
+/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
+static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                         const int8_t *w, int8_t *y)
 {
 #if MT_MVE
-  dw_pixel_mve(c, x, w, rows, cols, y);
+  dw_pixel_mve(c, k, x, w, y);
 #else /* !MT_MVE: four channels per pass */
   int32_t ch = 0;
-  const size_t x_tap = c->x_tap, cm = (size_t)c->c;
-  const size_t xrs = c->x_row - (size_t)cols * x_tap, wrs = c->w_row - (size_t)cols * cm;
-  const int32_t off = c->x_off, n = c->c;
+  const size_t x_tap = k->xt, cm = k->wt, xrs = k->xrs, wrs = k->wrs;
+  const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
 #if MT_DSP
   const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
 #endif /* MT_DSP */
@@ -155,9 +159,9 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const
     const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
     uint32_t a0 = (uint32_t)b[0], a1 = (uint32_t)b[1], a2 = (uint32_t)b[2], a3 = (uint32_t)b[3];
     const int8_t *xp = x + ch, *wp = w + ch;
-    for (int32_t ky = 0; ky < rows && cols > 0; ky++, xp += xrs, wp += wrs) {
-#if MT_DSP /* in asm (gcc spills this loop's state in C); x steps cm too (dilation 1) */
-      uint32_t t0, t1, t2, k = (uint32_t)cols; /* w read twice: one register fewer */
+    for (int32_t ky = 0; ky < rows; ky++, xp += xrs, wp += wrs) {
+#if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
+      uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
       if (x_tap == cm) {
       __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
                        "   ldr %[t1], [%[wp]]\n"
@@ -174,7 +178,7 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const
                        "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
                        "   subs %[k], %[k], #1\n"
                        "   bne 1b\n"
-                       : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(k), [a0] "+r"(a0), [a1] "+r"(a1),
+                       : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(n_taps), [a0] "+r"(a0), [a1] "+r"(a1),
                          [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),
                          [t2] "=&r"(t2)
                        : [cm] "r"(cm), [off] "r"(off2)
@@ -182,6 +186,17 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const
       continue;
       }
 #endif /* MT_DSP */
+#if !MT_DSP
+      if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
+        for (const int8_t *const x_end = xp + (size_t)cols * cm; xp != x_end; xp += cm, wp += cm) {
+          a0 += (uint32_t)((xp[0] + off) * wp[0]);
+          a1 += (uint32_t)((xp[1] + off) * wp[1]);
+          a2 += (uint32_t)((xp[2] + off) * wp[2]);
+          a3 += (uint32_t)((xp[3] + off) * wp[3]);
+        }
+        continue;
+      }
+#endif /* !MT_DSP */
       for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
         a0 += (uint32_t)((xp[0] + off) * wp[0]);
         a1 += (uint32_t)((xp[1] + off) * wp[1]);
@@ -193,7 +208,7 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const int8_t *x, const
     dw_store(c, acc, ch, 4, y + ch);
   }
   for (; ch < n; ch++) {
-    const uint32_t acc = dw_one(c, x + ch, w + ch, rows, cols) + (uint32_t)c->bias[ch];
+    const uint32_t acc = dw_one(c, k, x + ch, w + ch) + (uint32_t)c->bias[ch];
     dw_store(c, &acc, ch, 1, y + ch);
   }
 #endif /* MT_MVE */
@@ -204,6 +219,8 @@ static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh,
 {
   int32_t ky0, ky1, kx0, kx1;
   const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1), rows = ky1 - ky0;
+  dw_walk k = {0, 0, 0, 0, 0, 0};
+  int32_t k_cols = -1; /* the cols k was made for */
   const int32_t cm = c->c * c->m;
   const int8_t *xr = x_img, *wr = c->w + (size_t)ky0 * c->w_row;
   if (rows > 0) {
@@ -212,15 +229,24 @@ static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh,
   for (int32_t ow = 0; ow < c->aw.out; ow++, y += cm) {
     const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1), cols = rows > 0 ? kx1 - kx0 : 0;
     const int8_t *xp = xr, *wp = wr + (size_t)kx0 * (size_t)cm;
+    if (cols != k_cols) { /* the walk changes at the borders only */
+      k_cols = cols;
+      k = (dw_walk){c->x_tap, (size_t)cm, 0, 0, cols > 0 ? rows : 0, cols};
+      k.xrs = c->x_row - (size_t)cols * k.xt;
+      k.wrs = c->w_row - (size_t)cols * k.wt;
+      if (cols == 1) { /* one run along the rows */
+        k = (dw_walk){c->x_row, c->w_row, 0, 0, 1, rows};
+      }
+    }
     if (cols > 0) {
       xp += (size_t)(ix + kx0 * c->aw.dilation) * (size_t)c->c;
     }
     if (c->m == 1) {
-      dw_pixel_m1(c, xp, wp, rows, cols, y);
+      dw_pixel_m1(c, &k, xp, wp, y);
       continue;
     }
     for (int32_t o = 0; o < cm; o++) {
-      y[o] = dw_out(c, dw_one(c, xp + o / c->m, wp + o, rows, cols), o);
+      y[o] = dw_out(c, dw_one(c, &k, xp + o / c->m, wp + o), o);
     }
   }
 }

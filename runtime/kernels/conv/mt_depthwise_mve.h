@@ -28,18 +28,17 @@ static inline void dw_rq4(const dw_ctx *c, int32x4_t acc, int32_t o, uint32x4_t 
 }
 
 /* Fewer than 8 channels [ch, ch + nb) of one pixel: int32 lanes, predicated. */
-static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const int8_t *x, const int8_t *w,
-                                    int32_t rows, int32_t cols, int32_t ch, int32_t nb, int8_t *y)
+static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                    const int8_t *w, int32_t ch, int32_t nb, int8_t *y)
 {
   const mve_pred16_t p0 = vctp32q((uint32_t)nb), p1 = vctp32q((uint32_t)(nb > 4 ? nb - 4 : 0));
   const int32_t off = c->x_off;
   int32x4_t v0 = vldrwq_z_s32(c->bias + ch, p0), v1 = vldrwq_z_s32(c->bias + ch + 4, p1);
-  for (int32_t ky = 0; ky < rows; ky++, x += c->x_row, w += c->w_row) {
-    const int8_t *xp = x, *wp = w;
-    for (int32_t kx = 0; kx < cols; kx++, xp += c->x_tap, wp += c->c) {
-      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp, p0), off), vldrbq_z_s32(wp, p0)));
-      v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 4, p1), off),
-                                   vldrbq_z_s32(wp + 4, p1)));
+  for (int32_t r = 0; r < k->rows; r++, x += k->xrs, w += k->wrs) {
+    for (int32_t t = 0; t < k->cols; t++, x += k->xt, w += k->wt) {
+      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x, p0), off), vldrbq_z_s32(w, p0)));
+      v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x + 4, p1), off),
+                                   vldrbq_z_s32(w + 4, p1)));
     }
   }
   for (int32_t q = 0; q < nb; q += 4) {
@@ -110,21 +109,17 @@ typedef struct {
                    : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory")
 
 /* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap, rows x cols taps). */
-static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const int8_t *x, const int8_t *w,
-                                     int32_t rows, int32_t cols, int8_t *y)
+static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, const int8_t *x,
+                                          const int8_t *w, int8_t *y)
 {
-  const size_t xt = c->x_tap, cm = (size_t)c->c;
-  const size_t xrs = c->x_row - (size_t)cols * xt, wrs = c->w_row - (size_t)cols * cm;
-  const int32_t n = c->c;
+  const size_t xt = kw->xt, cm = kw->wt, xrs = kw->xrs, wrs = kw->wrs;
+  const int32_t n = c->c, rows = kw->rows, cols = kw->cols;
   dw_blk par = {dw_lanes, c->bias, c->mult, c->shift, y, c->out_zp, c->act_min - c->out_zp,
                 c->act_max - c->out_zp, 32};
-  if (rows <= 0 || cols <= 0) {
-    rows = 0;
-  }
   int32_t ch = 0;
   if (!c->rq_hi_only) { /* any shift: eight channels at a time on int32 lanes */
     for (; ch < n; ch += 8) {
-      dw_tail_mve(c, x + ch, w + ch, rows, cols, ch, n - ch < 8 ? n - ch : 8, y);
+      dw_tail_mve(c, kw, x + ch, w + ch, ch, n - ch < 8 ? n - ch : 8, y);
     }
     return;
   }
@@ -136,6 +131,9 @@ static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const int8_t *x, cons
     par.mult = c->mult + ch;
     par.shift = c->shift + ch;
     par.y = y + ch;
+    /* distinct registers for the operands (gcc cannot give one value to two "+r" operands) */
+    __asm__("" : "+r"(xr));
+    __asm__("" : "+r"(wr));
     if (n - ch < 16) { /* one block of 8 */
       DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16"),
                    DW_BIAS("q4", "q0") DW_BIAS("q5", "q1"), DW_TAP("q4", "q5", "0"),
@@ -150,7 +148,7 @@ static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const int8_t *x, cons
                  DW_RQ("q4") DW_RQ("q5") DW_RQ("q6") DW_RQ("q7"));
   }
   if (ch < n) {
-    dw_tail_mve(c, x + ch, w + ch, rows, cols, ch, n - ch, y);
+    dw_tail_mve(c, kw, x + ch, w + ch, ch, n - ch, y);
   }
 }
 #endif /* MT_MVE */
