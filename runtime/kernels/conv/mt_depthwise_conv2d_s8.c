@@ -144,11 +144,12 @@ static MT_NOINLINE void dw_store(const dw_ctx *c, const uint32_t *acc, int32_t o
 
 /* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
 static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
-                                         const int8_t *w, int8_t *y)
+                                         const int8_t *w, dw_blk *par, int8_t *y)
 {
 #if MT_MVE
-  dw_pixel_mve(c, k, x, w, y);
+  dw_pixel_mve(c, k, x, w, par, y);
 #else /* !MT_MVE: four channels per pass */
+  (void)par;
   int32_t ch = 0;
   const size_t x_tap = k->xt, cm = k->wt, xrs = k->xrs, wrs = k->wrs;
   const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
@@ -220,6 +221,10 @@ static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh,
   int32_t ky0, ky1, kx0, kx1;
   const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1), rows = ky1 - ky0;
   dw_walk k = {0, 0, 0, 0, 0, 0};
+  dw_blk par;
+#if MT_MVE
+  dw_blk_init(c, &par);
+#endif /* MT_MVE */
   int32_t k_cols = -1; /* the cols k was made for */
   const int32_t cm = c->c * c->m;
   const int8_t *xr = x_img, *wr = c->w + (size_t)ky0 * c->w_row;
@@ -242,7 +247,7 @@ static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh,
       xp += (size_t)(ix + kx0 * c->aw.dilation) * (size_t)c->c;
     }
     if (c->m == 1) {
-      dw_pixel_m1(c, &k, xp, wp, y);
+      dw_pixel_m1(c, &k, xp, wp, &par, y);
       continue;
     }
     for (int32_t o = 0; o < cm; o++) {

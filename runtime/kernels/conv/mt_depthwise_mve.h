@@ -12,9 +12,6 @@
 #define MT_DEPTHWISE_MVE_H
 
 #if MT_MVE
-/* Lane offsets of the accumulators of a block: even then odd channels of each 8. */
-static const uint32_t dw_lanes[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
-
 /* The output stage of the four channels offs[j] of one block (mult, shift, y at the block):
  * y = clamp(rq(acc) + zp), any shift. */
 static inline void dw_rq4(const dw_ctx *c, int32x4_t acc, int32_t o, uint32x4_t offs, int8_t *y)
@@ -53,15 +50,22 @@ static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const dw_walk *k, const int
  *   taps     rows x cols: x steps xt per column and xrs more per row, w steps cm and wrs
  *   output   rq by VMULH (the high product word) and one VRSHL by 32 - shift, which rounds
  *            exactly since the low word never reaches the result (mt_rq_v), + zp, clamp */
+/* Lane offsets of the accumulators of a block: even then odd channels of each 8. */
+static const uint32_t dw_lanes[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+
+/* What the output stage of a block reads (the asm relies on this layout): the block's bias,
+ * mult, shift and y; the lane offsets, zp, and in each lane 32 and the act range less zp. */
 typedef struct {
-  const uint32_t *tbl;
   const int32_t *bias, *mult, *shift;
   int8_t *y;
-  int32_t zp, lo, hi, k32; /* lo, hi: the act range less zp; k32 = 32 */
+  const uint32_t *lanes;
+  int32_t zp, pad[2];
+  int32_t v32[4], vlo[4], vhi[4];
 } dw_blk;
 
 #define DW_LANES(Q, K) "   vldrw.u32 " Q ", [lr, #" K "]\n"
 #define DW_BIAS(Q, L) "   vldrw.u32 " Q ", [lr, " L ", uxtw #2]\n"
+#define DW_PAR(K) "[%[par], #" K "]"
 #define DW_TAP(E, O, K)                                                                           \
   "   vldrb.s16 q0, [%[xp], #" K "]\n"                                                          \
   "   vldrb.s16 q1, [%[wp], #" K "]\n"                                                          \
@@ -74,20 +78,20 @@ typedef struct {
   "   vldrw.u32 q0, [lr], #16\n"                                                                \
   "   vldrw.u32 q1, [%[wp], q0, uxtw #2]\n"                                                     \
   "   vldrw.u32 q2, [%[xp], q0, uxtw #2]\n"                                                     \
-  "   vneg.s32 q1, q1\n"                                                                        \
-  "   vadd.i32 q1, q1, %[cm]\n"                                                                 \
+  "   vldrw.u32 q3, " DW_PAR("32") "\n"                                                        \
+  "   vsub.i32 q1, q3, q1\n"                                                                    \
   "   vmulh.s32 q2, " Q ", q2\n"                                                                \
   "   vrshl.s32 q2, q2, q1\n"                                                                   \
-  "   vdup.32 q3, %[off]\n"                                                                     \
+  "   vldrw.u32 q3, " DW_PAR("48") "\n"                                                        \
   "   vmax.s32 q2, q2, q3\n"                                                                    \
-  "   vdup.32 q3, %[xt]\n"                                                                      \
+  "   vldrw.u32 q3, " DW_PAR("64") "\n"                                                        \
   "   vmin.s32 q2, q2, q3\n"                                                                    \
-  "   vadd.i32 q2, q2, %[cols]\n"                                                               \
-  "   vstrb.32 q2, [%[r], q0]\n"
+  "   vadd.i32 q2, q2, %[r]\n"                                                                  \
+  "   vstrb.32 q2, [%[cols], q0]\n"
 /* The parts for 16 or 8 channels: LANES and INIT (the lane offsets, then the bias at them),
- * TAPS, RQ. */
-#define DW_BLOCK_ASM(LANES, INIT, TAPS, RQ)                                                              \
-  __asm__ volatile("   ldr lr, [%[par], #0]\n" LANES "   ldr lr, [%[par], #4]\n" INIT          \
+ * TAPS, RQ; the constants are read from the context c. */
+#define DW_BLOCK_ASM(LANES, INIT, TAPS, RQ)                                                       \
+  __asm__ volatile("   ldr lr, " DW_PAR("16") "\n" LANES "   ldr lr, " DW_PAR("0") "\n" INIT    \
                    "   cmp %[r], #0\n"                                                          \
                    "   beq 3f\n"                                                                \
                    "1: dls lr, %[cols]\n"                                                       \
@@ -98,24 +102,34 @@ typedef struct {
                    "   add %[wp], %[wrs]\n"                                                     \
                    "   subs %[r], #1\n"                                                         \
                    "   bne 1b\n"                                                                \
-                   "3: ldr lr, [%[par], #0]\n"                                                  \
-                   "   ldrd %[xp], %[wp], [%[par], #8]\n"                                       \
-                   "   ldrd %[r], %[cols], [%[par], #16]\n"                                     \
-                   "   ldrd %[off], %[xt], [%[par], #24]\n"                                     \
-                   "   ldr %[cm], [%[par], #32]\n" RQ                                           \
-                   : [xp] "+l"(xp), [wp] "+l"(wp), [r] "+r"(r), [cols] "+r"(k), [off] "+r"(o),  \
-                     [xt] "+r"(t), [cm] "+r"(m), [xrs] "+r"(xr), [wrs] "+r"(wr)                 \
-                   : [par] "r"(&par)                                                            \
+                   "3: ldr lr, " DW_PAR("16") "\n"                                              \
+                   "   ldrd %[xp], %[wp], " DW_PAR("4") "\n"                                    \
+                   "   ldr %[cols], " DW_PAR("12") "\n"                                         \
+                   "   ldr %[r], " DW_PAR("20") "\n" RQ                                         \
+                   : [xp] "+l"(xp), [wp] "+l"(wp), [r] "+r"(r), [cols] "+r"(k)                  \
+                   : [off] "r"(off), [xt] "r"(xt), [cm] "r"(cm), [xrs] "r"(xrs),                \
+                     [wrs] "r"(wrs), [par] "r"(par)                                             \
                    : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory")
 
-/* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap, rows x cols taps). */
+/* The constants of dw_blk. */
+static inline void dw_blk_init(const dw_ctx *c, dw_blk *par)
+{
+  par->lanes = dw_lanes;
+  par->zp = c->out_zp;
+  for (int32_t j = 0; j < 4; j++) {
+    par->v32[j] = 32;
+    par->vlo[j] = c->act_min - c->out_zp;
+    par->vhi[j] = c->act_max - c->out_zp;
+  }
+}
+
+/* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap); par: the output
+ * stage's constants (dw_blk_init). */
 static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, const int8_t *x,
-                                          const int8_t *w, int8_t *y)
+                                          const int8_t *w, dw_blk *par, int8_t *y)
 {
   const size_t xt = kw->xt, cm = kw->wt, xrs = kw->xrs, wrs = kw->wrs;
-  const int32_t n = c->c, rows = kw->rows, cols = kw->cols;
-  dw_blk par = {dw_lanes, c->bias, c->mult, c->shift, y, c->out_zp, c->act_min - c->out_zp,
-                c->act_max - c->out_zp, 32};
+  const int32_t n = c->c, rows = kw->rows, cols = kw->cols, off = c->x_off;
   int32_t ch = 0;
   if (!c->rq_hi_only) { /* any shift: eight channels at a time on int32 lanes */
     for (; ch < n; ch += 8) {
@@ -125,15 +139,11 @@ static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, co
   }
   for (; n - ch >= 8; ch += 16) {
     const int8_t *xp = x + ch, *wp = w + ch;
-    int32_t r = rows, k = cols, o = c->x_off;
-    size_t t = xt, m = cm, xr = xrs, wr = wrs;
-    par.bias = c->bias + ch;
-    par.mult = c->mult + ch;
-    par.shift = c->shift + ch;
-    par.y = y + ch;
-    /* distinct registers for the operands (gcc cannot give one value to two "+r" operands) */
-    __asm__("" : "+r"(xr));
-    __asm__("" : "+r"(wr));
+    int32_t r = rows, k = cols;
+    par->bias = c->bias + ch;
+    par->mult = c->mult + ch;
+    par->shift = c->shift + ch;
+    par->y = y + ch;
     if (n - ch < 16) { /* one block of 8 */
       DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16"),
                    DW_BIAS("q4", "q0") DW_BIAS("q5", "q1"), DW_TAP("q4", "q5", "0"),
@@ -151,6 +161,10 @@ static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, co
     dw_tail_mve(c, kw, x + ch, w + ch, ch, n - ch, y);
   }
 }
+#else  /* !MT_MVE */
+typedef struct {
+  int32_t unused;
+} dw_blk;
 #endif /* MT_MVE */
 
 #endif /* MT_DEPTHWISE_MVE_H */
