@@ -119,28 +119,7 @@ static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const dw_walk *k, const int8
 
 #include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
 
-#if !MT_MVE
-/* y[0, n) of output channels o, o + 1, ... from their window sums acc (bias included);
- * the constants are read into locals first (a store to y may alias any of them). */
-static MT_NOINLINE void dw_store(const dw_ctx *c, const uint32_t *acc, int32_t o, int32_t n,
-                                 int8_t *y)
-{
-  const int32_t *mult = c->mult + o, *shift = c->shift + o;
-  const int32_t zp = c->out_zp, lo = c->act_min, hi = c->act_max;
-  if (!c->rq_hi_only) {
-    for (int32_t b = 0; b < n; b++) {
-      y[b] = mt_requantize(mt_wrap_s32(acc[b]), mult[b], shift[b], zp, lo,
-                           hi);
-    }
-    return;
-  }
-  for (int32_t b = 0; b < n; b++) { /* shift > 32: ((hi(p) >> (s - 33)) + 1) >> 1 rounds */
-    const int64_t p = (int64_t)mt_wrap_s32(acc[b]) * mult[b];
-    const int32_t v = ((((int32_t)(p >> 32) >> (shift[b] - 33)) + 1) >> 1) + zp;
-    y[b] = (int8_t)(v < lo ? lo : (v > hi ? hi : v));
-  }
-}
-#endif /* !MT_MVE */
+#include "mt_depthwise_out.h" /* dw_store, dw_store4_dsp: the DSP/C output stage */
 
 /* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
 static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
@@ -162,34 +141,34 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
     const int8_t *xp = x + ch, *wp = w + ch;
     for (int32_t ky = 0; ky < rows; ky++, xp += xrs, wp += wrs) {
 #if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
-      uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
       if (x_tap == cm) {
-      __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
-                       "   ldr %[t1], [%[wp]]\n"
-                       "   add %[xp], %[xp], %[cm]\n"
-                       "   sxtab16 %[t2], %[off], %[t0]\n"
-                       "   sxtb16 %[t1], %[t1]\n"
-                       "   smlabb %[a0], %[t2], %[t1], %[a0]\n"
-                       "   smlatt %[a2], %[t2], %[t1], %[a2]\n"
-                       "   ldr %[t1], [%[wp]]\n"
-                       "   add %[wp], %[wp], %[cm]\n"
-                       "   sxtab16 %[t0], %[off], %[t0], ror #8\n"
-                       "   sxtb16 %[t1], %[t1], ror #8\n"
-                       "   smlabb %[a1], %[t0], %[t1], %[a1]\n"
-                       "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
-                       "   subs %[k], %[k], #1\n"
-                       "   bne 1b\n"
-                       : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(n_taps), [a0] "+r"(a0), [a1] "+r"(a1),
-                         [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),
-                         [t2] "=&r"(t2)
-                       : [cm] "r"(cm), [off] "r"(off2)
-                       : "cc", "memory");
-      continue;
+        uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
+        __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
+                         "   ldr %[t1], [%[wp]]\n"
+                         "   add %[xp], %[xp], %[cm]\n"
+                         "   sxtab16 %[t2], %[off], %[t0]\n"
+                         "   sxtb16 %[t1], %[t1]\n"
+                         "   smlabb %[a0], %[t2], %[t1], %[a0]\n"
+                         "   smlatt %[a2], %[t2], %[t1], %[a2]\n"
+                         "   ldr %[t1], [%[wp]]\n"
+                         "   add %[wp], %[wp], %[cm]\n"
+                         "   sxtab16 %[t0], %[off], %[t0], ror #8\n"
+                         "   sxtb16 %[t1], %[t1], ror #8\n"
+                         "   smlabb %[a1], %[t0], %[t1], %[a1]\n"
+                         "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
+                         "   subs %[k], %[k], #1\n"
+                         "   bne 1b\n"
+                         : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(n_taps), [a0] "+r"(a0),
+                           [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0),
+                           [t1] "=&r"(t1), [t2] "=&r"(t2)
+                         : [cm] "r"(cm), [off] "r"(off2)
+                         : "cc", "memory");
+        continue;
       }
-#endif /* MT_DSP */
-#if !MT_DSP
+#else  /* !MT_DSP */
       if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
-        for (const int8_t *const x_end = xp + (size_t)cols * cm; xp != x_end; xp += cm, wp += cm) {
+        const int8_t *const x_end = xp + (size_t)cols * cm;
+        for (; xp != x_end; xp += cm, wp += cm) {
           a0 += (uint32_t)((xp[0] + off) * wp[0]);
           a1 += (uint32_t)((xp[1] + off) * wp[1]);
           a2 += (uint32_t)((xp[2] + off) * wp[2]);
@@ -197,7 +176,7 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
         }
         continue;
       }
-#endif /* !MT_DSP */
+#endif /* MT_DSP */
       for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
         a0 += (uint32_t)((xp[0] + off) * wp[0]);
         a1 += (uint32_t)((xp[1] + off) * wp[1]);
@@ -205,6 +184,12 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
         a3 += (uint32_t)((xp[3] + off) * wp[3]);
       }
     }
+#if MT_DSP
+    if (c->rq_hi_only) {
+      dw_store4_dsp(c, a0, a1, a2, a3, ch, y + ch);
+      continue;
+    }
+#endif /* MT_DSP */
     const uint32_t acc[4] = {a0, a1, a2, a3};
     dw_store(c, acc, ch, 4, y + ch);
   }
