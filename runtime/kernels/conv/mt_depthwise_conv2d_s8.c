@@ -119,7 +119,7 @@ static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const dw_walk *k, const int8
 
 #include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
 
-#include "mt_depthwise_out.h" /* dw_store, dw_store4_dsp: the DSP/C output stage */
+#include "mt_depthwise_out.h" /* dw_store, dw_store4_hi: the DSP/C output stage */
 
 /* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
 static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
@@ -184,12 +184,10 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
         a3 += (uint32_t)((xp[3] + off) * wp[3]);
       }
     }
-#if MT_DSP
     if (c->rq_hi_only) {
-      dw_store4_dsp(c, a0, a1, a2, a3, ch, y + ch);
+      dw_store4_hi(c, a0, a1, a2, a3, ch, y + ch);
       continue;
     }
-#endif /* MT_DSP */
     const uint32_t acc[4] = {a0, a1, a2, a3};
     dw_store(c, acc, ch, 4, y + ch);
   }
