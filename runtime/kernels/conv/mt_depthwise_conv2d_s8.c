@@ -10,6 +10,8 @@
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
 
+#define DW_XW_MAX 64 /* C: the pure C path adds x_off * sum(w) once per full window */
+
 typedef struct {
   const int8_t *x, *w;
   const int32_t *bias, *mult, *shift;
@@ -19,6 +21,10 @@ typedef struct {
   int32_t x_off, out_zp, act_min, act_max;
   size_t x_tap, x_row, w_row; /* bytes per kernel column / row step of x and of w */
   int32_t rq_hi_only;         /* every shift > 32 */
+#if !MT_MVE && !MT_DSP
+  int32_t n_taps;                /* KH * KW when xw holds the sums below, else 0 */
+  uint32_t xw[DW_XW_MAX];        /* x_off * the sum of channel c's weights (M == 1) */
+#endif                           /* !MT_MVE && !MT_DSP */
 } dw_ctx;
 
 /* How the in-bounds taps of one window are walked: rows runs of cols taps; per tap x steps xt
@@ -85,6 +91,18 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
   for (uint32_t o = 0; o < wd[2]; o++) {
     c->rq_hi_only &= c->shift[o] > 32;
   }
+#if !MT_MVE && !MT_DSP
+  c->n_taps = c->m == 1 && c->c <= DW_XW_MAX && wd[0] <= 64 && wd[1] <= 64
+                  ? (int32_t)(wd[0] * wd[1])
+                  : 0;
+  for (int32_t ch = 0; ch < c->c && c->n_taps > 0; ch++) {
+    uint32_t s = 0;
+    for (int32_t t = 0; t < c->n_taps; t++) {
+      s += (uint32_t)c->w[(size_t)t * (size_t)c->c + (size_t)ch];
+    }
+    c->xw[ch] = s * (uint32_t)c->x_off;
+  }
+#endif /* !MT_MVE && !MT_DSP */
   return c->batch >= 0 &&
          mt_axis_init(&c->ah, x->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
                       at[MT_DEPTHWISE_CONV2D_DILATION_H], at[MT_DEPTHWISE_CONV2D_PAD_TOP],
@@ -134,11 +152,29 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
   const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
 #if MT_DSP
   const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
+  const int32_t o = off;
+#else  /* !MT_DSP */
+  const int folded = c->n_taps > 0 && rows * cols == c->n_taps;
+  const int32_t o = folded ? 0 : off;
 #endif /* MT_DSP */
+/* Four channels' products of one tap, x + x_off: xp[i] + O. */
+#define DW_MAC4(O)                                                                                \
+  a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                      \
+  a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                      \
+  a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                      \
+  a3 += (uint32_t)((xp[3] + (O)) * wp[3])
   for (; n - ch >= 4; ch += 4) {
     const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
     uint32_t a0 = (uint32_t)b[0], a1 = (uint32_t)b[1], a2 = (uint32_t)b[2], a3 = (uint32_t)b[3];
     const int8_t *xp = x + ch, *wp = w + ch;
+#if !MT_MVE && !MT_DSP
+    if (folded) { /* a full window: x_off * sum(w) added here, x taken as it is below */
+      a0 += c->xw[ch];
+      a1 += c->xw[ch + 1];
+      a2 += c->xw[ch + 2];
+      a3 += c->xw[ch + 3];
+    }
+#endif /* !MT_MVE && !MT_DSP */
     for (int32_t ky = 0; ky < rows; ky++, xp += xrs, wp += wrs) {
 #if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
       if (x_tap == cm) {
@@ -168,20 +204,20 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
 #else  /* !MT_DSP */
       if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
         const int8_t *const x_end = xp + (size_t)cols * cm;
+        if (folded) {
+          for (; xp != x_end; xp += cm, wp += cm) {
+            DW_MAC4(0);
+          }
+          continue;
+        }
         for (; xp != x_end; xp += cm, wp += cm) {
-          a0 += (uint32_t)((xp[0] + off) * wp[0]);
-          a1 += (uint32_t)((xp[1] + off) * wp[1]);
-          a2 += (uint32_t)((xp[2] + off) * wp[2]);
-          a3 += (uint32_t)((xp[3] + off) * wp[3]);
+          DW_MAC4(off);
         }
         continue;
       }
 #endif /* MT_DSP */
       for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
-        a0 += (uint32_t)((xp[0] + off) * wp[0]);
-        a1 += (uint32_t)((xp[1] + off) * wp[1]);
-        a2 += (uint32_t)((xp[2] + off) * wp[2]);
-        a3 += (uint32_t)((xp[3] + off) * wp[3]);
+        DW_MAC4(o);
       }
     }
     if (c->rq_hi_only) {
