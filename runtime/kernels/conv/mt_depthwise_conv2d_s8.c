@@ -3,9 +3,12 @@
  *
  * Output channel c*M + m reads input channel c only. The in-bounds kernel rows are found once
  * per output row and the in-bounds columns once per pixel (padding contributes 0 and is never
- * read). With M == 1 adjacent channels share every address step and accumulate together: 16 or
- * 8 per pass on MVE (int16 lanes, mt_depthwise_mve.h), 4 on DSP (SXTAB16 adds x_off to two
- * bytes at once, SMLABB/SMLATT) and in C; other channels (M > 1, tails) one at a time.
+ * read); a window of one column (1-D kernels over time) is walked as one run along its rows.
+ * With M == 1 adjacent channels share every address step and accumulate together: 16 or 8 per
+ * pass on MVE (int16 lanes, mt_depthwise_mve.h), 4 on DSP (SXTAB16 adds x_off to two bytes at
+ * once, SMLABB/SMLATT) and in C (a full window adds x_off * sum(w) once instead of x_off per
+ * tap); other channels (M > 1, tails) one at a time. When every shift exceeds 32 the output
+ * stage needs the high product word only (mt_depthwise_out.h, mt_depthwise_mve.h).
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -22,9 +25,9 @@ typedef struct {
   size_t x_tap, x_row, w_row; /* bytes per kernel column / row step of x and of w */
   int32_t rq_hi_only;         /* every shift > 32 */
 #if !MT_MVE && !MT_DSP
-  int32_t n_taps;                /* KH * KW when xw holds the sums below, else 0 */
-  uint32_t xw[DW_XW_MAX];        /* x_off * the sum of channel c's weights (M == 1) */
-#endif                           /* !MT_MVE && !MT_DSP */
+  int32_t n_taps;         /* KH * KW when xw holds the sums below, else 0 */
+  uint32_t xw[DW_XW_MAX]; /* x_off * the sum of channel c's weights (M == 1) */
+#endif                    /* !MT_MVE && !MT_DSP */
 } dw_ctx;
 
 /* How the in-bounds taps of one window are walked: rows runs of cols taps; per tap x steps xt

@@ -1,7 +1,10 @@
 /*
  * mt_depthwise_mve.h - the MVE (Helium) path of mt_depthwise_conv2d_s8.c for depth multiplier 1:
- * every channel of one output pixel, 16 or 8 at a time on int16 lanes. Included by that file
- * only (after dw_ctx).
+ * every channel of one output pixel. Included by that file only (after dw_ctx).
+ *
+ * When every shift exceeds 32 (the usual case) 16 or 8 channels at a time on int16 lanes, one
+ * asm statement per block (bias, taps, output stage); otherwise, and for a tail of fewer than 8,
+ * 8 at a time on int32 lanes with the exact output stage for any shift (dw_tail_mve).
  *
  * VLDRB.S16 widens 8 channels, x + x_off fits int16, and VMULLB/VMULLT give the exact int32
  * products of the even and odd channels (|(x + x_off) * w| <= 255 * 128), summed in int32x4
@@ -12,19 +15,7 @@
 #define MT_DEPTHWISE_MVE_H
 
 #if MT_MVE
-/* The output stage of the four channels offs[j] of one block (mult, shift, y at the block):
- * y = clamp(rq(acc) + zp), any shift. */
-static inline void dw_rq4(const dw_ctx *c, int32x4_t acc, int32_t o, uint32x4_t offs, int8_t *y)
-{
-  const int32x4_t s = vldrwq_gather_shifted_offset_s32(c->shift + o, offs);
-  const int32x4_t m = vldrwq_gather_shifted_offset_s32(c->mult + o, offs);
-  const int32x4_t r = mt_rq_v(acc, m, vsubq_s32(vdupq_n_s32(32), s), vnegq_s32(s));
-  const int32x4_t v = vminq_s32(vmaxq_s32(r, vdupq_n_s32(c->act_min - c->out_zp)),
-                                vdupq_n_s32(c->act_max - c->out_zp));
-  vstrbq_scatter_offset_s32(y + o, offs, vaddq_n_s32(v, c->out_zp));
-}
-
-/* Fewer than 8 channels [ch, ch + nb) of one pixel: int32 lanes, predicated. */
+/* Up to 8 channels [ch, ch + nb) of one pixel: int32 lanes, predicated, any shift. */
 static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const dw_walk *k, const int8_t *x,
                                     const int8_t *w, int32_t ch, int32_t nb, int8_t *y)
 {
