@@ -347,6 +347,40 @@ def conv1x1_cases():
     return cases
 
 
+def depthwise_speed_cases():
+    """Depthwise paths by block size and walk: channel counts around the MVE blocks of 16 and 8
+    and the DSP/C quads, all shifts > 32 (extreme=0: the MVE one-asm block) or not, one-column
+    windows walked along their rows (1-D kernels over time), dilation (DSP steps differ)."""
+    cases = [mac_case(f"dws_c{c}", "depthwise_conv2d", (1, 5, 4, c), (3, 3, c),
+                      pads=(1, 1, 1, 1), extreme=0)
+             for c in (1, 3, 4, 5, 7, 8, 9, 12, 15, 16, 17, 20, 24, 31, 32, 33, 40)]
+    cases += [mac_case(f"dws_{n}", "depthwise_conv2d", x, w, stride=s, dil=d, pads=p, mult=m,
+                       zp=zp, extreme=e)
+              for n, x, w, s, d, p, m, zp, e in [
+                  ("t5_c40", (1, 12, 1, 40), (5, 1, 40), (1, 1), (1, 1), (2, 0, 2, 0), 1, None, 0),
+                  ("t10_c16_s2", (1, 20, 1, 16), (10, 1, 16), (2, 1), (1, 1), (4, 0, 5, 0), 1,
+                   None, 0),
+                  ("t15_c8", (1, 16, 1, 8), (15, 1, 8), (1, 1), (1, 1), (7, 0, 7, 0), 1, None, 0),
+                  ("t3_c5_any", (1, 9, 1, 5), (3, 1, 5), (1, 1), (1, 1), (1, 0, 1, 0), 1, None,
+                   0.15),
+                  ("t4_mult2", (1, 9, 1, 3), (4, 1, 6), (1, 1), (2, 1), (3, 0, 0, 0), 2, None,
+                   0.15),
+                  ("dil2_c8", (1, 7, 7, 8), (3, 3, 8), (1, 1), (2, 2), (2, 2, 2, 2), 1, None, 0),
+                  ("dil2_c4", (1, 7, 6, 4), (3, 3, 4), (1, 1), (1, 2), (1, 2, 1, 2), 1, None, 0),
+                  ("s2_c8", (2, 9, 8, 8), (3, 3, 8), (2, 2), (1, 1), (1, 1, 1, 1), 1, None, 0),
+                  ("s2_c24_zp", (1, 7, 7, 24), (3, 3, 24), (2, 2), (1, 1), (0, 0, 1, 1), 1,
+                   (-128, 127), 0),
+                  ("zp_max_c16", (1, 4, 4, 16), (3, 3, 16), (1, 1), (1, 1), (1, 1, 1, 1), 1,
+                   (127, -128), 0),
+                  ("c24_any_shift", (1, 4, 5, 24), (3, 3, 24), (1, 1), (1, 1), (1, 1, 1, 1), 1,
+                   None, 1.0),
+                  ("pad_only_c16", (1, 2, 2, 16), (3, 3, 16), (1, 1), (1, 1), (3, 3, 3, 3), 1,
+                   None, 0),
+                  ("row_1x5_c9", (1, 3, 9, 9), (1, 5, 9), (1, 1), (1, 1), (0, 2, 0, 2), 1, None,
+                   0)]]
+    return cases
+
+
 def conv_cases(n_random):
     cases = [mac_case(f"conv2d_{n}", "conv2d", x, w, stride=s, dil=d, pads=p, groups=g)
              for n, x, w, s, d, p, g in CONV_EDGES]
@@ -804,7 +838,7 @@ def all_cases(n_random):
              elem_speedup_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases() + with_folded(conv_px_cases()) +
-             conv1x1_mve_cases() + conv1x1_cases())
+             conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

@@ -1,15 +1,19 @@
 /*
  * mt_depthwise_conv2d_s8.c - depthwise 2-D convolution, int8 NHWC, any depth multiplier M.
  *
- * Output channel c*M + m reads input channel c only. Per output pixel the in-bounds taps are
- * found once (padding contributes 0 and is never read); the channels then accumulate over the
- * window, adjacent channels together when M == 1 (they share every address step): 16 per pass
- * on MVE (whole blocks on int16 lanes, mt_depthwise_mve.h; the tail on four int32x4
- * accumulators, predicated), 4 on DSP (SXTAB16 adds x_off to two bytes at once, SMLABB/SMLATT)
- * and in C.
+ * Output channel c*M + m reads input channel c only. The in-bounds kernel rows are found once
+ * per output row and the in-bounds columns once per pixel (padding contributes 0 and is never
+ * read); a window of one column (1-D kernels over time) is walked as one run along its rows.
+ * With M == 1 adjacent channels share every address step and accumulate together: 16 or 8 per
+ * pass on MVE (int16 lanes, mt_depthwise_mve.h), 4 on DSP (SXTAB16 adds x_off to two bytes at
+ * once, SMLABB/SMLATT) and in C (a full window adds x_off * sum(w) once instead of x_off per
+ * tap); other channels (M > 1, tails) one at a time. When every shift exceeds 32 the output
+ * stage needs the high product word only (mt_depthwise_out.h, mt_depthwise_mve.h).
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+
+#define DW_XW_MAX 64 /* C: the pure C path adds x_off * sum(w) once per full window */
 
 typedef struct {
   const int8_t *x, *w;
@@ -18,7 +22,20 @@ typedef struct {
   mt_axis ah, aw;
   int32_t batch, c, m, kw;
   int32_t x_off, out_zp, act_min, act_max;
+  size_t x_tap, x_row, w_row; /* bytes per kernel column / row step of x and of w */
+  int32_t rq_hi_only;         /* every shift > 32 */
+#if !MT_MVE && !MT_DSP
+  int32_t n_taps;         /* KH * KW when xw holds the sums below, else 0 */
+  uint32_t xw[DW_XW_MAX]; /* x_off * the sum of channel c's weights (M == 1) */
+#endif                    /* !MT_MVE && !MT_DSP */
 } dw_ctx;
+
+/* How the in-bounds taps of one window are walked: rows runs of cols taps; per tap x steps xt
+ * and w steps wt, per run xrs and wrs more. A window of one column is one run along its rows. */
+typedef struct {
+  size_t xt, wt, xrs, wrs;
+  int32_t rows, cols;
+} dw_walk;
 
 /* The weight as (KH, KW, C*M): rank 3, or rank 4 with a leading 1 ("1HWC"). */
 static const uint32_t *dw_weight_dims(const mt_tensor *w)
@@ -70,6 +87,25 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
   c->out_zp = at[MT_DEPTHWISE_CONV2D_OUT_ZP];
   c->act_min = at[MT_DEPTHWISE_CONV2D_ACT_MIN];
   c->act_max = at[MT_DEPTHWISE_CONV2D_ACT_MAX];
+  c->x_tap = (size_t)at[MT_DEPTHWISE_CONV2D_DILATION_W] * (size_t)c->c;
+  c->x_row = (size_t)at[MT_DEPTHWISE_CONV2D_DILATION_H] * x->shape[2] * (size_t)c->c;
+  c->w_row = (size_t)c->kw * wd[2];
+  c->rq_hi_only = 1;
+  for (uint32_t o = 0; o < wd[2]; o++) {
+    c->rq_hi_only &= c->shift[o] > 32;
+  }
+#if !MT_MVE && !MT_DSP
+  c->n_taps = c->m == 1 && c->c <= DW_XW_MAX && wd[0] <= 64 && wd[1] <= 64
+                  ? (int32_t)(wd[0] * wd[1])
+                  : 0;
+  for (int32_t ch = 0; ch < c->c && c->n_taps > 0; ch++) {
+    uint32_t s = 0;
+    for (int32_t t = 0; t < c->n_taps; t++) {
+      s += (uint32_t)c->w[(size_t)t * (size_t)c->c + (size_t)ch];
+    }
+    c->xw[ch] = s * (uint32_t)c->x_off;
+  }
+#endif /* !MT_MVE && !MT_DSP */
   return c->batch >= 0 &&
          mt_axis_init(&c->ah, x->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
                       at[MT_DEPTHWISE_CONV2D_DILATION_H], at[MT_DEPTHWISE_CONV2D_PAD_TOP],
@@ -81,167 +117,164 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
          mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, wd[2]);
 }
 
-/* The taps of one output pixel that land inside the input: rows [ky0, ky1), cols [kx0, kx1). */
-typedef struct {
+
+/* y[o] from the window sum acc of output channel o (bias not yet added). */
+static inline int8_t dw_out(const dw_ctx *c, uint32_t acc, int32_t o)
+{
+  return mt_requantize(mt_wrap_s32(acc + (uint32_t)c->bias[o]), c->mult[o], c->shift[o],
+                       c->out_zp, c->act_min, c->act_max);
+}
+
+/* The window sum of one output channel: x, w at its first in-bounds tap. */
+static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                   const int8_t *w)
+{
+  uint32_t a = 0;
+  for (int32_t r = 0; r < k->rows; r++, x += k->xrs, w += k->wrs) {
+    for (int32_t t = 0; t < k->cols; t++, x += k->xt, w += k->wt) {
+      a += (uint32_t)((*x + c->x_off) * *w);
+    }
+  }
+  return a;
+}
+
+#include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
+
+#include "mt_depthwise_out.h" /* dw_store, dw_store4_hi: the DSP/C output stage */
+
+/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
+static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                         const int8_t *w, dw_blk *par, int8_t *y)
+{
+#if MT_MVE
+  dw_pixel_mve(c, k, x, w, par, y);
+#else /* !MT_MVE: four channels per pass */
+  (void)par;
+  int32_t ch = 0;
+  const size_t x_tap = k->xt, cm = k->wt, xrs = k->xrs, wrs = k->wrs;
+  const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
+#if MT_DSP
+  const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
+  const int32_t o = off;
+#else  /* !MT_DSP */
+  const int folded = c->n_taps > 0 && rows * cols == c->n_taps;
+  const int32_t o = folded ? 0 : off;
+#endif /* MT_DSP */
+/* Four channels' products of one tap, x + x_off: xp[i] + O. */
+#define DW_MAC4(O)                                                                                \
+  a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                      \
+  a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                      \
+  a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                      \
+  a3 += (uint32_t)((xp[3] + (O)) * wp[3])
+  for (; n - ch >= 4; ch += 4) {
+    const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
+    uint32_t a0 = (uint32_t)b[0], a1 = (uint32_t)b[1], a2 = (uint32_t)b[2], a3 = (uint32_t)b[3];
+    const int8_t *xp = x + ch, *wp = w + ch;
+#if !MT_MVE && !MT_DSP
+    if (folded) { /* a full window: x_off * sum(w) added here, x taken as it is below */
+      a0 += c->xw[ch];
+      a1 += c->xw[ch + 1];
+      a2 += c->xw[ch + 2];
+      a3 += c->xw[ch + 3];
+    }
+#endif /* !MT_MVE && !MT_DSP */
+    for (int32_t ky = 0; ky < rows; ky++, xp += xrs, wp += wrs) {
+#if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
+      if (x_tap == cm) {
+        uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
+        __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
+                         "   ldr %[t1], [%[wp]]\n"
+                         "   add %[xp], %[xp], %[cm]\n"
+                         "   sxtab16 %[t2], %[off], %[t0]\n"
+                         "   sxtb16 %[t1], %[t1]\n"
+                         "   smlabb %[a0], %[t2], %[t1], %[a0]\n"
+                         "   smlatt %[a2], %[t2], %[t1], %[a2]\n"
+                         "   ldr %[t1], [%[wp]]\n"
+                         "   add %[wp], %[wp], %[cm]\n"
+                         "   sxtab16 %[t0], %[off], %[t0], ror #8\n"
+                         "   sxtb16 %[t1], %[t1], ror #8\n"
+                         "   smlabb %[a1], %[t0], %[t1], %[a1]\n"
+                         "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
+                         "   subs %[k], %[k], #1\n"
+                         "   bne 1b\n"
+                         : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(n_taps), [a0] "+r"(a0),
+                           [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0),
+                           [t1] "=&r"(t1), [t2] "=&r"(t2)
+                         : [cm] "r"(cm), [off] "r"(off2)
+                         : "cc", "memory");
+        continue;
+      }
+#else  /* !MT_DSP */
+      if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
+        const int8_t *const x_end = xp + (size_t)cols * cm;
+        if (folded) {
+          for (; xp != x_end; xp += cm, wp += cm) {
+            DW_MAC4(0);
+          }
+          continue;
+        }
+        for (; xp != x_end; xp += cm, wp += cm) {
+          DW_MAC4(off);
+        }
+        continue;
+      }
+#endif /* MT_DSP */
+      for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
+        DW_MAC4(o);
+      }
+    }
+    if (c->rq_hi_only) {
+      dw_store4_hi(c, a0, a1, a2, a3, ch, y + ch);
+      continue;
+    }
+    const uint32_t acc[4] = {a0, a1, a2, a3};
+    dw_store(c, acc, ch, 4, y + ch);
+  }
+  for (; ch < n; ch++) {
+    const uint32_t acc = dw_one(c, k, x + ch, w + ch) + (uint32_t)c->bias[ch];
+    dw_store(c, &acc, ch, 1, y + ch);
+  }
+#endif /* MT_MVE */
+}
+
+/* One output row of image n: the kernel rows in bounds are the same for every pixel. */
+static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh, int8_t *y)
+{
   int32_t ky0, ky1, kx0, kx1;
-} dw_win;
-
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1), rows = ky1 - ky0;
+  dw_walk k = {0, 0, 0, 0, 0, 0};
+  dw_blk par;
 #if MT_MVE
-#define DW_BLOCK 16 /* adjacent channels per pass when M == 1: four int32x4 accumulators */
-#else
-#define DW_BLOCK 4
+  dw_blk_init(c, &par);
 #endif /* MT_MVE */
-
-#if MT_MVE
-/* The taps of one kernel row for nb < 16 channels (dw_block): whole quarters (nb = 4, 8, 12)
- * unpredicated, else every lane predicated; kept apart so that the 16-channel loop keeps its
- * registers. */
-static MT_NOINLINE void dw_taps_part(const int8_t *xp, const int8_t *wp, size_t x_tap, size_t cm,
-                                     int32_t cols, int32_t off, int32_t nb, int32x4_t acc[4])
-{
-  const mve_pred16_t p0 = vctp32q((uint32_t)nb), p1 = vctp32q((uint32_t)(nb > 4 ? nb - 4 : 0));
-  const mve_pred16_t p2 = vctp32q((uint32_t)(nb > 8 ? nb - 8 : 0));
-  const mve_pred16_t p3 = vctp32q((uint32_t)(nb > 12 ? nb - 12 : 0));
-  int32x4_t v0 = acc[0], v1 = acc[1], v2 = acc[2], v3 = acc[3];
-  if (nb % 4 == 0) { /* 4, 8 or 12 channels: whole quarters, unpredicated */
-    for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
-      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp), off), vldrbq_s32(wp)));
-      if (nb > 4) {
-        v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 4), off), vldrbq_s32(wp + 4)));
-      }
-      if (nb > 8) {
-        v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_s32(xp + 8), off), vldrbq_s32(wp + 8)));
-      }
-    }
-  } else {
-    for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
-      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp, p0), off), vldrbq_z_s32(wp, p0)));
-      v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 4, p1), off),
-                                   vldrbq_z_s32(wp + 4, p1)));
-      v2 = vaddq_s32(v2, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 8, p2), off),
-                                   vldrbq_z_s32(wp + 8, p2)));
-      v3 = vaddq_s32(v3, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(xp + 12, p3), off),
-                                   vldrbq_z_s32(wp + 12, p3)));
-    }
+  int32_t k_cols = -1; /* the cols k was made for */
+  const int32_t cm = c->c * c->m;
+  const int8_t *xr = x_img, *wr = c->w + (size_t)ky0 * c->w_row;
+  if (rows > 0) {
+    xr += (size_t)(iy + ky0 * c->ah.dilation) * (size_t)c->aw.size * (size_t)c->c;
   }
-  acc[0] = v0;
-  acc[1] = v1;
-  acc[2] = v2;
-  acc[3] = v3;
-}
-#endif /* MT_MVE */
-
-#include "mt_depthwise_mve.h" /* dw_blocks16: M == 1, 16 channels at a time on MVE */
-
-/* y_px[oc + b], b < nb: the window sums of nb adjacent channels (x, w at the window's first
- * in-bounds tap; nb <= DW_BLOCK when M == 1, else 1) plus bias, requantized. Per tap x steps
- * C * dilation bytes, w steps C * M bytes. */
-static MT_NOINLINE void dw_block(const dw_ctx *c, const dw_win *v, const int8_t *x,
-                                 const int8_t *w, int32_t oc, int32_t nb, int8_t *y_px)
-{
-  const size_t cm = (size_t)c->c * (size_t)c->m, x_tap = (size_t)c->aw.dilation * (size_t)c->c;
-  const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->c;
-  const size_t w_row = (size_t)c->kw * cm;
-  const int32_t off = c->x_off, rows = v->ky1 - v->ky0, cols = v->kx1 - v->kx0;
-  uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
-#if MT_MVE
-  if (nb > 1) { /* 16 channels as four int32x4 lanes, the tail predicated */
-    const mve_pred16_t p0 = vctp32q((uint32_t)nb), p1 = vctp32q((uint32_t)(nb > 4 ? nb - 4 : 0));
-    const mve_pred16_t p2 = vctp32q((uint32_t)(nb > 8 ? nb - 8 : 0));
-    const mve_pred16_t p3 = vctp32q((uint32_t)(nb > 12 ? nb - 12 : 0));
-    const int32_t *bias = c->bias + oc;
-    int32x4_t v0 = vldrwq_z_s32(bias, p0), v1 = vldrwq_z_s32(bias + 4, p1);
-    int32x4_t v2 = vldrwq_z_s32(bias + 8, p2), v3 = vldrwq_z_s32(bias + 12, p3);
-    for (int32_t ky = 0; ky < rows; ky++) {
-      const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
-      int32x4_t part[4] = {v0, v1, v2, v3};
-      dw_taps_part(xp, wp, x_tap, cm, cols, off, nb, part);
-      v0 = part[0];
-      v1 = part[1];
-      v2 = part[2];
-      v3 = part[3];
-    }
-    const int32_t *m = c->mult + oc, *s = c->shift + oc;
-    int8_t *y = y_px + oc;
-    mt_requantize4_v(v0, m, s, nb, c->out_zp, c->act_min, c->act_max, y);
-    for (int32_t q = 4; q < nb; q += 4) {
-      const int32x4_t vq = q == 4 ? v1 : (q == 8 ? v2 : v3);
-      mt_requantize4_v(vq, m + q, s + q, nb - q, c->out_zp, c->act_min, c->act_max, y + q);
-    }
-    return;
-  }
-#endif /* MT_MVE */
-  for (int32_t ky = 0; ky < rows; ky++) {
-    const int8_t *xp = x + (size_t)ky * x_row, *wp = w + (size_t)ky * w_row;
-    int32_t kx = 0;
-    if (nb == 1) {
-      for (; kx < cols; kx++, xp += x_tap, wp += cm) {
-        a0 += (uint32_t)((xp[0] + off) * wp[0]);
+  for (int32_t ow = 0; ow < c->aw.out; ow++, y += cm) {
+    const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1), cols = rows > 0 ? kx1 - kx0 : 0;
+    const int8_t *xp = xr, *wp = wr + (size_t)kx0 * (size_t)cm;
+    if (cols != k_cols) { /* the walk changes at the borders only */
+      k_cols = cols;
+      k = (dw_walk){c->x_tap, (size_t)cm, 0, 0, cols > 0 ? rows : 0, cols};
+      k.xrs = c->x_row - (size_t)cols * k.xt;
+      k.wrs = c->w_row - (size_t)cols * k.wt;
+      if (cols == 1) { /* one run along the rows */
+        k = (dw_walk){c->x_row, c->w_row, 0, 0, 1, rows};
       }
+    }
+    if (cols > 0) {
+      xp += (size_t)(ix + kx0 * c->aw.dilation) * (size_t)c->c;
+    }
+    if (c->m == 1) {
+      dw_pixel_m1(c, &k, xp, wp, &par, y);
       continue;
     }
-#if !MT_MVE && MT_DSP
-    const uint32_t off2 = ((uint32_t)off & 0xFFFFu) * 0x00010001u; /* x_off in both halves */
-    for (; kx < cols; kx++, xp += x_tap, wp += cm) {
-      const uint32_t xv = mt_read_s8x4(xp), wv = mt_read_s8x4(wp);
-      const int32_t x02 = __sxtab16((int32_t)off2, (int32_t)xv);
-      int32_t x13; /* SXTAB16 with ROR #8 (gcc does not fold the rotate) */
-      __asm__("sxtab16 %0, %1, %2, ror #8" : "=r"(x13) : "r"(off2), "r"(xv));
-      const int32_t w02 = __sxtb16((int32_t)wv), w13 = mt_sxtb16_ror8(wv);
-      a0 = (uint32_t)__smlabb(x02, w02, (int32_t)a0);
-      a1 = (uint32_t)__smlabb(x13, w13, (int32_t)a1);
-      a2 = (uint32_t)__smlatt(x02, w02, (int32_t)a2);
-      a3 = (uint32_t)__smlatt(x13, w13, (int32_t)a3);
+    for (int32_t o = 0; o < cm; o++) {
+      y[o] = dw_out(c, dw_one(c, &k, xp + o / c->m, wp + o), o);
     }
-#endif /* !MT_MVE && MT_DSP */
-    for (; kx < cols; kx++, xp += x_tap, wp += cm) {
-      a0 += (uint32_t)((xp[0] + off) * wp[0]);
-      a1 += (uint32_t)((xp[1] + off) * wp[1]);
-      a2 += (uint32_t)((xp[2] + off) * wp[2]);
-      a3 += (uint32_t)((xp[3] + off) * wp[3]);
-    }
-  }
-  const uint32_t acc[4] = {a0, a1, a2, a3};
-  for (int32_t b = 0; b < nb; b++) {
-    const int32_t o = oc + b;
-    y_px[o] = mt_requantize(mt_wrap_s32(acc[b] + (uint32_t)c->bias[o]), c->mult[o], c->shift[o],
-                            c->out_zp, c->act_min, c->act_max);
-  }
-}
-
-/* One output pixel: y_px[c*M + m] for every channel; with M == 1 DW_BLOCK channels at a time. */
-static void dw_pixel(const dw_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, int8_t *y_px)
-{
-  dw_win v;
-  const int32_t iy = mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
-  const int32_t ix = mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
-  const int8_t *x_win = x_img, *w_win = c->w; /* tap (ky0, kx0) */
-  if (v.kx1 == v.kx0 || v.ky1 == v.ky0) { /* the window lies in the padding: y = rq(bias) */
-    v.ky1 = v.ky0;
-  } else {
-    x_win += ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
-              (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->c;
-    w_win += ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->c * (size_t)c->m;
-  }
-  int32_t oc = 0, ch = 0;
-#if MT_MVE
-  if (c->m == 1 && c->c >= 16) { /* whole blocks of 16 channels on int16 lanes */
-    ch = oc = c->c & ~15;
-    dw_blocks16(c, &v, x_win, w_win, c->c / 16, y_px);
-  }
-#endif /* MT_MVE */
-  for (; ch < c->c;) {
-    const int32_t left = c->c - ch, nb = left < DW_BLOCK ? left : DW_BLOCK;
-    if (c->m == 1 && (MT_MVE || nb == DW_BLOCK)) { /* MVE predicates the tail */
-      dw_block(c, &v, x_win + ch, w_win + oc, oc, nb, y_px);
-      ch += nb;
-      oc += nb;
-      continue;
-    }
-    for (int32_t m = 0; m < c->m; m++, oc++) {
-      dw_block(c, &v, x_win + ch, w_win + oc, oc, 1, y_px);
-    }
-    ch++;
   }
 }
 
@@ -254,13 +287,11 @@ mt_status mt_depthwise_conv2d_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const size_t x_img = (size_t)c.ah.size * (size_t)c.aw.size * (size_t)c.c;
-  const size_t y_px = (size_t)c.c * (size_t)c.m;
+  const size_t y_row = (size_t)c.aw.out * (size_t)c.c * (size_t)c.m;
   int8_t *y = c.y;
   for (int32_t n = 0; n < c.batch; n++) {
-    for (int32_t oh = 0; oh < c.ah.out; oh++) {
-      for (int32_t ow = 0; ow < c.aw.out; ow++, y += y_px) {
-        dw_pixel(&c, c.x + (size_t)n * x_img, oh, ow, y);
-      }
+    for (int32_t oh = 0; oh < c.ah.out; oh++, y += y_row) {
+      dw_row(&c, c.x + (size_t)n * x_img, oh, y);
     }
   }
   return MT_STATUS_OK;

@@ -1,82 +1,161 @@
 /*
  * mt_depthwise_mve.h - the MVE (Helium) path of mt_depthwise_conv2d_s8.c for depth multiplier 1:
- * whole blocks of 16 channels of one output pixel. Included by that file only (after dw_ctx and
- * dw_win); the tail of fewer than 16 channels stays with dw_block.
+ * every channel of one output pixel. Included by that file only (after dw_ctx).
+ *
+ * When every shift exceeds 32 (the usual case) 16 or 8 channels at a time on int16 lanes, one
+ * asm statement per block (bias, taps, output stage); otherwise, and for a tail of fewer than 8,
+ * 8 at a time on int32 lanes with the exact output stage for any shift (dw_tail_mve).
+ *
+ * VLDRB.S16 widens 8 channels, x + x_off fits int16, and VMULLB/VMULLT give the exact int32
+ * products of the even and odd channels (|(x + x_off) * w| <= 255 * 128), summed in int32x4
+ * accumulators (channels 0/2/4/6 and 1/3/5/7 of each 8); bias, mult, shift are gathered and y
+ * scattered in the same order.
  */
 #ifndef MT_DEPTHWISE_MVE_H
 #define MT_DEPTHWISE_MVE_H
 
 #if MT_MVE
-/* The output stage of four channels at offs (in units of one channel) from mult, shift, y. */
-static inline void dw_rq4(int32x4_t acc, const int32_t *mult, const int32_t *shift,
-                          uint32x4_t offs, int32x4_t v32, int32x4_t vlo, int32x4_t vhi,
-                          int32_t zp, int8_t *y)
+/* Up to 8 channels [ch, ch + nb) of one pixel: int32 lanes, predicated, any shift. */
+static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                    const int8_t *w, int32_t ch, int32_t nb, int8_t *y)
 {
-  const int32x4_t s = vldrwq_gather_shifted_offset_s32(shift, offs);
-  const int32x4_t r = mt_rq_v(acc, vldrwq_gather_shifted_offset_s32(mult, offs),
-                              vsubq_s32(v32, s), vnegq_s32(s));
-  vstrbq_scatter_offset_s32(y, offs, vaddq_n_s32(vminq_s32(vmaxq_s32(r, vlo), vhi), zp));
-}
-
-/* M == 1: channels [0, 16 * n16) of one output pixel (x, w at the window's first in-bounds
- * tap), 16 at a time on int16 lanes: VLDRB.S16 widens, x + x_off fits int16, and
- * VMULLB/VMULLT give the exact int32 products of the even and odd channels (|(x + x_off) * w|
- * <= 255 * 128), summed in four int32x4 accumulators (channels 0/2/4/6, 1/3/5/7, 8/10.., 9/11..);
- * bias, mult, shift are gathered and y scattered in the same order. */
-static MT_NOINLINE void dw_blocks16(const dw_ctx *c, const dw_win *v, const int8_t *x,
-                                    const int8_t *w, int32_t n16, int8_t *y)
-{
-  const size_t cm = (size_t)c->c, x_tap = (size_t)c->aw.dilation * cm;
-  const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * cm;
-  const size_t w_row = (size_t)c->kw * cm;
-  const int32_t off32 = c->x_off; /* VADD.I16 adds its low half to each int16 lane */
-  const int32_t rows = v->ky1 - v->ky0, cols = v->kx1 - v->kx0, zp = c->out_zp;
-  const uint32x4_t ev = vidupq_n_u32(0, 2), od = vidupq_n_u32(1, 2);
-  const int32x4_t v32 = vdupq_n_s32(32), vlo = vdupq_n_s32(c->act_min - zp);
-  const int32x4_t vhi = vdupq_n_s32(c->act_max - zp);
-  const int32_t *bias = c->bias, *mult = c->mult, *shift = c->shift;
-  for (int32_t b = 0; b < n16; b++, x += 16, w += 16, y += 16, bias += 16, mult += 16,
-               shift += 16) {
-    int32x4_t e0 = vldrwq_gather_shifted_offset_s32(bias, ev);
-    int32x4_t o0 = vldrwq_gather_shifted_offset_s32(bias, od);
-    int32x4_t e1 = vldrwq_gather_shifted_offset_s32(bias + 8, ev);
-    int32x4_t o1 = vldrwq_gather_shifted_offset_s32(bias + 8, od);
-    const int8_t *xr = x, *wr = w;
-    for (int32_t ky = 0; ky < rows; ky++, xr += x_row, wr += w_row) {
-      const int8_t *xp = xr, *wp = wr;
-      if (cols <= 0) {
-        continue;
-      }
-      /* one tap per step (gcc spills an accumulator of the same loop in C) */
-      __asm__ volatile("   dls lr, %[cols]\n"
-                       "1: vldrb.s16 q0, [%[xp]]\n"
-                       "   vldrb.s16 q1, [%[wp]]\n"
-                       "   vadd.i16 q0, q0, %[off]\n"
-                       "   vmullb.s16 q2, q0, q1\n"
-                       "   vmullt.s16 q3, q0, q1\n"
-                       "   vadd.i32 %q[e0], %q[e0], q2\n"
-                       "   vadd.i32 %q[o0], %q[o0], q3\n"
-                       "   vldrb.s16 q0, [%[xp], #8]\n"
-                       "   vldrb.s16 q1, [%[wp], #8]\n"
-                       "   vadd.i16 q0, q0, %[off]\n"
-                       "   vmullb.s16 q2, q0, q1\n"
-                       "   vmullt.s16 q3, q0, q1\n"
-                       "   vadd.i32 %q[e1], %q[e1], q2\n"
-                       "   vadd.i32 %q[o1], %q[o1], q3\n"
-                       "   add %[xp], %[xp], %[xt]\n"
-                       "   add %[wp], %[wp], %[cm]\n"
-                       "   le lr, 1b\n"
-                       : [xp] "+r"(xp), [wp] "+r"(wp), [e0] "+w"(e0), [o0] "+w"(o0),
-                         [e1] "+w"(e1), [o1] "+w"(o1)
-                       : [cols] "r"(cols), [off] "r"(off32), [xt] "r"(x_tap), [cm] "r"(cm)
-                       : "q0", "q1", "q2", "q3", "lr", "memory");
+  const mve_pred16_t p0 = vctp32q((uint32_t)nb), p1 = vctp32q((uint32_t)(nb > 4 ? nb - 4 : 0));
+  const int32_t off = c->x_off;
+  int32x4_t v0 = vldrwq_z_s32(c->bias + ch, p0), v1 = vldrwq_z_s32(c->bias + ch + 4, p1);
+  for (int32_t r = 0; r < k->rows; r++, x += k->xrs, w += k->wrs) {
+    for (int32_t t = 0; t < k->cols; t++, x += k->xt, w += k->wt) {
+      v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x, p0), off), vldrbq_z_s32(w, p0)));
+      v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x + 4, p1), off),
+                                   vldrbq_z_s32(w + 4, p1)));
     }
-    dw_rq4(e0, mult, shift, ev, v32, vlo, vhi, zp, y);
-    dw_rq4(o0, mult, shift, od, v32, vlo, vhi, zp, y);
-    dw_rq4(e1, mult + 8, shift + 8, ev, v32, vlo, vhi, zp, y + 8);
-    dw_rq4(o1, mult + 8, shift + 8, od, v32, vlo, vhi, zp, y + 8);
+  }
+  for (int32_t q = 0; q < nb; q += 4) {
+    mt_requantize4_v(q ? v1 : v0, c->mult + ch + q, c->shift + ch + q, nb - q, c->out_zp,
+                     c->act_min, c->act_max, y + ch + q);
   }
 }
+
+/* One block of 16 (or 8) channels of one pixel in one asm statement (gcc spills the
+ * accumulators of this code written in C), for the case every shift > 32:
+ *   q4..q7   accumulators (lane order dw_lanes), starting at the bias
+ *   taps     rows x cols: x steps xt per column and xrs more per row, w steps cm and wrs
+ *   output   rq by VMULH (the high product word) and one VRSHL by 32 - shift, which rounds
+ *            exactly since the low word never reaches the result (mt_rq_v), + zp, clamp */
+/* Lane offsets of the accumulators of a block: even then odd channels of each 8. */
+static const uint32_t dw_lanes[16] = {0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15};
+
+/* What the output stage of a block reads (the asm relies on this layout): the block's bias,
+ * mult, shift and y; the lane offsets, zp, and in each lane 32 and the act range less zp. */
+typedef struct {
+  const int32_t *bias, *mult, *shift;
+  int8_t *y;
+  const uint32_t *lanes;
+  int32_t zp, pad[2];
+  int32_t v32[4], vlo[4], vhi[4];
+} dw_blk;
+
+#define DW_LANES(Q, K) "   vldrw.u32 " Q ", [lr, #" K "]\n"
+#define DW_BIAS(Q, L) "   vldrw.u32 " Q ", [lr, " L ", uxtw #2]\n"
+#define DW_PAR(K) "[%[par], #" K "]"
+#define DW_TAP(E, O, K)                                                                           \
+  "   vldrb.s16 q0, [%[xp], #" K "]\n"                                                          \
+  "   vldrb.s16 q1, [%[wp], #" K "]\n"                                                          \
+  "   vadd.i16 q0, q0, %[off]\n"                                                                \
+  "   vmullb.s16 q2, q0, q1\n"                                                                  \
+  "   vmullt.s16 q3, q0, q1\n"                                                                  \
+  "   vadd.i32 " E ", " E ", q2\n"                                                              \
+  "   vadd.i32 " O ", " O ", q3\n"
+#define DW_RQ(Q)                                                                                  \
+  "   vldrw.u32 q0, [lr], #16\n"                                                                \
+  "   vldrw.u32 q1, [%[wp], q0, uxtw #2]\n"                                                     \
+  "   vldrw.u32 q2, [%[xp], q0, uxtw #2]\n"                                                     \
+  "   vldrw.u32 q3, " DW_PAR("32") "\n"                                                        \
+  "   vsub.i32 q1, q3, q1\n"                                                                    \
+  "   vmulh.s32 q2, " Q ", q2\n"                                                                \
+  "   vrshl.s32 q2, q2, q1\n"                                                                   \
+  "   vldrw.u32 q3, " DW_PAR("48") "\n"                                                        \
+  "   vmax.s32 q2, q2, q3\n"                                                                    \
+  "   vldrw.u32 q3, " DW_PAR("64") "\n"                                                        \
+  "   vmin.s32 q2, q2, q3\n"                                                                    \
+  "   vadd.i32 q2, q2, %[r]\n"                                                                  \
+  "   vstrb.32 q2, [%[cols], q0]\n"
+/* The parts for 16 or 8 channels: LANES and INIT (the lane offsets, then the bias at them),
+ * TAPS, RQ; the constants are read from the context c. */
+#define DW_BLOCK_ASM(LANES, INIT, TAPS, RQ)                                                       \
+  __asm__ volatile("   ldr lr, " DW_PAR("16") "\n" LANES "   ldr lr, " DW_PAR("0") "\n" INIT    \
+                   "   cmp %[r], #0\n"                                                          \
+                   "   beq 3f\n"                                                                \
+                   "1: dls lr, %[cols]\n"                                                       \
+                   "2:\n" TAPS "   add %[xp], %[xt]\n"                                          \
+                   "   add %[wp], %[cm]\n"                                                      \
+                   "   le lr, 2b\n"                                                             \
+                   "   add %[xp], %[xrs]\n"                                                     \
+                   "   add %[wp], %[wrs]\n"                                                     \
+                   "   subs %[r], #1\n"                                                         \
+                   "   bne 1b\n"                                                                \
+                   "3: ldr lr, " DW_PAR("16") "\n"                                              \
+                   "   ldrd %[xp], %[wp], " DW_PAR("4") "\n"                                    \
+                   "   ldr %[cols], " DW_PAR("12") "\n"                                         \
+                   "   ldr %[r], " DW_PAR("20") "\n" RQ                                         \
+                   : [xp] "+l"(xp), [wp] "+l"(wp), [r] "+r"(r), [cols] "+r"(k)                  \
+                   : [off] "r"(off), [xt] "r"(xt), [cm] "r"(cm), [xrs] "r"(xrs),                \
+                     [wrs] "r"(wrs), [par] "r"(par)                                             \
+                   : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory")
+
+/* The constants of dw_blk. */
+static inline void dw_blk_init(const dw_ctx *c, dw_blk *par)
+{
+  par->lanes = dw_lanes;
+  par->zp = c->out_zp;
+  for (int32_t j = 0; j < 4; j++) {
+    par->v32[j] = 32;
+    par->vlo[j] = c->act_min - c->out_zp;
+    par->vhi[j] = c->act_max - c->out_zp;
+  }
+}
+
+/* M == 1: y[0, C) of one pixel (x, w at the window's first in-bounds tap); par: the output
+ * stage's constants (dw_blk_init). */
+static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, const int8_t *x,
+                                          const int8_t *w, dw_blk *par, int8_t *y)
+{
+  const size_t xt = kw->xt, cm = kw->wt, xrs = kw->xrs, wrs = kw->wrs;
+  const int32_t n = c->c, rows = kw->rows, cols = kw->cols, off = c->x_off;
+  int32_t ch = 0;
+  if (!c->rq_hi_only) { /* any shift: eight channels at a time on int32 lanes */
+    for (; ch < n; ch += 8) {
+      dw_tail_mve(c, kw, x + ch, w + ch, ch, n - ch < 8 ? n - ch : 8, y);
+    }
+    return;
+  }
+  for (; n - ch >= 8; ch += 16) {
+    const int8_t *xp = x + ch, *wp = w + ch;
+    int32_t r = rows, k = cols;
+    par->bias = c->bias + ch;
+    par->mult = c->mult + ch;
+    par->shift = c->shift + ch;
+    par->y = y + ch;
+    if (n - ch < 16) { /* one block of 8 */
+      DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16"),
+                   DW_BIAS("q4", "q0") DW_BIAS("q5", "q1"), DW_TAP("q4", "q5", "0"),
+                   DW_RQ("q4") DW_RQ("q5"));
+      ch += 8;
+      break;
+    }
+    DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16") DW_LANES("q2", "32")
+                     DW_LANES("q3", "48"),
+                 DW_BIAS("q4", "q0") DW_BIAS("q5", "q1") DW_BIAS("q6", "q2") DW_BIAS("q7", "q3"),
+                 DW_TAP("q4", "q5", "0") DW_TAP("q6", "q7", "8"),
+                 DW_RQ("q4") DW_RQ("q5") DW_RQ("q6") DW_RQ("q7"));
+  }
+  if (ch < n) {
+    dw_tail_mve(c, kw, x + ch, w + ch, ch, n - ch, y);
+  }
+}
+#else  /* !MT_MVE */
+typedef struct {
+  int32_t unused;
+} dw_blk;
 #endif /* MT_MVE */
 
 #endif /* MT_DEPTHWISE_MVE_H */
