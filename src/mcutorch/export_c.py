@@ -151,6 +151,8 @@ def export_c(program: Program, out, target: str | None = None) -> Path:
     for src in sources_for(used):
         shutil.copy2(src, lib / "kernels" / src.name)
         copied.append(f"mcutorch/kernels/{src.name}")
+    for h in sorted({h for src in sources_for(used) for h in src.parent.glob("*.h")}):
+        shutil.copy2(h, lib / "kernels" / h.name)  # a family's private headers (next to its .c)
     (lib / "kernels" / "mt_kernels_model.c").write_text(kernel_table_c(used))
     copied.append("mcutorch/kernels/mt_kernels_model.c")
     source, header = _program_files(program.stripped().to_bytes())

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends.cortex_m.kernels import kernel_table_c, sources_for
+from .backends.cortex_m.kernels import RUNTIME_DIR, kernel_table_c, sources_for
 from .boards import build_elf, can_run, run_elf
 from .crt import core_sources, firmware_defines, include_dirs, runner_sources, target_name
 from .errors import McutorchError, TargetError
@@ -80,7 +80,9 @@ def build(program: Program, board: str, out: Path | None = None, profile: bool =
 
 
 def include_files() -> list[Path]:
-    return sorted(p for d in include_dirs() for p in d.glob("*.h"))
+    """Every header a build may read: the include dirs' and each kernel family's own."""
+    family = (RUNTIME_DIR / "kernels").glob("*/*.h")
+    return sorted({*(p for d in include_dirs() for p in d.glob("*.h")), *family})
 
 
 def runner_files(program: Program, inputs: list[np.ndarray]) -> tuple[dict[str, bytes], list[str]]:
