@@ -57,31 +57,6 @@ static inline int mt_mac_scales_ok(const int32_t *mult, const int32_t *shift, ui
   return (bad >> 31) == 0;
 }
 
-#if MT_MVE
-/* Four rows at once: the lanes of the result are sum over i < n of x[i] * w_j[i] (n > 0). */
-static inline int32x4_t mt_dot4_mve(const int8_t *x, const int8_t *w0, const int8_t *w1,
-                                    const int8_t *w2, const int8_t *w3, uint32_t n)
-{
-  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  __asm__ volatile("   dlstp.8 lr, %[n]\n"
-                   "1: vldrb.8 q0, [%[x]], #16\n"
-                   "   vldrb.8 q1, [%[w0]], #16\n"
-                   "   vmladava.s8 %[s0], q0, q1\n"
-                   "   vldrb.8 q2, [%[w1]], #16\n"
-                   "   vmladava.s8 %[s1], q0, q2\n"
-                   "   vldrb.8 q1, [%[w2]], #16\n"
-                   "   vmladava.s8 %[s2], q0, q1\n"
-                   "   vldrb.8 q2, [%[w3]], #16\n"
-                   "   vmladava.s8 %[s3], q0, q2\n"
-                   "   letp lr, 1b\n"
-                   : [x] "+r"(x), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3),
-                     [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
-                   : [n] "r"(n)
-                   : "q0", "q1", "q2", "lr", "memory");
-  return vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1), 2), 3);
-}
-#endif /* MT_MVE */
-
 #if !MT_MVE
 /* The output stage of nb <= 4 channels o + b from init[b] + a[b] (see mt_dot_rows_s8); out of
  * the caller's loop: its pointer registers would be spilled around the inlined stage. */
@@ -132,28 +107,8 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
     const int8_t *w2 = w + (nb > 2 ? 2 * w_stride : 0), *w3 = w + (size_t)(nb - 1) * w_stride;
     const int8_t *xp = x;
 #if MT_MVE
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    if (n > 0) { /* mt_dot4_mve's loop, inlined here: calling it costs ~1% on KWS pointwise */
-      __asm__ volatile("   dlstp.8 lr, %[n]\n"
-                       "1: vldrb.8 q0, [%[x]], #16\n"
-                       "   vldrb.8 q1, [%[w0]], #16\n"
-                       "   vmladava.s8 %[s0], q0, q1\n"
-                       "   vldrb.8 q2, [%[w1]], #16\n"
-                       "   vmladava.s8 %[s1], q0, q2\n"
-                       "   vldrb.8 q1, [%[w2]], #16\n"
-                       "   vmladava.s8 %[s2], q0, q1\n"
-                       "   vldrb.8 q2, [%[w3]], #16\n"
-                       "   vmladava.s8 %[s3], q0, q2\n"
-                       "   letp lr, 1b\n"
-                       : [x] "+r"(xp), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2),
-                         [w3] "+r"(w3), [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2),
-                         [s3] "+Te"(s3)
-                       : [n] "r"(n)
-                       : "q0", "q1", "q2", "lr", "memory");
-    }
     const mve_pred16_t p = vctp32q((uint32_t)nb);
-    int32x4_t v = vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1),
-                                                    2), 3);
+    int32x4_t v = n > 0 ? mt_dot4_mve(xp, w0, w1, w2, w3, n) : vdupq_n_s32(0);
     v = vaddq_s32(v, vldrwq_z_s32((const int32_t *)init + o, p));
     if (out->y == NULL) {
       vstrwq_p_s32((int32_t *)acc + o, v, p);
@@ -443,33 +398,9 @@ static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_
   const int32_t *mult = out->mult, *shift = out->shift, zp = out->zp;
   int8_t *y = out->y;
   for (int32_t o = 0; o < nc; o++, w += k) {
-    const int8_t *a0 = x0, *a1 = x1, *a2 = x2, *a3 = x3, *wp = w;
-    int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    __asm__ volatile("   dlstp.8 lr, %[n]\n"
-                     "1: vldrb.8 q1, [%[w]], #16\n"
-                     "   vldrb.8 q0, [%[x0]], #16\n"
-                     "   vmladava.s8 %[s0], q0, q1\n"
-                     "   vldrb.8 q2, [%[x1]], #16\n"
-                     "   vmladava.s8 %[s1], q2, q1\n"
-                     "   vldrb.8 q0, [%[x2]], #16\n"
-                     "   vmladava.s8 %[s2], q0, q1\n"
-                     "   vldrb.8 q2, [%[x3]], #16\n"
-                     "   vmladava.s8 %[s3], q2, q1\n"
-                     "   letp lr, 1b\n"
-                     : [x0] "+r"(a0), [x1] "+r"(a1), [x2] "+r"(a2), [x3] "+r"(a3), [w] "+r"(wp),
-                       [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
-                     : [n] "r"(k)
-                     : "q0", "q1", "q2", "lr", "memory");
-    int32x4_t v;
-    __asm__("vmov %q0[2], %q0[0], %1, %3\n"
-            "vmov %q0[3], %q0[1], %2, %4"
-            : "=&w"(v)
-            : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
+    int32x4_t v = mt_dot4_mve(w, x0, x1, x2, x3, (uint32_t)k);
     v = vaddq_n_s32(v, (int32_t)base[o]);
-    const int32_t m = mult[o], sh = shift[o];
-    const int32x4_t hi = vrshlq_n_s32(vmulhq_s32(v, vdupq_n_s32(m)), 32 - sh);
-    const uint32x4_t lo = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(v, m)), -sh);
-    v = vaddq_s32(hi, vreinterpretq_s32_u32(lo)); /* mt_rq_v with a scalar mult and shift */
+    v = mt_rq_n_v(v, mult[o], shift[o]);
     vstrbq_scatter_offset_s32(y + o, offs, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
   }
 #else /* !MT_MVE */

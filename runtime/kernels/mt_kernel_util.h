@@ -110,6 +110,14 @@ static inline int32x4_t mt_rq_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi, 
   return vaddq_s32(hi, vreinterpretq_s32_u32(vrshlq_u32(lo, sh_lo)));
 }
 
+/* mt_rq_v with one (mult, shift) for all four lanes (four pixels of one output channel). */
+static inline int32x4_t mt_rq_n_v(int32x4_t acc, int32_t mult, int32_t shift)
+{
+  const int32x4_t hi = vrshlq_n_s32(vmulhq_s32(acc, vdupq_n_s32(mult)), 32 - shift);
+  const uint32x4_t lo = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(acc, mult)), -shift);
+  return vaddq_s32(hi, vreinterpretq_s32_u32(lo));
+}
+
 /* clamp(rq + zp, lo, hi) on four lanes, as clamp(rq, lo - zp, hi - zp) + zp (no int32 wrap). */
 static inline int32x4_t mt_requantize_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi,
                                         int32x4_t sh_lo, int32_t zp, int32_t lo, int32_t hi)
@@ -128,6 +136,41 @@ static inline void mt_requantize4_v(int32x4_t acc, const int32_t *mult, const in
   const int32x4_t v = mt_requantize_v(acc, vldrwq_z_s32(mult, p),
                                       vsubq_s32(vdupq_n_s32(32), s), vnegq_s32(s), zp, lo, hi);
   vstrbq_p_s32(y, v, p);
+}
+#endif /* MT_MVE */
+
+#if MT_MVE
+/* One vector against four: lane j of the result is sum over i < n of a[i] * b_j[i] (n > 0),
+ * 16 bytes per step with the tail predicated (DLSTP/LETP), each load of a feeding four VMLADAVA.
+ * Always inlined, so that the four sums get even registers in the caller's loop. The MAC
+ * kernels call it with one input run against four weight rows, or one weight row against four
+ * pixels. */
+static MT_ALWAYS_INLINE int32x4_t mt_dot4_mve(const int8_t *a, const int8_t *b0,
+                                              const int8_t *b1, const int8_t *b2,
+                                              const int8_t *b3, uint32_t n)
+{
+  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  __asm__ volatile("   dlstp.8 lr, %[n]\n"
+                   "1: vldrb.8 q0, [%[a]], #16\n"
+                   "   vldrb.8 q1, [%[b0]], #16\n"
+                   "   vmladava.s8 %[s0], q0, q1\n"
+                   "   vldrb.8 q2, [%[b1]], #16\n"
+                   "   vmladava.s8 %[s1], q0, q2\n"
+                   "   vldrb.8 q1, [%[b2]], #16\n"
+                   "   vmladava.s8 %[s2], q0, q1\n"
+                   "   vldrb.8 q2, [%[b3]], #16\n"
+                   "   vmladava.s8 %[s3], q0, q2\n"
+                   "   letp lr, 1b\n"
+                   : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),
+                     [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
+                   : [n] "r"(n)
+                   : "q0", "q1", "q2", "lr", "memory");
+  int32x4_t v; /* GNU as: VMOV Qd[2], Qd[0], Ra, Rb puts Ra in lane 0 and Rb in lane 2 */
+  __asm__("vmov %q0[2], %q0[0], %1, %3\n"
+          "vmov %q0[3], %q0[1], %2, %4"
+          : "=&w"(v)
+          : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
+  return v;
 }
 #endif /* MT_MVE */
 

@@ -56,30 +56,9 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
     for (int32_t o = 0; o < c->nc; o++, w += c->cin, t += 4) {
       const int8_t *x0 = C1X1_PTR(vgetq_lane_u32(a, 0)), *x1 = C1X1_PTR(vgetq_lane_u32(a, 1));
       const int8_t *x2 = C1X1_PTR(vgetq_lane_u32(a, 2)), *x3 = C1X1_PTR(vgetq_lane_u32(a, 3));
-      const int8_t *wr = w;
-      int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      __asm__ volatile("   dlstp.8 lr, %[n]\n"
-                       "1: vldrb.8 q0, [%[w]], #16\n"
-                       "   vldrb.8 q1, [%[x0]], #16\n"
-                       "   vmladava.s8 %[s0], q0, q1\n"
-                       "   vldrb.8 q1, [%[x1]], #16\n"
-                       "   vmladava.s8 %[s1], q0, q1\n"
-                       "   vldrb.8 q1, [%[x2]], #16\n"
-                       "   vmladava.s8 %[s2], q0, q1\n"
-                       "   vldrb.8 q1, [%[x3]], #16\n"
-                       "   vmladava.s8 %[s3], q0, q1\n"
-                       "   letp lr, 1b\n"
-                       : [x0] "+r"(x0), [x1] "+r"(x1), [x2] "+r"(x2), [x3] "+r"(x3),
-                         [w] "+r"(wr), [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2),
-                         [s3] "+Te"(s3)
-                       : [n] "r"(c->cin)
-                       : "q0", "q1", "lr", "memory");
-      int32x4_t v = vsetq_lane_s32(s3, vsetq_lane_s32(s2, vsetq_lane_s32(s1, vdupq_n_s32(s0), 1),
-                                                      2), 3);
+      int32x4_t v = mt_dot4_mve(w, x0, x1, x2, x3, (uint32_t)c->cin);
       v = vaddq_n_s32(v, t[0]);
-      const uint32x4_t l = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(v, t[1])), t[2] - 31);
-      v = vaddq_s32(vrshlq_n_s32(vmulhq_s32(v, vdupq_n_s32(t[1])), t[2] + 1),
-                    vreinterpretq_s32_u32(l));
+      v = mt_rq_n_v(v, t[1], 31 - t[2]); /* t[2] = 31 - shift */
       v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(c->lo)), vdupq_n_s32(c->hi)), c->zp);
       vstrbq_scatter_offset_s32(r.y + o, r.off, v);
     }
