@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from mcutorch.api import CompiledModel
 from mcutorch.compiler import build_graph, compile_graph, resolve_regions
-from mcutorch.crt import state_size
-from mcutorch.exact import exact_counts
-from mcutorch.firmware import build, flash_split, run, runner_files
+from mcutorch.device.crt import state_size
+from mcutorch.device.exact import exact_counts
+from mcutorch.device.firmware import build, flash_split, run, runner_files
 from mcutorch.targets import parse_target
 
 BOARDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),

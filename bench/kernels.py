@@ -5,7 +5,7 @@
 Each layer is one kernel call with random int8 operands (realistic requantization scales), run
 by the kernel test runner (tests/c/kernels/run_kernel.c) under QEMU; its output is checked bit
 for bit against the Python reference before the count is reported. Counts are exact: mcutorch's
-QEMU plugin (`mcutorch.exact`) counts the instructions between the runner's marker functions
+QEMU plugin (`mcutorch.device.exact`) counts the instructions between the runner's marker functions
 rk_kernel_begin / rk_kernel_end, i.e. the kernel call plus the ~5 instructions of the call
 itself. CMSIS-NN figures: v7.0, GCC 12.2 -O3, exact counts (KWS layers on three cores, the wider
 VWW / ResNet-8 layers on the M55 only; none for the residual add).
@@ -21,9 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from mcutorch import boards, ops, quant
+from mcutorch import ops, quant
+
+from mcutorch.device import toolchain
 from mcutorch.backends.cortex_m import kernels as ck
-from mcutorch.exact import exact_counts
+from mcutorch.device.exact import exact_counts
 from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -140,7 +142,7 @@ def measure(names, cpus=CPUS, opt="-O3", workdir=None) -> dict:
         for cpu in cpus:
             board = BOARD_OF[cpu]
             srcs = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
-            elf = boards.build_elf(srcs, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
+            elf = toolchain.build_elf(srcs, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
                                    work / f"bench_{cpu}.elf", opt=opt)
             # raises (with the runner's console) when a kernel disagrees with the reference
             c = exact_counts(elf, board, ["@cases.lst"], cwd=work, begin_symbol="rk_kernel_begin",

@@ -95,7 +95,7 @@ def measure(name: str, npu: str, options: dict, verify: bool, per_channel: bool 
 
 def _macs(program, i: int) -> int:
     """MACs of main-loop op i (0 for delegate ops: those are counted as NPU work)."""
-    from mcutorch.compiler import macs
+    from mcutorch.ops import macs
 
     op = program.ops[i]
     ins = [program.tensors[t].shape for t in op.inputs]

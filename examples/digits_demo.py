@@ -93,7 +93,7 @@ def main(argv=None) -> dict:
         print(f"  planned RAM    : {size:,} B in {region} (live lower bound "
               f"{summary['lower_bound']:,} B)")
     if args.board:
-        from mcutorch.crt import state_size
+        from mcutorch.device.crt import state_size
 
         print(f"  runtime state  : {state_size(loaded.program):,} B")
     if args.board:
@@ -102,7 +102,7 @@ def main(argv=None) -> dict:
         print(f"  instructions   : {loaded.last_run.instructions:,} per inference "
               f"(C runtime on {args.board}; outputs {'identical to' if same else 'DIFFER from'} "
               "the host reference)")
-        from mcutorch.firmware import build, flash_split
+        from mcutorch.device.firmware import build, flash_split
 
         split = flash_split(build(loaded.program, args.board), loaded.program)
         print(f"  flash          : runtime {split['runtime_core']:,} B, kernels "

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import mcutorch
-from mcutorch import crt
+from mcutorch.device import crt
 
 F = torch.nn.functional
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import McutorchError
+from mcutorch.errors import McutorchError
 
-_LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "pt2e",
-         "quantize": "pt2e"}
+_LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
+         "quantize": "frontend"}
 __all__ = ["CompiledModel", "McutorchError", "Quantizer", "compile", "load", "quantize"]
 __version__ = "0.1.0"
 

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from .errors import McutorchError
-from .program.model import Program
-from .quant import dequantize, quantize
-from .runtime import Interpreter
+from mcutorch.errors import McutorchError
+from mcutorch.program.model import Program
+from mcutorch.quant import dequantize, quantize
+from mcutorch.ref.interpreter import Interpreter
 
 
 class CompiledModel:
@@ -83,7 +83,7 @@ class CompiledModel:
     def run_on_board(self, inputs: list[np.ndarray], board: str, profile: bool = False):
         """One inference on the program's int8 NHWC inputs in QEMU's model of `board` (C
         runtime); returns the outputs and keeps the instruction counts in `last_run`."""
-        from . import firmware
+        from mcutorch.device import firmware
 
         self.last_run = firmware.run(self.program, inputs, board, profile=profile)
         return self.last_run.outputs

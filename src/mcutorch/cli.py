@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import McutorchError
+from mcutorch.errors import McutorchError
 
 
 def _load_model_file(path: Path):
@@ -103,7 +103,7 @@ def cmd_run(args) -> int:
     if args.board:
         q = inputs if args.int8 else program.quantize_inputs(inputs)
         if args.exact:
-            from .exact import profile_exact
+            from mcutorch.device.exact import profile_exact
 
             prof = profile_exact(program.program, q, args.board)
             outputs, run = prof.outputs, _Counts(prof.total, prof.per_op, "exact (QEMU plugin)")
@@ -148,7 +148,7 @@ def _print_counts(program, board: str, run: _Counts) -> None:
 
 
 def cmd_build(args) -> int:
-    from . import firmware
+    from mcutorch.device import firmware
 
     import mcutorch
 
@@ -161,7 +161,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_inspect(args) -> int:
-    from .report import describe, render
+    from mcutorch.report import describe, render
 
     import mcutorch
 
@@ -171,7 +171,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_export_c(args) -> int:
-    from .export_c import export_c
+    from mcutorch.device.export_c import export_c
 
     import mcutorch
 

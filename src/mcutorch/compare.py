@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .compiler import build_graph
-from .export import as_tuple
-from .ref import KERNELS
+from mcutorch.compiler import build_graph
+from mcutorch.frontend.capture import as_tuple
+from mcutorch.ref import KERNELS
 
 
 class _Recorder(torch.fx.Interpreter):

@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from . import ops
-from .errors import McutorchError
+from mcutorch import ops
+from mcutorch.errors import McutorchError
 
 IR_ONLY = ("reshape",)
 DTYPES = ("int8", "int32", "uint8", "int16")

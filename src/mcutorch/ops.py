@@ -14,6 +14,7 @@ Conventions shared by every op (the numerics contract, docs/numerics.md):
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 VARIADIC = "*"
@@ -104,3 +105,15 @@ def get(name: str) -> OpDef:
         return BY_NAME[name]
     except KeyError:
         raise KeyError(f"unknown op {name!r}; known: {', '.join(BY_NAME)}") from None
+
+
+def macs(op: str, inputs: list[tuple], outputs: list[tuple], attrs: dict) -> int:
+    """Multiply-accumulates of one op from operand shapes (for inspect and bench)."""
+    out = math.prod(outputs[0]) if outputs else 0
+    if op == "conv2d":
+        return out * math.prod(inputs[1][1:])
+    if op == "depthwise_conv2d":
+        return out * inputs[1][0] * inputs[1][1]
+    if op == "fully_connected":
+        return out * inputs[1][1]
+    return 0

@@ -1,8 +1,8 @@
 """`mcutorch inspect`: what a program holds — ops with shapes, qparams, MACs, bytes, the plan."""
 from __future__ import annotations
 
-from .compiler import macs
-from .program.model import Program
+from mcutorch.ops import macs
+from mcutorch.program.model import Program
 
 
 def _tensor(p: Program, i: int) -> dict:

@@ -14,11 +14,11 @@ from unittest import mock
 import numpy as np
 import pytest
 
-from mcutorch import crt, firmware
+from mcutorch.device import crt, firmware
 from mcutorch.errors import ProgramError
 from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
-from mcutorch.runtime import Interpreter
+from mcutorch.ref.interpreter import Interpreter
 from test_program import CORRUPT, _apply, _sweep, build_program
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -288,7 +288,7 @@ def test_mlperf_tiny_matches_python_reference(name):
 
 @pytest.mark.qemu
 def test_kws_firmware_on_cortex_m55(kws, tmp_path):
-    from mcutorch.boards import run_elf
+    from mcutorch.device.qemu import run_elf
 
     cm, xs = kws
     elf = firmware.build(cm.program, "mps3-an547", tmp_path / "kws.elf", profile=True)
@@ -307,7 +307,7 @@ def test_kws_firmware_on_cortex_m55(kws, tmp_path):
 def test_kws_firmware_on_cortex_m0plus_with_unaligned_traps(tmp_path):
     """Armv6-M on mps2-an385 (unaligned accesses fault), planned for that board's memory."""
     import mcutorch
-    from mcutorch.boards import run_elf
+    from mcutorch.device.qemu import run_elf
     from mcutorch.models import build, example_input
 
     m = build("kws").eval()

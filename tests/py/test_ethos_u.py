@@ -15,7 +15,7 @@ pytest.importorskip("tosa_serializer")
 pytest.importorskip("ethosu.vela")
 
 import mcutorch  # noqa: E402
-from mcutorch import crt  # noqa: E402
+from mcutorch.device import crt  # noqa: E402
 from mcutorch.backends import ethos_u  # noqa: E402
 from mcutorch.backends.ethos_u import constraints  # noqa: E402
 from mcutorch.compiler import build_graph  # noqa: E402
@@ -211,7 +211,7 @@ def test_python_and_host_c_runtime_agree(name, target):
 
 @pytest.mark.qemu
 def test_emulated_m55_agrees():
-    from mcutorch import firmware
+    from mcutorch.device import firmware
 
     cpu, x = int8_inputs("skip")
     for target in (U55, U85):

@@ -891,14 +891,14 @@ def run_host(cases, tmp: Path):
 
 
 def run_board(cases, tmp: Path, board: str, cpu: str):
-    from mcutorch import boards
-    if shutil.which(boards.GCC) is None or shutil.which(boards.QEMU) is None:
+    from mcutorch.device import qemu, toolchain
+    if shutil.which(toolchain.GCC) is None or shutil.which(toolchain.QEMU) is None:
         pytest.fail("arm-none-eabi-gcc or qemu-system-arm not found: run `make toolchain`")
     listing = write_cases(cases, tmp / "cases", max_bytes=ARENA_LIMIT)
     sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
-    elf = boards.build_elf(sources, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
+    elf = toolchain.build_elf(sources, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
                            tmp / f"run_kernel_{cpu}.elf", extra_flags=["-Werror"])
-    result = boards.run_elf(elf, board, ["@cases.lst"], cwd=listing.parent, timeout=300,
+    result = qemu.run_elf(elf, board, ["@cases.lst"], cwd=listing.parent, timeout=300,
                             target=cpu)
     assert result.fault is None, result.fault + "\n" + result.stdout[-3000:]
     runner_summary(result.stdout, len(cases))
@@ -961,8 +961,8 @@ def test_kernel_table_links_only_used_kernels(tmp_path):
 @pytest.mark.qemu
 def test_kws_kernel_text_size(tmp_path):
     """The kernels a KWS model links (and their table) stay within the code budget."""
-    from mcutorch import boards
-    if shutil.which(boards.GCC) is None:
+    from mcutorch.device import toolchain
+    if shutil.which(toolchain.GCC) is None:
         pytest.fail("arm-none-eabi-gcc not found: run `make toolchain`")
     used = {(op, "ref") for op in KWS_OPS}
     (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
@@ -971,9 +971,9 @@ def test_kws_kernel_text_size(tmp_path):
     (tmp_path / "without.c").write_text("int main(void) { return 0; }\n")
     sizes = {}
     for name, srcs in (("with", [tmp_path / "table.c", *ck.sources_for(used)]), ("without", [])):
-        elf = boards.build_elf([tmp_path / f"{name}.c", *srcs], ck.INCLUDE_DIRS, "mps3-an547",
+        elf = toolchain.build_elf([tmp_path / f"{name}.c", *srcs], ck.INCLUDE_DIRS, "mps3-an547",
                                "cortex-m55", tmp_path / f"{name}.elf", opt="-Os")
-        sizes[name] = boards.size_of(elf)["text"]
+        sizes[name] = toolchain.size_of(elf)["text"]
     text = sizes["with"] - sizes["without"]
     print(f"KWS kernels ({', '.join(KWS_OPS)}) + table: {text} B of text at -Os on Cortex-M55")
     assert text <= KWS_TEXT_BUDGET

@@ -10,7 +10,7 @@ import mcutorch
 from mcutorch.compare import layer_by_layer
 from mcutorch.compiler import build_graph
 from mcutorch.errors import ExportError, QuantizeError, UnsupportedOpError
-from mcutorch.lift import lift
+from mcutorch.frontend.lift import lift
 from mcutorch.passes import PIPELINE
 
 

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcutorch import ops
+from mcutorch.device.paths import RUNTIME
 from mcutorch.errors import ProgramError
 from mcutorch.program import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
                               RegionInfo, TargetInfo, TensorInfo, load, save)
@@ -436,6 +437,6 @@ def test_c_header_compiles(tmp_path, cc, flags):
     src = tmp_path / "use.c"
     src.write_text(C_USE)
     cmd = [cc, "-std=c99", "-Wall", "-Wextra", "-pedantic", "-Werror", "-fsyntax-only", *flags,
-           "-I", str(S.HEADER_PATH.parent), str(src)]
+           "-I", str(RUNTIME / "include"), str(src)]
     run = subprocess.run(cmd, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

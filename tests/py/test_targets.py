@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import mcutorch.boards as boards
+from mcutorch.device import boards, qemu, toolchain
 import mcutorch.targets as targets
-from mcutorch.boards import BOARDS, board_for, can_run, get_board, linker_script
+from mcutorch.device.boards import BOARDS, board_for, can_run, get_board
+from mcutorch.device.toolchain import linker_script
 from mcutorch.errors import TargetError, ToolchainError
 from mcutorch.plan import Region
 from mcutorch.targets import CPU_IDS, CPUS, ISA_IDS, NPU_IDS, NPUS, parse_target
@@ -234,8 +235,8 @@ def test_board_table():
 
 @pytest.mark.parametrize("board", sorted(BOARDS))
 def test_linker_scripts_are_generated_from_the_table(board):
-    path = boards.linker_script_path(board)
-    assert path.read_text() == linker_script(board), "run: python -m mcutorch.boards"
+    path = toolchain.linker_script_path(board)
+    assert path.read_text() == linker_script(board), "run: python -m mcutorch.device.toolchain"
     text = path.read_text()
     b = get_board(board)
     for r in b.regions:
@@ -245,28 +246,28 @@ def test_linker_scripts_are_generated_from_the_table(board):
 
 
 def test_qemu_command():
-    cmd = boards.qemu_command("/tmp/x/prog.elf", "mps3-an547", ["in,1.bin", "7"])
+    cmd = qemu.qemu_command("/tmp/x/prog.elf", "mps3-an547", ["in,1.bin", "7"])
     assert cmd[:4] == ["qemu-system-arm", "-M", "mps3-an547", "-nographic"]
     assert "shift=0" in cmd and cmd[-2:] == ["-kernel", "/tmp/x/prog.elf"]
     sh = cmd[cmd.index("-semihosting-config") + 1]
     assert "target=native" in sh and "arg=prog.elf,arg=in,,1.bin,arg=7" in sh
     with pytest.raises(ValueError):
-        boards.qemu_command("p.elf", "mps2-an385", ["two words"])
+        qemu.qemu_command("p.elf", "mps2-an385", ["two words"])
 
 
 def test_missing_toolchain_names_the_packages(monkeypatch, tmp_path):
-    monkeypatch.setattr(boards.shutil, "which", lambda name: None)
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: None)
     packages = "gcc-arm-none-eabi libnewlib-arm-none-eabi qemu-system-arm"
     with pytest.raises(ToolchainError, match=packages):
-        boards.build_elf([tmp_path / "a.c"], [], "mps2-an385", "cortex-m3", tmp_path / "a.elf")
+        toolchain.build_elf([tmp_path / "a.c"], [], "mps2-an385", "cortex-m3", tmp_path / "a.elf")
     (tmp_path / "a.elf").write_bytes(b"")
     with pytest.raises(ToolchainError, match="qemu-system-arm"):
-        boards.run_elf(tmp_path / "a.elf", "mps2-an385")
+        qemu.run_elf(tmp_path / "a.elf", "mps2-an385")
 
 
 def test_build_refuses_a_board_that_cannot_run_the_target(tmp_path):
     with pytest.raises(TargetError, match="MVE"):
-        boards.build_elf([tmp_path / "a.c"], [], "mps2-an505", "cortex-m55", tmp_path / "a.elf")
+        toolchain.build_elf([tmp_path / "a.c"], [], "mps2-an505", "cortex-m55", tmp_path / "a.elf")
 
 
 def test_run_result_parsing(monkeypatch, tmp_path):
@@ -282,11 +283,11 @@ def test_run_result_parsing(monkeypatch, tmp_path):
             return subprocess.CompletedProcess(cmd, 243, console.encode(), b"")
         return subprocess.CompletedProcess(cmd, 1, "", "")  # addr2line: no location
 
-    monkeypatch.setattr(boards.shutil, "which", lambda name: "/usr/bin/" + name)
-    monkeypatch.setattr(boards.subprocess, "run", fake_run)
+    monkeypatch.setattr(toolchain.shutil, "which", lambda name: "/usr/bin/" + name)
+    monkeypatch.setattr(toolchain.subprocess, "run", fake_run)
     elf = tmp_path / "p.elf"
     elf.write_bytes(b"")
-    r = boards.run_elf(elf, "mps2-an505", ["a"], files={"in.bin": b"\x01"})
+    r = qemu.run_elf(elf, "mps2-an505", ["a"], files={"in.bin": b"\x01"})
     assert r.exit_code == 243 and not r.ok and not r.timed_out
     assert r.ticks == 1000 and r.instructions == 50_000
     assert r.counts == {"conv": 5000, "": 50_000, "tail": 150}

@@ -12,14 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from mcutorch import boards
-from mcutorch.boards import BOARDS, build_elf, can_run, run_elf, size_of
+from mcutorch.device import toolchain
+from mcutorch.device.boards import BOARDS, can_run
+from mcutorch.device.toolchain import build_elf, size_of
+from mcutorch.device.qemu import run_elf
 from mcutorch.errors import TargetError, ToolchainError
 
 pytestmark = pytest.mark.qemu
 
-if shutil.which(boards.GCC) is None or shutil.which(boards.QEMU) is None:
-    pytest.fail(f"needs {boards.GCC} and {boards.QEMU}: run `make toolchain`", pytrace=False)
+if shutil.which(toolchain.GCC) is None or shutil.which(toolchain.QEMU) is None:
+    pytest.fail(f"needs {toolchain.GCC} and {toolchain.QEMU}: run `make toolchain`", pytrace=False)
 
 PROGRAMS = Path(__file__).parent / "programs"
 

@@ -1,4 +1,4 @@
-"""Exact instruction counts from the QEMU TCG plugin (mcutorch.exact, tools/qemu_plugin).
+"""Exact instruction counts from the QEMU TCG plugin (mcutorch.device.exact, tools/qemu_plugin).
 
 A region of known length between two marker functions counts exactly on every board, with
 MMIO loads and interrupts inside it; two runs count the same; on a compiled model the per-op
@@ -15,13 +15,14 @@ import subprocess
 
 import pytest
 
-from mcutorch import boards, exact
-from mcutorch.boards import BOARDS, build_elf
+from mcutorch.device import exact, toolchain
+from mcutorch.device.boards import BOARDS
+from mcutorch.device.toolchain import build_elf
 from mcutorch.errors import ToolchainError
 
 pytestmark = pytest.mark.qemu
 
-if any(shutil.which(t) is None for t in (boards.GCC, boards.QEMU, exact.OBJDUMP, "gcc")):
+if any(shutil.which(t) is None for t in (toolchain.GCC, toolchain.QEMU, exact.OBJDUMP, "gcc")):
     pytest.fail("needs arm-none-eabi-gcc/objdump, qemu-system-arm and gcc: run `make toolchain`",
                 pytrace=False)
 
@@ -139,7 +140,7 @@ def markers_elf(tmp_path_factory):
 
 
 def test_debian_qemu_has_plugin_support_and_api_version_1():
-    help_text = subprocess.run([boards.QEMU, "-help"], capture_output=True, text=True).stdout
+    help_text = subprocess.run([toolchain.QEMU, "-help"], capture_output=True, text=True).stdout
     assert "-plugin" in help_text
     so = exact.plugin_path()
     assert so.is_file() and so.parent == exact.PLUGIN_BUILD_DIR
@@ -231,7 +232,7 @@ def test_model_per_op_exact_counts_agree_with_systick(kws):
     on different sides (6 vs 9 instructions in this build: -3). Exactness is the plugin's;
     SysTick is the coarse one.
     """
-    from mcutorch import firmware
+    from mcutorch.device import firmware
 
     program, inputs = kws
     board = "mps3-an547"

@@ -1,8 +1,8 @@
 """The pass pipeline: each pass is `run(graph) -> graph`; verify() runs after every one."""
 from __future__ import annotations
 
-from ..ir import Graph, verify
-from . import fuse, layout, padding, requant
+from mcutorch.ir import Graph, verify
+from mcutorch.passes import fuse, layout, padding, requant
 
 PIPELINE = (
     ("fuse_activations", fuse.run),  # standalone clamp -> producer's act range, or a clamp op

@@ -3,7 +3,7 @@ clamp of the op that produced its input (when that op has no other reader), else
 """
 from __future__ import annotations
 
-from ..ir import Graph, same_qparams
+from mcutorch.ir import Graph, same_qparams
 
 FUSABLE = {"conv2d", "fully_connected", "add", "mul", "avg_pool2d", "max_pool2d", "rescale"}
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
-from ..ir import Graph, Node, Tensor
+from mcutorch.errors import UnsupportedOpError
+from mcutorch.ir import Graph, Node, Tensor
 
 TO_NHWC = (0, 2, 3, 1)  # nhwc = nchw.transpose(TO_NHWC)
 TO_NCHW = (0, 3, 1, 2)

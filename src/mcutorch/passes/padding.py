@@ -3,7 +3,7 @@ feeds only a convolution folds into the convolution's own (top, left, bottom, ri
 """
 from __future__ import annotations
 
-from ..ir import Graph
+from mcutorch.ir import Graph
 
 
 def run(graph: Graph) -> Graph:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import UnsupportedOpError
-from ..ir import Graph, Node, Tensor, same_qparams
-from ..quant import quantize_multiplier, quantize_multipliers
-from ..ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
+from mcutorch.errors import UnsupportedOpError
+from mcutorch.ir import Graph, Node, Tensor, same_qparams
+from mcutorch.quant import quantize_multiplier, quantize_multipliers
+from mcutorch.ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
 SHARED = {"max_pool2d", "avg_pool2d", "transpose", "pad", "concat", "reshape", "clamp", "copy"}

@@ -366,7 +366,6 @@ SECTION_KINDS: tuple[SectionKind, ...] = (
 KIND_BY_NAME = {k.name: k for k in SECTION_KINDS}
 KIND_BY_ID = {k.id: k for k in SECTION_KINDS}
 REQUIRED_SECTIONS = tuple(k.name for k in SECTION_KINDS if not k.skippable)
-HEADER_PATH = Path(__file__).resolve().parents[3] / "runtime" / "include" / "mt_program.h"
 
 
 def check_header_current(path: Path | str | None = None) -> bool:
@@ -374,7 +373,9 @@ def check_header_current(path: Path | str | None = None) -> bool:
     `python -m mcutorch.program --c-header` generates now."""
     from mcutorch.program.c_header import generate
 
-    path = Path(path) if path is not None else HEADER_PATH
+    from mcutorch.device.paths import RUNTIME
+
+    path = Path(path) if path is not None else RUNTIME / "include" / "mt_program.h"
     return path.is_file() and path.read_text() == generate()
 
 
@@ -388,7 +389,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args == ["--check"]:
         ok = check_header_current()
-        print(f"{HEADER_PATH}: {'current' if ok else 'STALE: regenerate with --c-header'}")
+        from mcutorch.device.paths import RUNTIME
+
+        print(f"{RUNTIME / 'include' / 'mt_program.h'}: {'current' if ok else 'STALE: regenerate with --c-header'}")
         return 0 if ok else 1
     print("usage: python -m mcutorch.program --c-header | --check", file=sys.stderr)
     return 2

@@ -10,11 +10,11 @@ C kernels and TOSA lowerings must reproduce them bit for bit.
 """
 from __future__ import annotations
 
-from .conv import conv2d, depthwise_conv2d, fold_bias, fully_connected, fully_connected_folded
-from .elementwise import add, clamp, lut, make_lut, mul, rescale
-from .movement import concat, concat_attrs, copy, pad, pad_attrs, transpose, transpose_attrs
-from .pool import avg_pool2d, max_pool2d
-from .softmax import softmax, softmax_exp_table
+from mcutorch.ref.conv import conv2d, depthwise_conv2d, fold_bias, fully_connected, fully_connected_folded
+from mcutorch.ref.elementwise import add, clamp, lut, make_lut, mul, rescale
+from mcutorch.ref.movement import concat, concat_attrs, copy, pad, pad_attrs, transpose, transpose_attrs
+from mcutorch.ref.pool import avg_pool2d, max_pool2d
+from mcutorch.ref.softmax import softmax, softmax_exp_table
 
 KERNELS = {
     "conv2d": conv2d,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ._common import (as_array, check, check_zp, out_size, pad_hw, requantize,
+from mcutorch.ref._common import (as_array, check, check_zp, out_size, pad_hw, requantize,
                       window_slice)
 
 

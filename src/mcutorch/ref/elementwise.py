@@ -9,7 +9,7 @@ import numpy as np
 
 from mcutorch import quant
 
-from ._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_array, check, check_act,
+from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_array, check, check_act,
                       check_scale, check_zp, requantize)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._common import INT8_MAX, INT8_MIN, as_array, check
+from mcutorch.ref._common import INT8_MAX, INT8_MIN, as_array, check
 
 
 def _lead(x, op: str) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 
 from mcutorch import quant
 
-from ._common import (as_array, check, check_act, check_zp, out_size, pad_hw, requantize,
+from mcutorch.ref._common import (as_array, check, check_act, check_zp, out_size, pad_hw, requantize,
                       window_slice)
 
 

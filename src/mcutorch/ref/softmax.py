@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from ._common import as_array, check
+from mcutorch.ref._common import as_array, check
 
 EXP_ONE = 1 << 16  # exp_table[0]
 MAX_ROW = 32767  # longest row: keeps sum below 2^31

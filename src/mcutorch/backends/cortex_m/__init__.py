@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...ir import Graph, Node, Tensor
-from ...ref import fold_bias
-from ...targets import Target
-from .kernels import scratch_bytes
+from mcutorch.ir import Graph, Node, Tensor
+from mcutorch.ref import fold_bias
+from mcutorch.targets import Target
+from mcutorch.backends.cortex_m.kernels import scratch_bytes
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 

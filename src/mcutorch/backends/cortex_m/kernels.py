@@ -34,11 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
-from ... import ops
+from mcutorch import ops
 
-RUNTIME_DIR = Path(__file__).resolve().parents[4] / "runtime"
-KERNELS_DIR = RUNTIME_DIR / "kernels"
-INCLUDE_DIRS = (RUNTIME_DIR / "include", KERNELS_DIR)
+from mcutorch.device.paths import INCLUDE_DIRS, KERNELS as KERNELS_DIR  # noqa: F401
 ALL_TABLE_SOURCE = KERNELS_DIR / "mt_kernels_all.c"  # defines mt_kernels_all (every kernel)
 
 FAMILIES = {

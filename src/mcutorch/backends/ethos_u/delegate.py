@@ -35,8 +35,8 @@ import numpy as np
 from mcutorch.backends import tosa
 from mcutorch.ir import Graph, Node, Tensor
 
-from .partition import Partition, contracted_order, partition
-from .vela import VelaConfig, VelaError, VelaResult, as_config, compile_tosa
+from mcutorch.backends.ethos_u.partition import Partition, contracted_order, partition
+from mcutorch.backends.ethos_u.vela import VelaConfig, VelaError, VelaResult, as_config, compile_tosa
 
 
 @dataclass
@@ -172,7 +172,7 @@ def _emit(folder: Path, graphs: list[tosa.TosaGraph]) -> None:
 
 def _delegate(k: int, nodes: list[Node], tg: tosa.TosaGraph, result: VelaResult) -> Delegate:
     """A Delegate whose TOSA I/O and Vela's I/O agree in count, bytes and element size."""
-    from mcutorch.compiler import macs
+    from mcutorch.ops import macs
 
     for kind, tensors, placed in (("input", tg.inputs, result.inputs),
                                   ("output", tg.outputs, result.outputs)):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from mcutorch.backends.tosa import tosa_support
 from mcutorch.ir import Graph, Node
 
-from .constraints import npu_check
+from mcutorch.backends.ethos_u.constraints import npu_check
 
 VIEW_REASON = "reshape: a free view of its input on the CPU side (no op)"
 

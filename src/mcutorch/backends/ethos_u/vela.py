@@ -33,7 +33,7 @@ import numpy as np
 
 from mcutorch.errors import McutorchError
 
-from .constraints import family
+from mcutorch.backends.ethos_u.constraints import family
 
 # Vela's own defaults per family when no system config / memory mode is named (Vela 5.2).
 DEFAULTS = {

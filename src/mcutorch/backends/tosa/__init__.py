@@ -10,9 +10,9 @@
 Needs the `npu` extra (tosa-tools). docs/numerics.md ("TOSA lowering") gives each op's sequence
 and why it is exact; `tosa_support` refuses what TOSA cannot reproduce.
 """
-from .lower import TosaGraph, emit_tosa, lower_graph
-from .support import tosa_runs, tosa_support
-from .verify import TosaMismatchError, run_tosa, verify, verify_program_graph
+from mcutorch.backends.tosa.lower import TosaGraph, emit_tosa, lower_graph
+from mcutorch.backends.tosa.support import tosa_runs, tosa_support
+from mcutorch.backends.tosa.verify import TosaMismatchError, run_tosa, verify, verify_program_graph
 
 __all__ = ["TosaGraph", "TosaMismatchError", "emit_tosa", "lower_graph", "run_tosa", "tosa_runs",
            "tosa_support", "verify", "verify_program_graph"]

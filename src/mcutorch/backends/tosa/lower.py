@@ -13,9 +13,9 @@ import numpy as np
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor
 
-from .builder import Builder
-from .rules import LOWER
-from .support import tosa_runs, tosa_support
+from mcutorch.backends.tosa.builder import Builder
+from mcutorch.backends.tosa.rules import LOWER
+from mcutorch.backends.tosa.support import tosa_runs, tosa_support
 
 
 @dataclass
@@ -30,7 +30,7 @@ class TosaGraph:
 
     def run(self, arrays) -> list[np.ndarray]:
         """Run on the TOSA reference model (inputs in `self.inputs` order)."""
-        from .verify import run_tosa
+        from mcutorch.backends.tosa.verify import run_tosa
 
         return run_tosa(self, arrays)
 

@@ -17,8 +17,8 @@ import tosa_serializer as ts
 from mcutorch.ir import Node, Tensor
 from mcutorch.quant import reciprocal_scale
 
-from .builder import Builder, attr
-from .support import rescale_shifts, window_fit
+from mcutorch.backends.tosa.builder import Builder, attr
+from mcutorch.backends.tosa.support import rescale_shifts, window_fit
 
 INT8_RANGE = (-128, 127)
 

@@ -18,8 +18,8 @@ from mcutorch.errors import McutorchError
 from mcutorch.ir import Graph, Node, Tensor
 from mcutorch.ref import KERNELS
 
-from .lower import TosaGraph, lower_graph
-from .support import tosa_runs
+from mcutorch.backends.tosa.lower import TosaGraph, lower_graph
+from mcutorch.backends.tosa.support import tosa_runs
 
 
 class TosaMismatchError(McutorchError):

@@ -1,7 +1,7 @@
 """Exact guest instruction counts from a QEMU TCG plugin (``tools/qemu_plugin/mt_exact.c``).
 
 SysTick under ``-icount shift=0`` counts instructions to within one tick (31.25 to 50
-instructions, see `mcutorch.boards`). For exact counts, this module runs the same firmware with
+instructions, see `mcutorch.device.boards`). For exact counts, this module runs the same firmware with
 a small TCG plugin that adds 1 to a counter for every executed guest instruction (an inline
 add, no callback) and snapshots that counter when a *marker* instruction executes:
 
@@ -44,13 +44,14 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from mcutorch import boards
-from mcutorch.boards import Board, RunResult, get_board
+from mcutorch.device import qemu, toolchain
+from mcutorch.device.boards import Board, get_board
+from mcutorch.device.qemu import RunResult
+from mcutorch.device import paths
 from mcutorch.errors import McutorchError, ToolchainError
 
-ROOT = Path(__file__).resolve().parents[2]
-PLUGIN_SOURCE = ROOT / "tools" / "qemu_plugin" / "mt_exact.c"
-PLUGIN_BUILD_DIR = ROOT / "build" / "qemu_plugin"
+PLUGIN_SOURCE = paths.QEMU_PLUGIN / "mt_exact.c"
+PLUGIN_BUILD_DIR = paths.build_dir("qemu_plugin")
 PLUGIN_CFLAGS = ("-shared", "-fPIC", "-O2", "-std=gnu11", "-Wall", "-Wextra")
 OBJDUMP = "arm-none-eabi-objdump"
 
@@ -106,9 +107,9 @@ def symbols(elf: str | Path) -> dict[str, int]:
     >>> hex(symbols("build/fw.elf")["mt_invoke"])                      # doctest: +SKIP
     '0x2f6'
     """
-    proc = subprocess.run([boards._tool(boards.NM), str(elf)], capture_output=True, text=True)
+    proc = subprocess.run([toolchain.find_tool(toolchain.NM), str(elf)], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ToolchainError(f"{boards.NM} failed on {elf}: {proc.stderr}")
+        raise ToolchainError(f"{toolchain.NM} failed on {elf}: {proc.stderr}")
     out: dict[str, int] = {}
     for line in proc.stdout.splitlines():
         parts = line.split()
@@ -131,7 +132,7 @@ def return_sites(elf: str | Path, symbol: str) -> list[int]:
     tool = shutil.which(OBJDUMP)
     if tool is None:
         raise ToolchainError(f"{OBJDUMP} not found on PATH; install it with: "
-                             f"apt-get install -y {boards.APT_PACKAGES}")
+                             f"apt-get install -y {toolchain.APT_PACKAGES}")
     proc = subprocess.run([tool, "-d", str(elf)], capture_output=True, text=True)
     if proc.returncode != 0:
         raise ToolchainError(f"{OBJDUMP} failed on {elf}: {proc.stderr}")
@@ -203,7 +204,7 @@ def exact_counts(
 ) -> dict:
     """Run firmware under QEMU with the counting plugin; returns exact instruction counts.
 
-    The run is `boards.run_elf`'s (`boards.qemu_command`: ``-icount shift=0``, semihosting
+    The run is `qemu.run_elf`'s (`qemu.qemu_command`: ``-icount shift=0``, semihosting
     console, `args` as argv[1:]) plus ``-plugin``. The firmware runs in `cwd` (default: a
     fresh temporary directory), where `files` (name -> bytes) are written first.
 
@@ -215,7 +216,7 @@ def exact_counts(
         over its calls (None when `total_symbol` is None); ``totals``: the number of calls.
       ``all``: every instruction of the run (start-up, I/O and exit included).
       ``unmatched``: begin/end markers that did not pair up (0 in a sound run).
-      ``result``: the `boards.RunResult` of the run (console, exit status, SysTick counts).
+      ``result``: the `qemu.RunResult` of the run (console, exit status, SysTick counts).
 
     Raises `ToolchainError` if the firmware fails (`check`), QEMU refuses the plugin, or a
     symbol is missing from the ELF.
@@ -252,7 +253,7 @@ def exact_counts(
             dest = workdir / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(bytes(content))
-        result = boards.run_elf(elf, b, [str(a) for a in args], cwd=workdir, timeout=timeout,
+        result = qemu.run_elf(elf, b, [str(a) for a in args], cwd=workdir, timeout=timeout,
                                 qemu_args=["-plugin", option])
         if "Could not load plugin" in result.stderr or "mt_exact:" in result.stderr:
             raise ToolchainError(f"QEMU refused the plugin {so.name}:\n{result.stderr}")
@@ -322,7 +323,7 @@ def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
                   timeout: float = 300.0) -> ExactProfile:
     """Exact per-op instruction counts of one inference of `program` on `board`.
 
-    Builds the MT_PROFILE runner firmware (`mcutorch.firmware.build(program, board,
+    Builds the MT_PROFILE runner firmware (`mcutorch.device.firmware.build(program, board,
     profile=True)`, cached), runs it once under QEMU with the counting plugin, and maps the
     k-th ``mt_port_op_begin``..``mt_port_op_end`` region to the k-th op of
     `execution_order`. The same run's SysTick counts come along for comparison. This is what
@@ -336,7 +337,7 @@ def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
     >>> p.total, p.per_op[0], p.systick_per_op[0]                      # doctest: +SKIP
     (1234567, 45678, 45688)
     """
-    from mcutorch import firmware
+    from mcutorch.device import firmware
 
     firmware.check_board(program, board)
     elf = firmware.build(program, board, profile=True)

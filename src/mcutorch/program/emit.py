@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from .ir import Graph
-from .plan import Plan, Region
-from .program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
+from mcutorch.ir import Graph
+from mcutorch.plan import Plan, Region
+from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
                             RegionInfo, TargetInfo, TensorInfo)
-from .targets import Target
+from mcutorch.targets import Target
 
 
 def _regions(regions: list[Region], result: Plan) -> list[RegionInfo]:

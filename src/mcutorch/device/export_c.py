@@ -17,10 +17,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .backends.cortex_m.kernels import INCLUDE_DIRS, kernel_table_c, sources_for
-from .crt import RUNTIME, core_sources, state_size
-from .program.model import Program
-from .targets import parse_target
+from mcutorch.backends.cortex_m.kernels import kernel_table_c, sources_for
+from mcutorch.device.crt import core_sources, state_size
+from mcutorch.device.paths import INCLUDE_DIRS, RUNTIME
+from mcutorch.program.model import Program
+from mcutorch.targets import parse_target
 
 
 def used_kernels(program: Program) -> set[tuple[str, str]]:

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 
 import torch
 
-from ..errors import QuantizeError
-from ..export import as_tuple, capture
-from ._torchao import pt2e
-from .quantizer import Quantizer
+from mcutorch.errors import QuantizeError
+from mcutorch.frontend.capture import as_tuple, capture
+from mcutorch.frontend._torchao import pt2e
+from mcutorch.frontend.quantizer import Quantizer
 
 __all__ = ["Quantizer", "quantize"]
 
@@ -27,7 +27,7 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
         >>> qmodel = mcutorch.quantize(model, (x,), calibration=[x1, x2, x3])
         >>> y = qmodel(x)            # simulated int8, float in and out
     """
-    from ..lift import check_supported
+    from mcutorch.frontend.lift import check_supported
 
     prepare_pt2e, convert_pt2e = pt2e()
     args = as_tuple(example_inputs)

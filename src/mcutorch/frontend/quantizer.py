@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 from torch.fx import GraphModule, Node
 
-from ._torchao import pt2e
+from mcutorch.frontend._torchao import pt2e
 
 pt2e()  # quiet import of torchao before the names below
 from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver

@@ -3,7 +3,7 @@
 The ELF holds the runtime core, only the kernels the program uses (selective build, the
 compiler's kernel table) and the runner; the program and its int8 inputs travel as host files
 through semihosting, so one firmware serves many inputs. Instruction counts come from SysTick
-under `-icount shift=0` (exact to about one tick; boards.py gives instructions per tick).
+under `-icount shift=0` (exact to about one tick; device/boards.py gives instructions per tick).
 """
 from __future__ import annotations
 
@@ -16,14 +16,17 @@ from pathlib import Path
 
 import numpy as np
 
-from .backends.cortex_m.kernels import RUNTIME_DIR, kernel_table_c, sources_for
-from .boards import build_elf, can_run, run_elf
-from .crt import core_sources, firmware_defines, include_dirs, runner_sources, target_name
-from .errors import McutorchError, TargetError
-from .export_c import used_kernels
-from .program.model import Program
+from mcutorch.backends.cortex_m.kernels import kernel_table_c, sources_for
+from mcutorch.device.toolchain import build_elf
+from mcutorch.device.boards import can_run
+from mcutorch.device.qemu import run_elf
+from mcutorch.device.crt import core_sources, firmware_defines, include_dirs, runner_sources, target_name
+from mcutorch.device import paths
+from mcutorch.errors import McutorchError, TargetError
+from mcutorch.device.export_c import used_kernels
+from mcutorch.program.model import Program
 
-CACHE = Path(__file__).resolve().parents[2] / "build" / "firmware"
+CACHE = paths.build_dir("firmware")
 
 
 @dataclass
@@ -81,7 +84,7 @@ def build(program: Program, board: str, out: Path | None = None, profile: bool =
 
 def include_files() -> list[Path]:
     """Every header a build may read: the include dirs' and each kernel family's own."""
-    family = (RUNTIME_DIR / "kernels").glob("*/*.h")
+    family = paths.KERNELS.glob("*/*.h")
     return sorted({*(p for d in include_dirs() for p in d.glob("*.h")), *family})
 
 

@@ -10,7 +10,7 @@ import re
 import torch
 from torch.fx import GraphModule, Node
 
-from .errors import ExportError, UnsupportedOpError
+from mcutorch.errors import ExportError, UnsupportedOpError
 
 A = torch.ops.aten
 BATCH_NORMS = {A.batch_norm.default, A._native_batch_norm_legit_no_training.default}

@@ -13,10 +13,10 @@ import numpy as np
 import torch
 from torch.fx import GraphModule, Node as FxNode
 
-from .errors import UnsupportedOpError
-from .export import source_of
-from .ir import Graph, Node, Tensor, verify
-from .pt2e._torchao import pt2e
+from mcutorch.errors import UnsupportedOpError
+from mcutorch.frontend.capture import source_of
+from mcutorch.ir import Graph, Node, Tensor, verify
+from mcutorch.frontend._torchao import pt2e
 
 pt2e()  # registers torch.ops.quantized_decomposed
 

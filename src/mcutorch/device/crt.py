@@ -3,7 +3,7 @@
 The runner (`runtime/harness/mt_run.c`) loads a program file, reads raw int8 input files, runs
 the program once and writes the outputs; `mt_run --check` only validates. On the host it is
 built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
-on a board the same runner is firmware (`mcutorch.firmware.build` uses `core_sources`,
+on a board the same runner is firmware (`mcutorch.device.firmware.build` uses `core_sources`,
 `runner_sources`, `firmware_defines`).
 
     >>> runner = build_host_runner()                        # doctest: +SKIP
@@ -23,13 +23,12 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import McutorchError, ToolchainError
-from .program import schema as S
-from .program.model import Program
+from mcutorch.device import paths as P
+from mcutorch.errors import McutorchError, ToolchainError
+from mcutorch.program import schema as S
+from mcutorch.program.model import Program
 
-ROOT = Path(__file__).resolve().parents[2]
-RUNTIME = ROOT / "runtime"
-BUILD = ROOT / "build" / "host"
+BUILD = P.build_dir("host")
 HOST_FLAGS = ("-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g")
 SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
                   "-fno-omit-frame-pointer")
@@ -52,27 +51,27 @@ def status_name(code: int) -> str:
 
 def include_dirs() -> list[Path]:
     """Include folders of the runtime core, its port hooks, the kernels and the runner."""
-    return [RUNTIME / d for d in ("include", "port", "kernels", "harness")]
+    return [P.RUNTIME / d for d in ("include", "port", "kernels", "harness")]
 
 
 def core_sources() -> list[Path]:
     """The runtime core: loader/validator, interpreter, CRC, status names, weak port hooks."""
-    return sorted((RUNTIME / "src").glob("*.c")) + sorted((RUNTIME / "port").glob("*.c"))
+    return sorted((P.RUNTIME / "src").glob("*.c")) + sorted((P.RUNTIME / "port").glob("*.c"))
 
 
 def kernel_sources() -> list[Path]:
     """Every kernel plus the full kernel table (runtime/kernels/**/*.c)."""
-    if not (RUNTIME / "kernels" / "mt_kernels_all.c").is_file():
-        raise McutorchError(f"the C kernels are missing: {RUNTIME / 'kernels'} has no "
+    if not (P.RUNTIME / "kernels" / "mt_kernels_all.c").is_file():
+        raise McutorchError(f"the C kernels are missing: {P.RUNTIME / 'kernels'} has no "
                             "mt_kernels_all.c (the table of every kernel), so the runtime can "
                             "validate programs (build_host_runner(kernels=False)) but not run them")
-    return sorted((RUNTIME / "kernels").rglob("*.c"))
+    return sorted((P.RUNTIME / "kernels").rglob("*.c"))
 
 
 def runner_sources(board: bool = False) -> list[Path]:
     """The runner's own files: mt_run.c plus the host or the board implementation."""
-    return [RUNTIME / "harness" / "mt_run.c",
-            RUNTIME / "harness" / ("mt_run_board.c" if board else "mt_run_host.c")]
+    return [P.RUNTIME / "harness" / "mt_run.c",
+            P.RUNTIME / "harness" / ("mt_run_board.c" if board else "mt_run_host.c")]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -82,9 +81,9 @@ def runner_sources(board: bool = False) -> list[Path]:
 def _hash(paths: Sequence[Path], flags: Sequence[str]) -> str:
     h = hashlib.sha256("\0".join(flags).encode())
     headers = [p for d in include_dirs() for p in sorted(d.rglob("*.h"))]
-    headers += sorted((RUNTIME / "src").glob("*.h"))
+    headers += sorted((P.RUNTIME / "src").glob("*.h"))
     for p in [*paths, *headers]:
-        h.update(str(p.relative_to(ROOT)).encode() + b"\0" + p.read_bytes())
+        h.update(str(p.relative_to(P.SOURCES)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -210,7 +209,7 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
     """-D values for the firmware runner (mt_run_board.c): buffer sizes for `program`, arenas
     placed in the board regions of the same name (else in .bss, the board's rank-0 RAM), the
     program buffer in the board's slowest region when it has several."""
-    from .boards import get_board
+    from mcutorch.device.boards import get_board
 
     b = get_board(board)
     if len(program.regions) > MAX_ARENAS:
@@ -235,8 +234,8 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
 def target_name(program: Program) -> str:
     """The target a program was compiled for: metadata options.target, else the CPU with the
     feature switches that give the program's ISA level."""
-    from .errors import TargetError
-    from .targets import parse_target
+    from mcutorch.errors import TargetError
+    from mcutorch.targets import parse_target
 
     name = ((program.metadata or {}).get("options") or {}).get("target")
     if name:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import McutorchError
-from .program import schema as S
-from .program.model import Program
-from .ref import kernel_for
+from mcutorch.errors import McutorchError
+from mcutorch.program import schema as S
+from mcutorch.program.model import Program
+from mcutorch.ref import kernel_for
 
 
 class Interpreter:

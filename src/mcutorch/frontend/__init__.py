@@ -1,0 +1,13 @@
+"""Front end: torch.nn.Module -> mcutorch IR, in three steps.
+
+    capture.py    torch.export (pre-dispatch graph, static shapes, BatchNorm folded)
+    quantize.py   PT2E: prepare_pt2e(Quantizer) -> calibrate -> convert_pt2e  (`quantize`)
+    quantizer.py  mcutorch's PT2E `Quantizer` (the numerics contract as annotations)
+    lift.py       the converted Q/DQ graph -> IR (integer ops on int8 tensors, NCHW, float scales)
+
+`mcutorch.quantize` and `mcutorch.Quantizer` are the public names of this package.
+"""
+from mcutorch.frontend.quantize import quantize
+from mcutorch.frontend.quantizer import Quantizer
+
+__all__ = ["Quantizer", "quantize"]

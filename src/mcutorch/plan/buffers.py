@@ -1,0 +1,118 @@
+"""The compiler's side of planning: run order, one planner buffer per tensor, aliasing.
+
+`steps_of` orders the ops (a delegate, then its CPU version); `buffers_of` makes a `Buffer` per
+activation tensor (reshape outputs alias their source) and per scratch need; `bind_delegates`
+places tensors inside Vela's scratch; `inplace_pairs` lists the (input, output) pairs the op
+registry lets share bytes.
+"""
+from __future__ import annotations
+
+from mcutorch.errors import McutorchError
+from mcutorch.ir import Graph
+from mcutorch.plan.planner import Buffer
+
+INPLACE_OPS = {"clamp", "lut", "rescale", "add", "mul"}  # element-wise: kernels read i before write i
+
+
+def steps_of(graph: Graph, npu) -> list:
+    """Ops in run order. A delegate is its `delegate` node followed by its CPU version (which
+    runs in its place when no NPU driver is linked); reshapes are views, not steps."""
+    if npu is None:
+        return [n for n in graph.nodes if n.op != "reshape"]
+    owner = {id(n): d for d in npu.delegates for n in (*d.nodes, *d.cpu_nodes)}
+    steps, seen = [], set()
+    for node in graph.nodes:
+        d = owner.get(id(node))
+        if d is None:
+            if node.op != "reshape":
+                steps.append(node)
+        elif d.index not in seen:
+            seen.add(d.index)
+            steps += [d.op, *(d.cpu_nodes if npu.fallback else ())]
+    return steps
+
+
+def buffers_of(graph: Graph, steps) -> tuple[list[Buffer], dict]:
+    """One planner buffer per activation tensor some step writes (reshape outputs alias their
+    source), plus one scratch buffer per op that needs it (key ("scratch", step))."""
+    step_of = {id(n): i for i, n in enumerate(steps)}
+    written: dict = {}
+    for i, node in enumerate(steps):
+        for t in node.outputs:
+            written.setdefault(id(t), i)
+    index: dict = {}
+    buffers: list[Buffer] = []
+
+    def add(key, size: int, first: int, name: str, alias_of=None) -> None:
+        index[key] = len(buffers)
+        buffers.append(Buffer(len(buffers), size, first, first, alias_of, name=name))
+
+    for t in graph.inputs:
+        add(id(t), t.nbytes, -1, t.name)
+    for node in graph.nodes:
+        if node.op == "reshape":
+            if id(node.inputs[0]) in index:
+                src = buffers[index[id(node.inputs[0])]]
+                add(id(node.outputs[0]), node.outputs[0].nbytes, src.first,
+                    node.outputs[0].name, alias_of=src.id)
+            continue
+        for t in node.outputs:
+            if id(t) in written and id(t) not in index:
+                add(id(t), t.nbytes, written[id(t)], t.name)
+        if node.scratch and id(node) in step_of:
+            add(("scratch", step_of[id(node)]), node.scratch, step_of[id(node)],
+                f"scratch of {node.outputs[0].name}")
+    for i, node in enumerate(steps):
+        for t in node.inputs:
+            if not t.is_const:
+                b = buffers[index[id(t)]]
+                b.last = max(b.last, i)
+    for t in graph.outputs:
+        buffers[index[id(t)]].last = len(steps)
+    return buffers, index
+
+
+def root_of(buffers: list[Buffer], b: Buffer) -> Buffer:
+    while b.alias_of is not None:
+        b = buffers[b.alias_of]
+    return b
+
+
+def bind_delegates(buffers: list[Buffer], index: dict, steps, npu) -> set[int]:
+    """Vela's scratch (and fast scratch) as NPU-reachable buffers, live through the delegate
+    and its CPU version; each bound tensor's bytes alias the scratch at Vela's offset. Returns
+    the scratch buffer ids."""
+    step_of = {id(n): i for i, n in enumerate(steps)}
+    scratch = set()
+    for d in npu.delegates:
+        s = step_of[id(d.op)]
+        end = s + (len(d.cpu_nodes) if npu.fallback else 0)
+        sid = index[("npu_scratch", d.index)] = len(buffers)
+        buffers.append(Buffer(sid, d.vela.scratch_size, s, end, npu=True,
+                              name=f"delegate {d.index} scratch"))
+        scratch.add(sid)
+        if d.vela.fast_scratch_size:
+            fid = index[("npu_fast_scratch", d.index)] = len(buffers)
+            buffers.append(Buffer(fid, d.vela.fast_scratch_size, s, s, npu=True,
+                                  name=f"delegate {d.index} fast scratch"))
+        for t, placed in d.bindings:
+            root = root_of(buffers, buffers[index[id(t)]])
+            if root.id in scratch:
+                raise McutorchError(f"{t.name} is bound twice (delegate {d.index})")
+            root.alias_of, root.alias_offset = sid, placed.offset
+    return scratch
+
+
+def inplace_pairs(graph: Graph, steps, index, buffers: list[Buffer], fixed: set[int]):
+    """(input, output) buffer pairs of element-wise ops that may share bytes; never a tensor
+    bound inside a delegate's scratch (`fixed`: scratch buffer ids), whose offset Vela chose."""
+    pairs = []
+    for node in steps:
+        if node.op in INPLACE_OPS:
+            y = node.outputs[0]
+            for x in node.inputs:
+                if not x.is_const and x.nbytes == y.nbytes and x not in graph.inputs:
+                    pair = (index[id(x)], index[id(y)])
+                    if not any(root_of(buffers, buffers[b]).id in fixed for b in pair):
+                        pairs.append(pair)
+    return pairs
