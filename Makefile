@@ -34,7 +34,7 @@ bench: setup toolchain
 	$(PY) -m bench.npu
 
 header: setup
-	$(PY) -m mcutorch.program --c-header > runtime/include/mt_program.h
+	$(PY) -m mcutorch.device.generate
 
 clean:
 	rm -rf $(VENV) build .pytest_cache *.mtp

@@ -24,7 +24,7 @@ import numpy as np
 from mcutorch import ops, quant
 
 from mcutorch.device import toolchain
-from mcutorch.backends.cortex_m import kernels as ck
+from mcutorch.device import kernels as ck
 from mcutorch.device.exact import exact_counts
 from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table
 
@@ -74,19 +74,19 @@ def make_layer(name):
     (MACs: elements for the pools and the add, 0 for softmax).
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
-    operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the "ref" one."""
+    operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the default one."""
     op, xs, ws, kw, _ = LAYERS[name]
     rng = _rng(name)
     x = _s8(rng, xs)
     if op == "add":
-        return op, (x, _s8(rng, xs)), RESNET8_ADD, x.size, "ref"
+        return op, (x, _s8(rng, xs)), RESNET8_ADD, x.size, "default"
     if op == "softmax":
-        return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "ref"
+        return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "default"
     if op == "avg_pool2d":
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
                      in_zp=-5, out_zp=-5, act_min=-128, act_max=127)
-        return op, (x,), attrs, x.size, "ref"
+        return op, (x,), attrs, x.size, "default"
     w = _s8(rng, ws, -127, 127)
     cout = ws[-1] if op == "depthwise_conv2d" else ws[0]
     taps = w.size // cout
@@ -105,10 +105,10 @@ def make_layer(name):
         attrs = {**attrs, "in_zp": 0}
         assert (kernel_for(op, "folded")(x, w, folded, mult, shift, **attrs) == y).all()
         return op, (x, w, folded, mult, shift), attrs, y.size * taps, "folded"
-    return op, (x, w, bias, mult, shift), attrs, y.size * taps, "ref"
+    return op, (x, w, bias, mult, shift), attrs, y.size * taps, "default"
 
 
-def case_bytes(op_name, inputs, attrs, variant="ref") -> bytes:
+def case_bytes(op_name, inputs, attrs, variant="default") -> bytes:
     """A run_kernel case file (format: tests/c/kernels/run_kernel.c), expected = reference."""
     op = ops.get(op_name)
     y = kernel_for(op_name, variant)(*inputs, **attrs)

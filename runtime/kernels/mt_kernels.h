@@ -2,15 +2,16 @@
  * mt_kernels.h - every int8 kernel of mcutorch: one mt_kernel_fn per (op, variant).
  *
  * Kernel tables (mt_kernels_all.c, or the per-model table the compiler emits with
- * mcutorch.backends.cortex_m.kernels.kernel_table_c) point at these; the interpreter calls them
- * through the table only. Portable C99 ("ref" variant) unless the name says otherwise.
+ * mcutorch.device.kernels.kernel_table_c) point at these; the interpreter calls them
+ * through the table only. Each kernel holds its MVE, DSP and portable C paths.
+ * Generated from the op registry (src/mcutorch/ops) by `python -m
+ * mcutorch.device.generate`; do not edit.
  *
- *   family       kernels                                           scratch
- *   conv/        conv2d, depthwise_conv2d, fully_connected         none
- *   elementwise/ add, mul, clamp, lut, rescale (out may equal in)  none
- *   pool/        max_pool2d, avg_pool2d                            none
- *   softmax/     softmax                                           none
- *   movement/    transpose, concat, pad, copy                      none
+ *   conv/        conv2d, depthwise_conv2d, fully_connected
+ *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum
+ *   pool/        max_pool2d, avg_pool2d
+ *   softmax/     softmax
+ *   movement/    transpose, concat, pad, copy
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -24,7 +25,7 @@ extern "C" {
 mt_status mt_conv2d_s8(const mt_op_args *args);
 mt_status mt_depthwise_conv2d_s8(const mt_op_args *args);
 mt_status mt_fully_connected_s8(const mt_op_args *args);
-mt_status mt_fully_connected_folded_s8(const mt_op_args *args); /* bias holds bias - in_zp*sum(w) */
+mt_status mt_fully_connected_folded_s8(const mt_op_args *args); /* folded: folded: bias holds bias - in_zp * sum(w), in_zp is 0 */
 mt_status mt_add_s8(const mt_op_args *args);
 mt_status mt_mul_s8(const mt_op_args *args);
 mt_status mt_max_pool2d_s8(const mt_op_args *args);
@@ -37,12 +38,14 @@ mt_status mt_transpose_s8(const mt_op_args *args);
 mt_status mt_concat_s8(const mt_op_args *args);
 mt_status mt_pad_s8(const mt_op_args *args);
 mt_status mt_copy_s8(const mt_op_args *args);
+mt_status mt_maximum_s8(const mt_op_args *args);
+mt_status mt_minimum_s8(const mt_op_args *args);
 
-/* Every kernel above, indexed by opcode (the delegate row is NULL: the interpreter runs it). */
+/* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;
 
 /* Only the kernels one model uses: the C file the compiler emits
- * (mcutorch.backends.cortex_m.kernels.kernel_table_c) defines it. */
+ * (mcutorch.device.kernels.kernel_table_c) defines it. */
 extern const mt_kernel_table mt_kernels_model;
 
 #ifdef __cplusplus

@@ -161,11 +161,10 @@ def cmd_build(args) -> int:
 
 
 def cmd_inspect(args) -> int:
+    from mcutorch.program.model import Program  # inspecting never imports torch
     from mcutorch.report import describe, render
 
-    import mcutorch
-
-    info = describe(mcutorch.load(args.program).program)
+    info = describe(Program.load(args.program))
     print(json.dumps(info, indent=1) if args.json else render(info))
     return 0
 

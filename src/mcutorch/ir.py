@@ -1,7 +1,8 @@
 """mcutorch IR: integer ops on int8/int32 tensors with quantization parameters.
 
-A Graph is a topologically ordered list of Nodes. Each Node is an op of the op table (ops.py) plus
-one IR-only op, `reshape`, which the program stores as a free alias (no op record).
+A Graph is a topologically ordered list of Nodes. Each Node is an op of the op registry
+(mcutorch.ops), including the IR-only `reshape`, which the program stores as a free alias (no op
+record).
 Tensors carry their logical shape in their current `layout` ("NCHW" straight from torch, "NHWC"
 after passes.layout), their quantization (scale: float, or per-channel array for weights) and, for
 constants, their data.
@@ -16,7 +17,7 @@ import numpy as np
 from mcutorch import ops
 from mcutorch.errors import McutorchError
 
-IR_ONLY = ("reshape",)
+IR_ONLY = ops.IR_ONLY  # ("reshape",): free views, no op record
 DTYPES = ("int8", "int32", "uint8", "int16")
 
 
@@ -55,7 +56,7 @@ class Node:
     outputs: list[Tensor]
     attrs: dict[str, Any] = field(default_factory=dict)
     source: str = ""  # "file:line (aten.op)" for error messages and inspect
-    variant: str = "ref"  # kernel variant (ops.py), chosen by the backend
+    variant: str = ops.DEFAULT_VARIANT  # kernel variant (mcutorch.ops), chosen by the backend
     scratch: int = 0  # bytes of planned scratch the kernel needs
 
     def __repr__(self) -> str:
@@ -97,7 +98,7 @@ class VerifyError(McutorchError):
 
 
 def verify(graph: Graph, final: bool = False, stage: str = "") -> Graph:
-    """Check graph invariants; with final=True also that every op is complete per ops.py."""
+    """Check graph invariants; with final=True also that every op is complete per mcutorch.ops."""
     where = f" after {stage}" if stage else ""
     defined = {id(t) for t in graph.inputs}
     for node in graph.nodes:

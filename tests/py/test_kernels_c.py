@@ -23,7 +23,8 @@ import numpy as np
 import pytest
 
 from mcutorch import ops, quant
-from mcutorch.backends.cortex_m import kernels as ck
+from mcutorch.backends import cortex_m
+from mcutorch.device import kernels as ck
 from mcutorch.ref import (KERNELS, concat_attrs, fold_bias, kernel_for, pad_attrs,
                           softmax_exp_table, transpose_attrs)
 
@@ -56,7 +57,7 @@ class Case:
     status: int = OK
     out_shape: tuple | None = None  # the y shape handed to the kernel (default: the reference's)
     ref_raises: bool = True  # for bad cases: the reference refuses them too
-    variant: str = "ref"  # kernel variant (ops.py), run by ref.kernel_for and the C table
+    variant: str = "default"  # kernel variant (mcutorch.ops), run by ref.kernel_for and the C table
 
 
 def rng_for(name: str) -> np.random.Generator:
@@ -156,7 +157,7 @@ def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 
 def folded(case):
     """The "folded" twin of a fully_connected case: bias' = bias - in_zp * sum(w) (what the
     compiler stores), in_zp kept (the kernel ignores it). Its reference output must equal the
-    "ref" output on the unfolded bias."""
+    default output on the unfolded bias."""
     x, w, bias, m, s = case.inputs
     b = fold_bias(w, bias, case.attrs["in_zp"])
     assert b.min() >= -(1 << 31) and b.max() < (1 << 31)
@@ -485,8 +486,36 @@ def unary_case(name, op, shape, alias=None, extreme=False):
                                       act_min=act_min, act_max=act_max), alias)
 
 
-def elementwise_cases(n_random):
+def minmax_case(name, op, shape, alias=None, equal=False):
+    """maximum / minimum: random operands (equal=True: b is a), a random fused clamp."""
+    rng = rng_for(name)
+    a = s8(rng, shape)
+    act_min, act_max = pick_act(rng, pick_zp(rng))
+    return Case(name, op, (a, a.copy() if equal else s8(rng, shape)),
+                dict(act_min=act_min, act_max=act_max), alias)
+
+
+MINMAX_TAILS = (1, 3, 4, 5, 15, 16, 17, 31, 33, 1000)  # DSP words and MVE vectors, tails
+
+
+def minmax_cases():
     cases = []
+    for op in ("maximum", "minimum"):
+        cases += [minmax_case(f"{op}_shape{i}", op, s) for i, s in enumerate(SHAPES)]
+        cases += [minmax_case(f"{op}_n{n}", op, (n,)) for n in MINMAX_TAILS]
+        cases += [minmax_case(f"{op}_inplace_{k}", op, (3, 7, 5), alias=k) for k in (0, 1)]
+        cases += [minmax_case(f"{op}_equal", op, (2, 9), equal=True)]
+        x = np.arange(-128, 128, dtype=np.int64)
+        a, b = np.repeat(x, 256).astype(np.int8), np.tile(x, 256).astype(np.int8)
+        for k in range(4):  # every int8 pair, in four quarters (the board runner's arena)
+            part = slice(k * 16384, (k + 1) * 16384)
+            act = dict(act_min=-128, act_max=127) if k % 2 else dict(act_min=-3, act_max=60)
+            cases.append(Case(f"{op}_all_pairs_{k}", op, (a[part], b[part]), act))
+    return cases
+
+
+def elementwise_cases(n_random):
+    cases = minmax_cases()
     for i, shape in enumerate(SHAPES):
         for op, make in (("add", add_case), ("mul", mul_case)):
             cases.append(make(f"{op}_shape{i}", shape))
@@ -742,6 +771,11 @@ def bad_cases():
               bad(unary_case("lut_base", "lut", (4,)), "table255",
                   inputs=(s8(rng_for("t"), (4,)), s8(rng_for("t"), (255,)))),
               bad(unary_case("rescale_base", "rescale", (4,)), "shift63", shift=63)]
+    for op in ("maximum", "minimum"):
+        base = minmax_case(f"{op}_base", op, (2, 5))
+        cases += [bad(base, "shape", inputs=(base.inputs[0], base.inputs[1][:1])),
+                  bad(base, "act", act_min=9, act_max=8),
+                  bad(base, "y_shape", ref_raises=False, out_shape=(5, 2))]
     mp = pool_case("maxpool_base", "max_pool2d", (1, 4, 4, 2), (2, 2), (2, 2))
     ap = pool_case("avgpool_base", "avg_pool2d", (1, 4, 4, 2), (2, 2), (2, 2))
     cases += [bad(mp, "window_in_padding", pad_top=2, out_shape=(1, 3, 2, 2)),
@@ -938,7 +972,7 @@ def test_kernel_table_links_only_used_kernels(tmp_path):
     """kernel_table_c + sources_for build a table holding exactly the used kernels."""
     if shutil.which("gcc") is None:
         pytest.fail("gcc not found: run `make toolchain`")
-    used = {("conv2d", "ref"), ("softmax", "ref"), ("avg_pool2d", "ref"), ("delegate", "ref")}
+    used = {("conv2d", "default"), ("softmax", "default"), ("avg_pool2d", "default"), ("delegate", "default")}
     (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
     opcodes = sorted(ops.get(op).opcode for op, _ in used if op != "delegate")
     (tmp_path / "main.c").write_text(
@@ -964,7 +998,7 @@ def test_kws_kernel_text_size(tmp_path):
     from mcutorch.device import toolchain
     if shutil.which(toolchain.GCC) is None:
         pytest.fail("arm-none-eabi-gcc not found: run `make toolchain`")
-    used = {(op, "ref") for op in KWS_OPS}
+    used = {(op, "default") for op in KWS_OPS}
     (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
     (tmp_path / "with.c").write_text('#include "mt_kernels.h"\n'
                                      "int main(void) { return mt_kernels_model.n_rows == 0; }\n")
@@ -987,14 +1021,14 @@ def test_every_op_has_a_kernel_file():
         text = k.sources[0].read_text()
         assert f"mt_status {k.function}(const mt_op_args *args)" in text, k.sources[0]
         assert len(text.splitlines()) <= 300, f"{k.sources[0]} is longer than 300 lines"
-        assert ck.scratch_bytes(op.name, [], {}) == 0
+        assert cortex_m.scratch_bytes(op.name, [], {}) == 0
         for v in op.variants:
             k = ck.kernel(op.name, v)
             assert f"mt_status {k.function}(const mt_op_args *args)" in k.sources[0].read_text()
 
 
 def test_folded_variant_matches_ref():
-    """The Python "folded" fully_connected on bias' equals "ref" on the original bias."""
+    """The Python "folded" fully_connected on bias' equals the default one on the original bias."""
     rng = rng_for("folded_vs_ref")
     for i in range(20):
         n, n_in, n_out = (int(v) for v in rng.integers(1, (4, 300, 40)))

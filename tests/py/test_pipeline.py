@@ -242,3 +242,38 @@ def test_per_tensor_weights_option():
     ours = np.round(program.run(cal[1]).numpy() / out.scale)
     theirs = np.round(qmodel(cal[1]).detach().numpy() / out.scale)
     assert np.abs(ours - theirs).max() <= 1
+
+
+class MinMax(nn.Module):
+    """maximum/minimum of two activations with a ReLU fused into the second."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 6, 3, padding=1), nn.Conv2d(3, 6, 1)
+        self.c = nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        a, b = self.a(x), self.b(x)
+        return torch.relu(torch.minimum(torch.maximum(a, b), self.c(x) + b))
+
+
+def test_maximum_minimum_end_to_end():
+    """torch.maximum / torch.minimum: one int8 op each (qparams shared, ReLU fused), within 1 LSB
+    of PyTorch's fake-quant model, exact layer by layer, and on the TOSA reference model."""
+    torch.manual_seed(3)
+    model = MinMax().eval()
+    cal = [torch.randn(1, 3, 6, 5) for _ in range(8)]
+    program, ours, theirs = compile_and_compare(model, cal[0], cal)
+    names = [op.name for op in program.program.ops]
+    assert names.count("maximum") == 1 and names.count("minimum") == 1
+    mins = [op for op in program.program.ops if op.name == "minimum"]
+    out = program.program.tensors[program.program.outputs[0]]
+    assert mins[0].attrs["act_min"] == out.zero_point  # the ReLU fused into minimum's clamp
+    assert np.abs(ours - theirs).max() <= 1
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    report = layer_by_layer(qmodel, (cal[1],))
+    assert {r["op"] for r in report} >= {"maximum", "minimum"}
+    assert all(r["within_1lsb"] >= 0.99 for r in report), report
+    from mcutorch.backends import tosa
+
+    tosa.verify_program_graph(build_graph(qmodel))

@@ -367,6 +367,19 @@ def test_clamp(lo, hi):
         KERNELS["clamp"](x, act_min=hi + 1, act_max=hi)
 
 
+@pytest.mark.parametrize("op,fn", [("maximum", max), ("minimum", min)])
+@pytest.mark.parametrize("lo,hi", [(-128, 127), (-7, 127), (-128, 5), (3, 3)])
+def test_minmax_all_pairs(op, fn, lo, hi):
+    a, b = (v.astype(np.int8) for v in np.meshgrid(np.arange(-128, 128), np.arange(-128, 128)))
+    got = KERNELS[op](a, b, act_min=lo, act_max=hi)
+    want = [min(max(fn(int(u), int(v)), lo), hi) for u, v in zip(a.ravel(), b.ravel())]
+    assert got.dtype == np.int8 and got.shape == a.shape and got.ravel().tolist() == want
+    with pytest.raises(ValueError, match="differ"):
+        KERNELS[op](a, b[:1], act_min=lo, act_max=hi)
+    with pytest.raises(ValueError):
+        KERNELS[op](a, b, act_min=hi + 1, act_max=hi)
+
+
 def test_lut():
     rng = np.random.default_rng(6)
     table = i8(rng, 256)

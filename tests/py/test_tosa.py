@@ -169,6 +169,12 @@ def test_clamp(lo, hi):
     check_op("clamp", [(1, 3, 3, 8)], act_min=lo, act_max=hi)
 
 
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+@pytest.mark.parametrize("lo,hi", [(-128, 127), (0, 127), (-9, 20)])
+def test_minmax(op, lo, hi):
+    check_op(op, [(1, 5, 3, 7), (1, 5, 3, 7)], act_min=lo, act_max=hi)
+
+
 def test_lut():
     table = np.random.default_rng(7).integers(-128, 128, 256, dtype=np.int8)
     check_op("lut", [(1, 4, 4, 16)], (table,))
@@ -300,7 +306,7 @@ def test_mismatch_names_the_op(monkeypatch):
              Node("clamp", [mid], [y], dict(act_min=-10, act_max=10))]
     graph = Graph(nodes, [x], [y])
     wrong = lambda b, node, ins, out, notes: b.clamp(ins[0], -10, 9, out)  # noqa: E731
-    monkeypatch.setitem(tosa_rules.LOWER, "clamp", wrong)
+    monkeypatch.setitem(tosa_rules.RULES, "clamp", (tosa_rules.S.exact, wrong))
     where = r"at clamp .*y: 4 of 8 elements differ; first at \[0, 4\]: TOSA 9, reference 10"
     with pytest.raises(McutorchError, match=where):
         tosa.verify(graph, None, [np.arange(0, 40, 5, dtype=np.int8).reshape(1, 8)])

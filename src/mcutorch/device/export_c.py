@@ -17,7 +17,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from mcutorch.backends.cortex_m.kernels import kernel_table_c, sources_for
+from mcutorch.device.kernels import kernel_table_c, sources_for
 from mcutorch.device.crt import core_sources, state_size
 from mcutorch.device.paths import INCLUDE_DIRS, RUNTIME
 from mcutorch.program.model import Program

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcutorch.backends.cortex_m.kernels import kernel_table_c, sources_for
+from mcutorch.device.kernels import kernel_table_c, sources_for
 from mcutorch.device.toolchain import build_elf
 from mcutorch.device.boards import can_run
 from mcutorch.device.qemu import run_elf

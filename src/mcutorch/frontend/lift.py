@@ -16,6 +16,7 @@ from torch.fx import GraphModule, Node as FxNode
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Graph, Node, Tensor, verify
+from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
 
 pt2e()  # registers torch.ops.quantized_decomposed
@@ -28,14 +29,6 @@ DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
 ACT_BOUNDS = {A.relu.default: (0.0, math.inf), A.relu_.default: (0.0, math.inf),
               A.relu6.default: (0.0, 6.0)}
 HARDTANH = {A.hardtanh.default, A.hardtanh_.default}
-LUT_FNS = {
-    A.sigmoid.default: lambda v: 1 / (1 + np.exp(-v)),
-    A.tanh.default: np.tanh,
-    A.hardswish.default: lambda v: v * np.clip(v + 3, 0, 6) / 6,
-    A.hardsigmoid.default: lambda v: np.clip(v + 3, 0, 6) / 6,
-    A.silu.default: lambda v: v / (1 + np.exp(-v)),
-    A.gelu.default: lambda v: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2))),
-}
 
 
 def _bounds(node: FxNode) -> tuple[float, float] | None:
@@ -163,11 +156,7 @@ class Lifter:
         if requant:
             self.emit("rescale", [src], out, {"act": act}, q)
             return
-        builder = BUILDERS.get(prod.target)
-        if builder is None:
-            raise UnsupportedOpError(f"{source_of(prod)} has no int8 lowering in mcutorch "
-                                     f"(supported: {', '.join(sorted(SUPPORTED_NAMES))})")
-        builder(self, prod, out, act)
+        builder_of(prod)(self, prod, out, act)
 
     def emit(self, op: str, inputs: list[Tensor], out: Tensor, attrs: dict, src: FxNode) -> None:
         self.nodes.append(Node(op, inputs, [out], attrs, source_of(src)))
@@ -379,35 +368,47 @@ def _softmax(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
 
 
 def _lut(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    lf.emit("lut", [lf.operand(n.args[0], n)], out, {"fn": LUT_FNS[n.target], "act": act}, n)
+    fn = ops.SOURCES[str(n.target)][1].fn
+    lf.emit("lut", [lf.operand(n.args[0], n)], out, {"fn": fn, "act": act}, n)
 
 
+def _avg_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
+    pool = _pool if n.target == A.avg_pool2d.default else _global_pool
+    pool(lf, n, out, act)
+
+
+def _minmax(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
+    a, b = (lf.operand(v, n) for v in n.args[:2])
+    if a.shape != b.shape or a.shape != out.shape:
+        raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
+                                 f"{list(b.shape)} is not supported; shapes must match")
+    lf.emit(ops.SOURCES[str(n.target)][0].name, [a, b], out, {"act": act}, n)
+
+
+# One builder per op of the registry that has aten sources (mcutorch.ops: OpDef.sources).
 BUILDERS = {
-    A.conv2d.default: _conv, A.conv2d.padding: _conv, A.linear.default: _linear,
-    A.add.Tensor: _binary, A.add_.Tensor: _binary, A.mul.Tensor: _binary, A.mul_.Tensor: _binary,
-    A.max_pool2d.default: _pool, A.avg_pool2d.default: _pool,
-    A.adaptive_avg_pool2d.default: _global_pool, A.mean.dim: _global_pool,
-    A.permute.default: _permute, A.transpose.int: _permute,
-    A.cat.default: _cat, A.concat.default: _cat,
-    A.pad.default: _pad, A.constant_pad_nd.default: _pad,
-    A.softmax.int: _softmax, A._softmax.default: _softmax,
-    **{t: _reshape for t in (A.flatten.using_ints, A.view.default, A.reshape.default,
-                             A.squeeze.dim, A.squeeze.dims, A.squeeze.default,
-                             A.unsqueeze.default, A._unsafe_view.default,
-                             A.unflatten.int)},
-    **{t: _activation for t in (*ACT_BOUNDS, *HARDTANH, A.clamp.default)},
-    **{t: _lut for t in LUT_FNS},
+    "conv2d": _conv, "fully_connected": _linear, "add": _binary, "mul": _binary,
+    "max_pool2d": _pool, "avg_pool2d": _avg_pool, "clamp": _activation, "lut": _lut,
+    "softmax": _softmax, "transpose": _permute, "concat": _cat, "pad": _pad,
+    "maximum": _minmax, "minimum": _minmax, "reshape": _reshape,
 }
-SUPPORTED_NAMES = {t.name().split("::")[-1] for t in BUILDERS}
+SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0] for s in ops.SOURCES})
+
+
+def builder_of(node: FxNode):
+    """The lift builder of an aten node (via the registry), or UnsupportedOpError naming it."""
+    found = ops.SOURCES.get(str(node.target))
+    if found is None:
+        raise UnsupportedOpError(f"{source_of(node)} has no int8 lowering in mcutorch "
+                                 f"(supported: {', '.join(SUPPORTED_NAMES)})")
+    return BUILDERS[found[0].name]
 
 
 def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target not in BUILDERS:
-            raise UnsupportedOpError(
-                f"{source_of(node)} has no int8 lowering in mcutorch "
-                f"(supported: {', '.join(sorted(SUPPORTED_NAMES))})")
+        if node.op == "call_function":
+            builder_of(node)
         if node.op == "call_module":
             raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
 

@@ -4,8 +4,11 @@
 - weights of conv/linear: int8 symmetric per output channel, range [-127, 127];
 - bias: int32, scale = input scale * weight scale of the channel, zero point 0;
 - softmax/sigmoid output (1/256, -128), tanh (1/128, 0);
-- pooling, reshape, flatten, permute, pad, concat, max share their input's qparams;
-- ReLU/ReLU6/clamp after a conv, linear or add is fused: only the activation's output is observed.
+- pooling, reshape, flatten, permute, pad, concat, maximum/minimum share their input's qparams;
+- ReLU/ReLU6/clamp after a conv, linear, add or mul is fused: only the activation's output is
+  observed.
+Which rule an aten op gets is a fact of the op registry (`mcutorch.ops`, `Source.quant`); the
+methods below implement each rule.
 
 Subclass and override `activation_spec`, `weight_spec` or `annotate_node` to change the scheme.
 """
@@ -14,7 +17,9 @@ from __future__ import annotations
 import torch
 from torch.fx import GraphModule, Node
 
+from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
+from mcutorch.ops import Source
 
 pt2e()  # quiet import of torchao before the names below
 from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
@@ -27,25 +32,13 @@ from torchao.quantization.pt2e.quantizer import (
 )
 from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer
 
-A = torch.ops.aten
 KEY = "quantization_annotation"
 
-MAC_OPS = {A.conv2d.default, A.conv2d.padding, A.linear.default}
-ACTIVATIONS = {A.relu.default, A.relu_.default, A.hardtanh.default, A.hardtanh_.default,
-               A.relu6.default, A.clamp.default}
-BINARY_OPS = {A.add.Tensor, A.add_.Tensor, A.mul.Tensor, A.mul_.Tensor}
-SHARED_OPS = {
-    A.max_pool2d.default, A.avg_pool2d.default, A.adaptive_avg_pool2d.default, A.mean.dim,
-    A.flatten.using_ints, A.view.default, A.reshape.default, A.squeeze.dim, A.squeeze.dims,
-    A.squeeze.default, A.unsqueeze.default, A.permute.default, A.transpose.int,
-    A.pad.default, A.constant_pad_nd.default, A.dropout.default, A.contiguous.default,
-    A.clone.default, A.cat.default, A.concat.default, A.amax.default, A.unflatten.int,
-}
-FIXED_OUT = {
-    A.softmax.int: (1 / 256, -128), A._softmax.default: (1 / 256, -128),
-    A.sigmoid.default: (1 / 256, -128), A.tanh.default: (1 / 128, 0),
-}
-FREE_OUT = {A.hardswish.default, A.hardsigmoid.default, A.silu.default, A.gelu.default}
+
+def _rule(node: Node) -> Source | None:
+    """The registry's Source for an aten node (mcutorch.ops), or None for ops mcutorch lacks."""
+    found = ops.SOURCES.get(str(node.target))
+    return found[1] if found else None
 
 
 class Quantizer(_PT2EQuantizer):
@@ -104,24 +97,26 @@ class Quantizer(_PT2EQuantizer):
     # --- per-op annotation -------------------------------------------------------------------
     def annotate_node(self, node: Node) -> None:
         """Annotate one node (and a fused activation after it); unknown ops are left float."""
-        t = node.target
+        rule = _rule(node)
+        if rule is None:
+            return
         act = self.activation_spec()
-        if t in MAC_OPS:
+        if rule.quant == "mac":
             qmap = {node.args[0]: self.input_spec(node.args[0], node),
                     node.args[1]: self.weight_spec()}
             if len(node.args) > 2 and isinstance(node.args[2], Node):
                 qmap[node.args[2]] = self.bias_spec(node)
             self._annotate_with_activation(node, qmap)
-        elif t in BINARY_OPS:
+        elif rule.quant == "binary":
             qmap = {a: self.input_spec(a, node) for a in node.args[:2] if _is_float_tensor(a)}
             self._annotate_with_activation(node, qmap)
-        elif t in ACTIVATIONS:  # standalone: its own output range
+        elif rule.quant == "activation":  # standalone: its own output range
             _set(node, {node.args[0]: act}, act)
-        elif t in SHARED_OPS:
+        elif rule.quant == "shared":
             self._annotate_shared(node)
-        elif t in FIXED_OUT:
-            _set(node, {node.args[0]: act}, self.fixed_spec(*FIXED_OUT[t]))
-        elif t in FREE_OUT:
+        elif rule.quant == "fixed":
+            _set(node, {node.args[0]: act}, self.fixed_spec(*rule.qparams))
+        elif rule.quant == "free":
             _set(node, {node.args[0]: act}, act)
 
     def input_spec(self, arg: Node, node: Node):
@@ -133,14 +128,15 @@ class Quantizer(_PT2EQuantizer):
 
     def _annotate_with_activation(self, node: Node, qmap: dict) -> None:
         users = list(node.users)
-        if len(users) == 1 and users[0].target in ACTIVATIONS and KEY not in users[0].meta:
+        fused = len(users) == 1 and getattr(_rule(users[0]), "quant", "") == "activation"
+        if fused and KEY not in users[0].meta:
             _set(node, qmap, None)
             _set(users[0], {}, self.activation_spec())
         else:
             _set(node, qmap, self.activation_spec())
 
     def _annotate_shared(self, node: Node) -> None:
-        inputs = node.args[0] if node.target in (A.cat.default, A.concat.default) else [node.args[0]]
+        inputs = _tensor_inputs(node)
         first = inputs[0]
         qmap = {first: self.activation_spec()}
         for other in inputs[1:]:
@@ -150,6 +146,16 @@ class Quantizer(_PT2EQuantizer):
 
 def _set(node: Node, qmap: dict, out) -> None:
     node.meta[KEY] = QuantizationAnnotation(input_qspec_map=qmap, output_qspec=out, _annotated=True)
+
+
+def _tensor_inputs(node: Node) -> list[Node]:
+    """The float tensor inputs of a node, in order (a list argument such as cat's expanded)."""
+    found = []
+    for arg in node.args:
+        for a in (arg if isinstance(arg, (list, tuple)) else [arg]):
+            if _is_float_tensor(a) and a not in found:
+                found.append(a)
+    return found
 
 
 def _is_float_tensor(arg) -> bool:

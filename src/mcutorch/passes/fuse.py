@@ -3,9 +3,10 @@ clamp of the op that produced its input (when that op has no other reader), else
 """
 from __future__ import annotations
 
+from mcutorch import ops
 from mcutorch.ir import Graph, same_qparams
 
-FUSABLE = {"conv2d", "fully_connected", "add", "mul", "avg_pool2d", "max_pool2d", "rescale"}
+FUSABLE = ops.with_fact("fusable")  # ops with act_min/act_max that take a following clamp
 
 
 def run(graph: Graph) -> Graph:

@@ -7,11 +7,12 @@ registry lets share bytes.
 """
 from __future__ import annotations
 
+from mcutorch import ops
 from mcutorch.errors import McutorchError
 from mcutorch.ir import Graph
 from mcutorch.plan.planner import Buffer
 
-INPLACE_OPS = {"clamp", "lut", "rescale", "add", "mul"}  # element-wise: kernels read i before write i
+INPLACE_OPS = frozenset(d.name for d in ops.REGISTRY if "inplace" in d.alias)
 
 
 def steps_of(graph: Graph, npu) -> list:

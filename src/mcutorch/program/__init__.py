@@ -10,11 +10,11 @@ The layout is described once, in schema.py, which also generates runtime/include
 """
 from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
                                     RegionInfo, TargetInfo, TensorInfo)
-from mcutorch.program.schema import ERRORS, VERSION_MAJOR, VERSION_MINOR, check_header_current
+from mcutorch.program.schema import ERRORS, VERSION_MAJOR, VERSION_MINOR
 
 __all__ = ["Area", "Binding", "ConstantPool", "DelegateInfo", "OpInfo", "Program", "RegionInfo",
            "TargetInfo", "TensorInfo", "ERRORS", "VERSION_MAJOR", "VERSION_MINOR",
-           "check_header_current", "load", "save"]
+           "load", "save"]
 
 
 def load(path, verify_crc: bool = True) -> Program:

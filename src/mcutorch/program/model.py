@@ -97,7 +97,7 @@ class OpInfo:
     inputs: tuple[int, ...]
     outputs: tuple[int, ...]
     attrs: dict[str, int] = field(default_factory=dict)  # ops.py order
-    variant: str = "ref"
+    variant: str = ops.DEFAULT_VARIANT
     scratch: Area | None = None
     source: int | None = None  # index into metadata["sources"]
 

@@ -368,32 +368,16 @@ KIND_BY_ID = {k.id: k for k in SECTION_KINDS}
 REQUIRED_SECTIONS = tuple(k.name for k in SECTION_KINDS if not k.skippable)
 
 
-def check_header_current(path: Path | str | None = None) -> bool:
-    """True when the C header at `path` (default runtime/include/mt_program.h) is what
-    `python -m mcutorch.program --c-header` generates now."""
-    from mcutorch.program.c_header import generate
-
-    from mcutorch.device.paths import RUNTIME
-
-    path = Path(path) if path is not None else RUNTIME / "include" / "mt_program.h"
-    return path.is_file() and path.read_text() == generate()
-
-
 def main(argv: list[str] | None = None) -> int:
-    """`--c-header`: print the C header; `--check`: exit 1 when the checked-in header is stale."""
+    """`--c-header`: print the C header (`python -m mcutorch.device.generate` writes every generated
+    C file and checks them with `--check`)."""
     from mcutorch.program.c_header import generate
 
     args = sys.argv[1:] if argv is None else argv
     if args == ["--c-header"]:
         sys.stdout.write(generate())
         return 0
-    if args == ["--check"]:
-        ok = check_header_current()
-        from mcutorch.device.paths import RUNTIME
-
-        print(f"{RUNTIME / 'include' / 'mt_program.h'}: {'current' if ok else 'STALE: regenerate with --c-header'}")
-        return 0 if ok else 1
-    print("usage: python -m mcutorch.program --c-header | --check", file=sys.stderr)
+    print("usage: python -m mcutorch.program --c-header", file=sys.stderr)
     return 2
 
 

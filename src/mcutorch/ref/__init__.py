@@ -1,4 +1,4 @@
-"""Reference int8 kernels: the executable definition of every op in mcutorch.ops.
+"""Reference int8 kernels: the executable definition of every op of the registry (mcutorch.ops).
 
 `KERNELS[name](*inputs, **attrs) -> np.ndarray` for every op except "delegate":
   - inputs are numpy arrays in the op's operand order (ops.OPS[...].inputs; concat takes any
@@ -10,41 +10,30 @@ C kernels and TOSA lowerings must reproduce them bit for bit.
 """
 from __future__ import annotations
 
-from mcutorch.ref.conv import conv2d, depthwise_conv2d, fold_bias, fully_connected, fully_connected_folded
-from mcutorch.ref.elementwise import add, clamp, lut, make_lut, mul, rescale
-from mcutorch.ref.movement import concat, concat_attrs, copy, pad, pad_attrs, transpose, transpose_attrs
-from mcutorch.ref.pool import avg_pool2d, max_pool2d
-from mcutorch.ref.softmax import softmax, softmax_exp_table
+from mcutorch import ops
+from mcutorch.ref import conv, elementwise, movement, pool, softmax
+from mcutorch.ref.conv import fold_bias, fully_connected_folded
+from mcutorch.ref.elementwise import make_lut
+from mcutorch.ref.movement import concat_attrs, pad_attrs, transpose_attrs
+from mcutorch.ref.softmax import softmax_exp_table
 
-KERNELS = {
-    "conv2d": conv2d,
-    "depthwise_conv2d": depthwise_conv2d,
-    "fully_connected": fully_connected,
-    "add": add,
-    "mul": mul,
-    "max_pool2d": max_pool2d,
-    "avg_pool2d": avg_pool2d,
-    "clamp": clamp,
-    "lut": lut,
-    "rescale": rescale,
-    "softmax": softmax,
-    "transpose": transpose,
-    "concat": concat,
-    "pad": pad,
-    "copy": copy,
-}
+# The definition of op X is the function X of the module of its kernel family (ops.OpDef.family).
+FAMILY_MODULES = {"conv": conv, "elementwise": elementwise, "pool": pool, "softmax": softmax,
+                  "movement": movement}
+KERNELS = {op.name: getattr(FAMILY_MODULES[op.family], op.name) for op in ops.OPS
+           if op.family}
 
-# (op, variant) -> kernel for the variants whose operands differ from "ref" (ops.py variants);
-# a variant not listed here runs the op's KERNELS entry.
+# (op, variant) -> kernel for the variants whose operands differ from the default (ops
+# variants); a variant not listed here runs the op's KERNELS entry.
 VARIANTS = {
     ("fully_connected", "folded"): fully_connected_folded,
 }
 
 
-def kernel_for(op: str, variant: str = "ref"):
+def kernel_for(op: str, variant: str = ops.DEFAULT_VARIANT):
     """The reference kernel of (op, variant)."""
     return VARIANTS.get((op, variant), KERNELS[op])
 
 
-__all__ = ["KERNELS", "VARIANTS", "kernel_for", "fold_bias", "make_lut", "softmax_exp_table", "transpose_attrs", "concat_attrs",
-           "pad_attrs", *KERNELS]
+__all__ = ["KERNELS", "VARIANTS", "concat_attrs", "fold_bias", "kernel_for", "make_lut",
+           "pad_attrs", "softmax_exp_table", "transpose_attrs"]

@@ -1,4 +1,5 @@
-"""Element-wise ops: add, mul, clamp, lut, rescale; and `make_lut`, the compile-time table maker.
+"""Element-wise ops: add, mul, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
+compile-time table maker.
 
 Binary ops take two int8 tensors of the same shape (no broadcasting). Every value goes through
 int32 intermediates exactly as the TOSA sequences named in docs/numerics.md do.
@@ -66,6 +67,22 @@ def clamp(x, *, act_min, act_max):
     as_array(x, np.int8, "x")
     check_act(act_min, act_max)
     return np.clip(x, act_min, act_max).astype(np.int8)
+
+
+def maximum(a, b, *, act_min, act_max):
+    """y = clip(max(a, b), act_min, act_max); a, b and y share qparams, so no arithmetic."""
+    # a, b: (...) int8, same shape  ->  y: (...) int8
+    _same_shape(a, b, "maximum")
+    check_act(act_min, act_max)
+    return np.clip(np.maximum(a, b), act_min, act_max).astype(np.int8)
+
+
+def minimum(a, b, *, act_min, act_max):
+    """y = clip(min(a, b), act_min, act_max); a, b and y share qparams, so no arithmetic."""
+    # a, b: (...) int8, same shape  ->  y: (...) int8
+    _same_shape(a, b, "minimum")
+    check_act(act_min, act_max)
+    return np.clip(np.minimum(a, b), act_min, act_max).astype(np.int8)
 
 
 def lut(x, table):

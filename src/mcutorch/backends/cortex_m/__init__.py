@@ -4,9 +4,10 @@ from __future__ import annotations
 import numpy as np
 
 from mcutorch.ir import Graph, Node, Tensor
+from mcutorch import ops
+from mcutorch.ops import DEFAULT_VARIANT
 from mcutorch.ref import fold_bias
 from mcutorch.targets import Target
-from mcutorch.backends.cortex_m.kernels import scratch_bytes
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -16,7 +17,7 @@ def _fold(node: Node) -> bool:
     constant, and its in_zp attribute 0. False (node unchanged) if bias' does not fit int32.
 
     Zeroing in_zp keeps the node exact for every reader of the IR (TOSA lowering, Ethos-U
-    delegation, the "ref" kernels): ref(x, w, bias', in_zp=0) = ref(x, w, bias, in_zp).
+    delegation, the default kernels): f(x, w, bias', in_zp=0) = f(x, w, bias, in_zp).
     """
     x, weight, bias = node.inputs[:3]
     if weight.data is None or bias.data is None:
@@ -32,10 +33,24 @@ def _fold(node: Node) -> bool:
     return True
 
 
+def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int:
+    """Planned scratch bytes the C kernel of (op, variant) needs for these operand shapes.
+
+    The planner reserves this much in `mt_op_args.scratch`. Every kernel today (all ISA levels)
+    accumulates in registers or in bounded stack buffers (at most ~1.5 KiB, conv2d), so all are 0.
+
+    >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
+    0
+    """
+    if op not in ops.BY_NAME or variant not in ops.BY_NAME[op].variants:
+        raise KeyError(f"no kernel variant {variant!r} for op {op!r}")
+    return 0
+
+
 def select_kernels(graph: Graph, target: Target) -> Graph:
     """Set node.variant / node.scratch for every op of the graph.
 
-    "ref" kernels hold the MVE, DSP and pure-C paths in one C file, and the firmware's -mcpu (the
+    "default" kernels hold the MVE, DSP and pure-C paths in one C file; the firmware's -mcpu (the
     target's gcc flags) picks one at compile time, bit-exact at all. fully_connected takes the
     "folded" variant on every target (it pays on all: no per-call weight sums) whenever its
     folded bias fits int32 (`_fold`). Running this twice is harmless (folding is idempotent).
@@ -46,7 +61,7 @@ def select_kernels(graph: Graph, target: Target) -> Graph:
         if node.op == "fully_connected" and (node.variant == "folded" or _fold(node)):
             node.variant = "folded"
         else:
-            node.variant = "ref"
+            node.variant = DEFAULT_VARIANT
         node.scratch = scratch_bytes(node.op, [t.shape for t in node.inputs], node.attrs,
                                      node.variant)
     return graph

@@ -23,10 +23,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from mcutorch.backends.tosa.support import window_fit
+from mcutorch.backends.tosa.support import MAC_OPS, window_fit
 from mcutorch.ir import Node
 
-MAC_OPS = ("conv2d", "depthwise_conv2d", "fully_connected")
 MAX_CHANNELS = 65536  # "Tensor axis: C in range 1..65536" (CONV2D; 65536 taken, 66000 refused)
 AVG_POOL_PADDED_KERNEL = 8  # U55/U65 AVG_POOL2D: "IF padding is used: 1 <= kernel <= 8"
 

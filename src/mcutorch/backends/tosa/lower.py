@@ -14,7 +14,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor
 
 from mcutorch.backends.tosa.builder import Builder
-from mcutorch.backends.tosa.rules import LOWER
+from mcutorch.backends.tosa.rules import RULES
 from mcutorch.backends.tosa.support import tosa_runs, tosa_support
 
 
@@ -102,7 +102,7 @@ def _lower_node(b: Builder, node: Node, names: dict) -> str:
     start, remarks = len(b.emitted), []
     ins = [names[id(t)] for t in node.inputs if not t.is_const]
     y = node.outputs[0]
-    names[id(y)] = LOWER[node.op](b, node, ins, y.name, remarks)
+    names[id(y)] = RULES[node.op][1](b, node, ins, y.name, remarks)
     seq = " -> ".join(b.emitted[start:])
     return f"{node.op} {y.name}: {seq}" + (f" ({'; '.join(remarks)})" if remarks else "")
 

@@ -18,6 +18,7 @@ from mcutorch.ir import Node, Tensor
 from mcutorch.quant import reciprocal_scale
 
 from mcutorch.backends.tosa.builder import Builder, attr
+from mcutorch.backends.tosa import support as S
 from mcutorch.backends.tosa.support import rescale_shifts, window_fit
 
 INT8_RANGE = (-128, 127)
@@ -163,6 +164,16 @@ def lower_clamp(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.clamp(ins[0], node.attrs["act_min"], node.attrs["act_max"], out)
 
 
+def lower_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """MAXIMUM/MINIMUM take int32 in TOSA 1.0 INT: exact RESCALEs to int32 and back (x1)."""
+    kind = "Maximum" if node.op == "maximum" else "Minimum"
+    wide = [b.rescale(x, 1 << 30, 30, 0, 0, "int32") for x in ins]
+    nan = ts.NanPropagationMode.PROPAGATE  # no NaN in integers; the attribute is required
+    y = b.op(kind.upper(), wide, b.shape(ins[0]), "int32", attr(kind, nan))
+    a = node.attrs
+    return _output_stage(b, y, 1 << 30, 30, 0, a["act_min"], a["act_max"], out)
+
+
 def lower_lut(b: Builder, node: Node, ins, out: str, notes) -> str:
     table = b.const(node.inputs[1].data, "int8", "table")
     return b.op("TABLE", [ins[0], table], b.shape(ins[0]), "int8", attr("Table"), out)
@@ -251,11 +262,24 @@ def lower_reshape(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.reshape(ins[0], node.outputs[0].shape, out)
 
 
-LOWER = {
-    "conv2d": lower_conv2d, "depthwise_conv2d": lower_depthwise_conv2d,
-    "fully_connected": lower_fully_connected, "add": lower_add, "mul": lower_mul,
-    "rescale": lower_rescale, "clamp": lower_clamp, "lut": lower_lut,
-    "max_pool2d": lower_max_pool2d, "avg_pool2d": lower_avg_pool2d,
-    "transpose": lower_transpose, "concat": lower_concat, "pad": lower_pad,
-    "copy": lower_reshape, "reshape": lower_reshape,
+# op -> (exactness check from support.py: '' or why not, lowering). Every op of the registry
+# whose `tosa` fact is "" has a row (tests/py/test_registry.py).
+RULES = {
+    "conv2d": (S.check_mac, lower_conv2d),
+    "depthwise_conv2d": (S.check_mac, lower_depthwise_conv2d),
+    "fully_connected": (S.check_mac, lower_fully_connected),
+    "add": (S.check_add, lower_add),
+    "mul": (S.check_mul, lower_mul),
+    "rescale": (S.check_rescale, lower_rescale),
+    "clamp": (S.exact, lower_clamp),
+    "lut": (S.exact, lower_lut),
+    "maximum": (S.exact, lower_minmax),
+    "minimum": (S.exact, lower_minmax),
+    "max_pool2d": (S.pool_windows, lower_max_pool2d),
+    "avg_pool2d": (S.check_avg_pool, lower_avg_pool2d),
+    "transpose": (S.check_movement, lower_transpose),
+    "concat": (S.check_movement, lower_concat),
+    "pad": (S.check_movement, lower_pad),
+    "copy": (S.check_movement, lower_reshape),
+    "reshape": (S.check_movement, lower_reshape),
 }

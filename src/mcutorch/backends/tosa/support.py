@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from mcutorch import ops
 from mcutorch.ir import Graph, Node
 from mcutorch.quant import reciprocal_scale
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
-NOT_LOWERED = {
-    "softmax": "softmax: TOSA 1.0 has no softmax, and no exact TOSA sequence reproduces our "
-               "row-wise exp-table / integer-divide definition; it runs on the CPU",
-    "delegate": "delegate: already a compiled subgraph",
-}
-MAC_OPS = ("conv2d", "depthwise_conv2d", "fully_connected")
+MAC_OPS = tuple(d.name for d in ops.REGISTRY if d.macs is not None)
 
 
 def rescale_shifts(mult, shift) -> np.ndarray:
@@ -85,7 +81,7 @@ def _conv_windows(node: Node) -> str:
     return ""
 
 
-def _check_mac(node: Node) -> str:
+def check_mac(node: Node) -> str:
     why = _conv_windows(node)
     if why:
         return why
@@ -98,7 +94,7 @@ def _check_mac(node: Node) -> str:
                             mult, shift, "the accumulator")
 
 
-def _check_add(node: Node) -> str:
+def check_add(node: Node) -> str:
     a = node.attrs
     ranges = []
     for side in ("a", "b"):
@@ -119,7 +115,7 @@ def _rq(v: int, mult: int, shift: int) -> int:
     return (int(v) * mult + (1 << (shift - 1))) >> shift
 
 
-def _check_mul(node: Node) -> str:
+def check_mul(node: Node) -> str:
     a = node.attrs
     (alo, ahi), (blo, bhi) = _delta_range(a["a_zp"]), _delta_range(a["b_zp"])
     products = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
@@ -127,7 +123,7 @@ def _check_mul(node: Node) -> str:
                             "the product")
 
 
-def _check_rescale(node: Node) -> str:
+def check_rescale(node: Node) -> str:
     lo, hi = _delta_range(node.attrs["in_zp"])
     return _rescale_problem("rescale", lo, hi, node.attrs["mult"], node.attrs["shift"],
                             "x - in_zp")
@@ -148,7 +144,7 @@ def window_fit(size: int, kernel: int, stride: int, dilation: int, pad0: int, pa
     return out, stride, pad1 - cut, excess - cut
 
 
-def _pool_windows(node: Node) -> str:
+def pool_windows(node: Node) -> str:
     """'' if every window has a valid element and TOSA's pad < kernel rule then holds."""
     a, shape = node.attrs, node.inputs[0].shape
     for axis, k, s, p0, p1 in ((1, a["kernel_h"], a["stride_h"], a["pad_top"], a["pad_bottom"]),
@@ -161,8 +157,8 @@ def _pool_windows(node: Node) -> str:
     return ""
 
 
-def _check_avg_pool(node: Node) -> str:
-    why = _pool_windows(node)
+def check_avg_pool(node: Node) -> str:
+    why = pool_windows(node)
     a = node.attrs
     if why or a["divisor"] <= 0 or a["divisor"] == a["kernel_h"] * a["kernel_w"]:
         return why  # AVG_POOL2D: |acc| <= 255 * count < 2^(29 + k), always legal
@@ -172,18 +168,14 @@ def _check_avg_pool(node: Node) -> str:
     return _rescale_problem("avg_pool2d", lo * n, hi * n, mult, shift, "the window sum")
 
 
-def _check_movement(node: Node) -> str:
+def check_movement(node: Node) -> str:
     ranks = {len(t.shape) for t in (*node.inputs, *node.outputs) if not t.is_const}
     return "" if ranks <= {1, 2, 3, 4} else f"{node.op}: rank {sorted(ranks)} outside 1..4"
 
 
-CHECKS = {
-    **{op: _check_mac for op in MAC_OPS},
-    "add": _check_add, "mul": _check_mul, "rescale": _check_rescale,
-    "max_pool2d": _pool_windows, "avg_pool2d": _check_avg_pool,
-    "clamp": lambda n: "", "lut": lambda n: "",
-    **{op: _check_movement for op in ("transpose", "concat", "pad", "copy", "reshape")},
-}
+def exact(node: Node) -> str:
+    """Ops whose TOSA sequence is exact on their whole domain (no rescale range to bound)."""
+    return ""
 
 
 def _int8_activations(node: Node) -> str:
@@ -200,12 +192,14 @@ def tosa_support(node: Node) -> tuple[bool, str]:
         >>> tosa_support(softmax_node)
         (False, 'softmax: TOSA 1.0 has no softmax, ...')
     """
-    if node.op in NOT_LOWERED:
-        return False, NOT_LOWERED[node.op]
-    check = CHECKS.get(node.op)
-    if check is None:
+    from mcutorch.backends.tosa.rules import RULES  # rules.py pairs each check with a lowering
+
+    reason = ops.ALL[node.op].tosa if node.op in ops.ALL else ""
+    if reason:
+        return False, reason
+    if node.op not in RULES:
         return False, f"{node.op}: no TOSA lowering"
-    why = _int8_activations(node) or check(node)
+    why = _int8_activations(node) or RULES[node.op][0](node)
     return (not why), why
 
 

@@ -1,0 +1,95 @@
+"""The shape of a registry entry: `OpDef` (one op) and `Source` (one aten overload it comes from)."""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+VARIADIC = "*"  # operand list of any length (concat inputs, delegate I/O)
+DEFAULT_VARIANT = "default"  # the kernel every op has: MVE, DSP and pure-C paths in one C function
+
+# How the quantizer annotates an aten node (frontend/quantizer.py implements each rule).
+QUANT_RULES = {
+    "mac": "int8 input, int8 symmetric weight (per channel), int32 bias at s_in * s_w; a "
+           "following ReLU/ReLU6/clamp is fused (only its output is observed)",
+    "binary": "each float tensor input gets the activation spec; a following activation fuses",
+    "activation": "a standalone ReLU/ReLU6/hardtanh/clamp: input and output observed",
+    "shared": "the output and every further tensor input share the first input's qparams",
+    "fixed": "the output takes fixed qparams (Source.qparams); the input is observed",
+    "free": "input and output each observed",
+}
+# How an IR op's output qparams relate to its inputs' (passes/requant.py enforces "shared").
+QPARAM_RULES = {
+    "own": "the output has its own qparams; the op requantizes",
+    "shared": "the output has its inputs' qparams; a rescale is inserted where they differ",
+    "fixed": "the output qparams are fixed by the op's definition",
+}
+# Ways two operands of one op may share bytes (the planner uses only these; readers reject the
+# rest). "inplace": the output over an input of the same size that dies at this op (element-wise
+# kernels read element i before writing it).
+ALIAS_KINDS = ("inplace",)
+
+
+@dataclass(frozen=True)
+class Source:
+    """An aten overload an op is lifted from: `aten` is str(torch.ops.aten.<op>.<overload>)."""
+
+    aten: str
+    quant: str  # a QUANT_RULES key
+    qparams: tuple[float, int] | None = None  # "fixed": output (scale, zero point)
+    fn: Callable | None = None  # lut sources: the float function, float64 array -> array
+
+    def __post_init__(self):
+        assert self.aten.startswith("aten."), self.aten
+        assert self.quant in QUANT_RULES, self.quant
+        assert (self.qparams is not None) == (self.quant == "fixed"), self.aten
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One op. `opcode` None = IR only (never stored in a program: `reshape` is a free view)."""
+
+    name: str  # Python name; the C opcode is MT_OP_<NAME.upper()>, the kernel mt_<name>_s8
+    opcode: int | None
+    inputs: tuple[str, ...]  # operand names, activations first; VARIADIC = any number
+    outputs: tuple[str, ...]
+    attrs: tuple[str, ...]  # int32 attributes, stored in this order
+    layouts: dict = field(default_factory=dict)  # operand name -> memory layout
+    variants: tuple[str, ...] = (DEFAULT_VARIANT,)  # kernel variants; index stored per op record
+    doc: str = ""
+    family: str = ""  # runtime/kernels/<family>/ holds its C kernel; "" = no kernel
+    sources: tuple[Source, ...] = ()  # aten overloads lifted into this op
+    qparams: str = "own"  # a QPARAM_RULES key
+    fusable: bool = False  # a following clamp folds into its act_min/act_max
+    alias: tuple[str, ...] = ()  # ALIAS_KINDS its operands may use
+    macs: Callable | None = None  # (input shapes, output shapes, attrs) -> multiply-accumulates
+    c_sources: dict = field(default_factory=dict)  # variant -> C files under runtime/kernels
+    tosa: str = ""  # "" = lowered to TOSA 1.0 (backends/tosa/rules.py); else why not
+
+    def __post_init__(self):
+        assert self.qparams in QPARAM_RULES, (self.name, self.qparams)
+        assert set(self.alias) <= set(ALIAS_KINDS), (self.name, self.alias)
+        assert self.variants[0] == DEFAULT_VARIANT and len(self.variants) <= 4, self.name
+        assert set(self.c_sources) <= set(self.variants), self.name
+        assert not self.fusable or {"act_min", "act_max"} <= set(self.attrs), self.name
+
+    @property
+    def c_name(self) -> str:
+        return "MT_OP_" + self.name.upper()
+
+    @property
+    def has_kernel(self) -> bool:
+        return bool(self.family)
+
+    def attr_index(self, attr: str) -> int:
+        return self.attrs.index(attr)
+
+    def kernel_function(self, variant: str = DEFAULT_VARIANT) -> str:
+        """C function of (op, variant): mt_<op>_s8, or mt_<op>_<variant>_s8."""
+        suffix = "" if variant == DEFAULT_VARIANT else f"_{variant}"
+        return f"mt_{self.name}{suffix}_s8"
+
+    def kernel_sources(self, variant: str = DEFAULT_VARIANT) -> tuple[str, ...]:
+        """C files (relative to runtime/kernels) implementing (op, variant); the first defines
+        its function. Default: <family>/<function>.c."""
+        assert self.family and variant in self.variants, (self.name, variant)
+        return self.c_sources.get(variant, (f"{self.family}/{self.kernel_function(variant)}.c",))

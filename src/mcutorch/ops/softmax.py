@@ -1,0 +1,18 @@
+"""Softmax (runtime/kernels/softmax/): an exact integer definition of our own."""
+from __future__ import annotations
+
+from mcutorch.ops.defs import OpDef, Source
+
+SOFTMAX = (1 / 256, -128)  # fixed output qparams
+
+OPS = (
+    OpDef("softmax", 10, ("x", "exp_table"), ("y",), (),
+          {"x": "rows along the last axis", "exp_table": "int32[256]: round(2^16 exp(-s_in d))"},
+          family="softmax",
+          sources=(Source("aten.softmax.int", "fixed", SOFTMAX),
+                   Source("aten._softmax.default", "fixed", SOFTMAX)),
+          qparams="fixed",
+          tosa="softmax: TOSA 1.0 has no softmax, and no exact TOSA sequence reproduces our "
+               "row-wise exp-table / integer-divide definition; it runs on the CPU",
+          doc="output qparams fixed (1/256, -128); see docs/numerics.md"),
+)
