@@ -55,6 +55,18 @@ class Skip(torch.nn.Module):
         return self.f2(torch.softmax(a, dim=-1)) + a, torch.softmax(x.reshape(2, 8), dim=-1)
 
 
+class MinMax(torch.nn.Module):
+    """maximum and minimum between convolutions: RESCALE, MAXIMUM/MINIMUM on int32, RESCALE."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(3, 8, 1)
+
+    def forward(self, x):
+        a, b = self.a(x), self.b(x)
+        return torch.minimum(torch.maximum(a, b), F.relu(a))
+
+
 def _model(name: str):
     torch.manual_seed(0)
     if name == "kws":
@@ -62,8 +74,8 @@ def _model(name: str):
 
         model = build("kws").eval()
         return model, [example_input(model, seed=i) for i in range(3)]
-    model = {"smooth": Smooth, "skip": Skip}[name]().eval()
-    shape = (1, 3, 16, 16) if name == "smooth" else (1, 16)
+    model = {"smooth": Smooth, "skip": Skip, "minmax": MinMax}[name]().eval()
+    shape = (1, 16) if name == "skip" else (1, 3, 16, 16)
     return model, [torch.randn(shape) for _ in range(3)]
 
 
@@ -105,6 +117,14 @@ def test_u55_and_u85_split_differently():
            if r["on"] == "CPU"}
     assert "kernel <= 8x8" in why["avg_pool2d"] and "no softmax" in why["softmax"]
     assert len(compiled("smooth", U55).program.delegates) == 3
+
+
+@pytest.mark.parametrize("target", [U55, U85])
+def test_maximum_minimum_go_to_the_npu(target):
+    """Vela takes the int32 MAXIMUM/MINIMUM sequence on U55 and U85: one delegate, no CPU op."""
+    rows = placement(compiled("minmax", target))
+    assert {op for op, _, _ in rows} >= {"maximum", "minimum"}
+    assert {(on, dlg) for _, on, dlg in rows} == {("NPU", 0)}
 
 
 def test_partition_stays_acyclic_and_views_stay_outside():
@@ -197,7 +217,8 @@ def test_verify_runs_the_tosa_check(monkeypatch):
 
 # ----------------------------------------------------------------------------- executors
 
-CASES = [("smooth", U55), ("smooth", U85), ("skip", U55), ("kws", U55)]
+CASES = [("smooth", U55), ("smooth", U85), ("skip", U55), ("kws", U55), ("minmax", U55),
+         ("minmax", U85)]
 
 
 @pytest.mark.parametrize("name,target", CASES)

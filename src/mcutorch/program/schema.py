@@ -79,7 +79,6 @@ from __future__ import annotations
 import struct
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
