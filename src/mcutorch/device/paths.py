@@ -5,7 +5,8 @@ In a checkout the sources sit at the repository root (``runtime/``, ``boards/``,
 ``mcutorch/device/csrc/``. `SOURCES` is whichever exists (``MCUTORCH_SOURCES`` overrides).
 Builds (host runners, firmware, the QEMU plugin) are cached under ``build/`` in a checkout and
 under ``$XDG_CACHE_HOME/mcutorch`` (default ``~/.cache/mcutorch``) for an installed package;
-``MCUTORCH_CACHE`` overrides both.
+``MCUTORCH_CACHE`` overrides both. Nothing is ever written next to the packaged sources
+(site-packages may be read-only, and is shared by every user of the environment).
 
     >>> (RUNTIME / "include" / "mcutorch.h").is_file()
     True
@@ -23,7 +24,11 @@ def _sources() -> Path:
     env = os.environ.get("MCUTORCH_SOURCES")
     if env:
         return Path(env)
-    return _PACKAGED if (_PACKAGED / "runtime").is_dir() else _CHECKOUT
+    if (_PACKAGED / "runtime").is_dir():  # an installed wheel (setup.py copies the trees)
+        return _PACKAGED
+    if (_CHECKOUT / "runtime").is_dir():  # a checkout (also an editable install)
+        return _CHECKOUT
+    return _PACKAGED  # neither: an install without its package data; errors name csrc/
 
 
 def _cache() -> Path:
