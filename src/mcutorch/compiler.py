@@ -98,14 +98,12 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
         ...                        board="mps3-an547")
     """
     from mcutorch.api import CompiledModel
-    from mcutorch.device.boards import can_run
+    from mcutorch.device.boards import require_can_run
 
     t0 = time.perf_counter()
     tgt = parse_target(target)
     if board:
-        ok, why = can_run(board, tgt)
-        if not ok:
-            raise TargetError(why)
+        require_can_run(board, tgt)
     regions, board_name = resolve_regions(board, memory)
     graph = build_graph(qmodel, example_inputs)
     if progress:
