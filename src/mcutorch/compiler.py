@@ -52,14 +52,14 @@ def compile_graph(graph: Graph, target: Target, regions: list[Region], board: st
     lowered graph. `verify`, `emit_tosa`, `npu_fallback`, `npu_options`: see `compile`."""
     from mcutorch.program.emit import build_program
 
-    cortex_m.select_kernels(graph, target)
+    cortex_m.select_kernels(graph)
     npu = None
     if target.npu:
         from mcutorch.backends.ethos_u import delegate_graph
 
         npu = delegate_graph(graph, target.npu, fallback=npu_fallback, verify=verify,
                              emit_tosa=emit_tosa, options=npu_options)
-        cortex_m.select_kernels(graph, target)  # the copies the delegates added
+        cortex_m.select_kernels(graph)  # the copies the delegates added
     elif emit_tosa is not None:
         from mcutorch.backends import tosa
 
