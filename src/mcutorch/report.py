@@ -99,7 +99,8 @@ def render(info: dict) -> str:
         base = f" @0x{r['base']:08x}" if r["base"] is not None else ""
         lines.append(f"  {r['name']:<8}{base} {r['bytes']:>10,} B{cap} (rank {r['rank']}"
                      f"{', NPU' if r['npu'] else ''})")
-    lines.append(f"  live lower bound {info['lower_bound']:,} B")
+    if info["lower_bound"] is not None:  # a stripped program has no plan metadata
+        lines.append(f"  live lower bound {info['lower_bound']:,} B")
     for kind in ("inputs", "outputs"):
         for tt in info[kind]:
             lines.append(f"{kind[:-1]} {tt['name']}: {tt['dtype']}{tt['shape']} {_qp(tt)} "

@@ -375,6 +375,15 @@ def test_writer_refuses_switches_the_target_does_not_have():
         "nodsp", "nofp")  # canonical order, each once
 
 
+def test_inspect_names_the_recorded_target():
+    from mcutorch.report import describe, render
+
+    info = describe(copy_program("cortex-m33+nodsp+nofp"))
+    assert info["target"]["name"] == "cortex-m33+nodsp+nofp"
+    assert info["target"]["switches"] == ["nodsp", "nofp"] and info["target"]["isa"] == "scalar"
+    assert render(info).startswith("model '' for cortex-m33+nodsp+nofp (isa scalar")
+
+
 def test_target_of_a_bad_record_is_refused():
     from mcutorch.errors import TargetError
 
