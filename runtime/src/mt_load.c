@@ -228,7 +228,8 @@ static mt_status mt_check_io_section(mt_model *m, const uint8_t *io, uint32_t si
 
 static mt_status mt_check_target_record(const mt_target_t *t)
 {
-    MT_REQUIRE(t->reserved == 0 && t->reserved2 == 0, MT_ERR_BAD_TARGET);
+    MT_REQUIRE(t->reserved2 == 0 && (t->switches & ~MT_TARGET_SWITCHES_KNOWN) == 0,
+               MT_ERR_BAD_TARGET);
     MT_REQUIRE(t->cpu < MT_CPU_COUNT && t->isa < MT_ISA_COUNT, MT_ERR_BAD_TARGET);
     MT_REQUIRE(t->npu < MT_NPU_COUNT && t->rounding < MT_ROUNDING_COUNT, MT_ERR_BAD_TARGET);
     return MT_STATUS_OK;

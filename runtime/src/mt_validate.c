@@ -1,8 +1,9 @@
 /* mt_validate.c - mt_load, second half: the semantic checks of src/mcutorch/program/validate.py
- * (target flags -> regions -> tensors -> delegates -> ops -> io), then the op flags of
- * reader.py. The raw checks of mt_load.c have passed: every record is in bounds, enum ids are
- * known, op operand and attribute ranges lie inside OPERANDS and ATTRS, tensor sizes equal
- * prod(shape) x element size. METADATA checks ("sources" indices, JSON) are Python-only. */
+ * (target flags, switches and ISA level -> regions -> tensors -> delegates -> ops -> io), then
+ * the op flags of reader.py. The raw checks of mt_load.c have passed: every record is in
+ * bounds, enum ids and switch bits are known, op operand and attribute ranges lie inside
+ * OPERANDS and ATTRS, tensor sizes equal prod(shape) x element size. METADATA checks
+ * ("sources" indices, JSON) are Python-only. */
 #include <string.h>
 
 #include "mt_internal.h"
@@ -233,10 +234,39 @@ static mt_status mt_check_io_list(const mt_model *m, const int32_t *idx, uint32_
     return MT_STATUS_OK;
 }
 
+/* Switches the CPU takes and its ISA level without switches (mt_program.h, from targets.py). */
+static const uint8_t mt_cpu_switches[MT_CPU_COUNT] = {
+#define MT_CPU_SWITCHES(name, id, switches, isa) [id] = (uint8_t)(switches),
+    MT_CPU_LIST(MT_CPU_SWITCHES)
+#undef MT_CPU_SWITCHES
+};
+static const uint8_t mt_cpu_isa[MT_CPU_COUNT] = {
+#define MT_CPU_ISA(name, id, switches, isa) [id] = (uint8_t)(isa),
+    MT_CPU_LIST(MT_CPU_ISA)
+#undef MT_CPU_ISA
+};
+
+/* validate.py check_target: no program flags; switches the CPU takes; the ISA level they give
+ * (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids are in range (mt_load.c). */
+static mt_status mt_check_target(const mt_target_t *t)
+{
+    uint32_t isa = mt_cpu_isa[t->cpu];
+    MT_REQUIRE(t->flags == 0, MT_ERR_BAD_TARGET);
+    MT_REQUIRE((t->switches & ~(uint32_t)mt_cpu_switches[t->cpu]) == 0, MT_ERR_BAD_TARGET);
+    if ((t->switches & MT_TARGET_SWITCH_NOMVE) && isa == MT_ISA_MVE) {
+        isa = MT_ISA_DSP;
+    }
+    if ((t->switches & MT_TARGET_SWITCH_NODSP) && isa == MT_ISA_DSP) {
+        isa = MT_ISA_SCALAR;
+    }
+    MT_REQUIRE(t->isa == isa, MT_ERR_BAD_TARGET);
+    return MT_STATUS_OK;
+}
+
 mt_status mt_validate_program(const mt_model *m)
 {
     uint32_t i;
-    MT_REQUIRE(m->target->flags == 0, MT_ERR_BAD_TARGET);
+    MT_TRY(mt_check_target(m->target));
     MT_TRY(mt_check_regions(m));
     for (i = 0; i < m->n_tensors; i++) {
         MT_TRY(mt_check_tensor(m, &m->tensors[i]));

@@ -124,7 +124,7 @@ class CompiledModel:
 
     def __repr__(self) -> str:
         s = self.summary()
-        return (f"<CompiledModel {self.program.target.cpu} ops={s['ops']} "
+        return (f"<CompiledModel {self.program.target.name} ops={s['ops']} "
                 f"bytes={s['program_bytes']} ram={s['regions']}>")
 
 

@@ -5,7 +5,7 @@
     mcutorch run model.mtp --input x.npy --output y.npy [--board mps3-an547 [--profile [--exact]]]
     mcutorch inspect model.mtp [--json]
     mcutorch build model.mtp --board mps3-an547 -o model.elf
-    mcutorch export-c model.mtp --target cortex-m55 -o out/
+    mcutorch export-c model.mtp -o out/
 """
 from __future__ import annotations
 
@@ -225,7 +225,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(fn=cmd_inspect)
     e = sub.add_parser("export-c", help="write a standalone C project (runtime + model)")
     e.add_argument("program")
-    e.add_argument("--target", help="CPU flags for the Makefile (default: the program's CPU)")
+    e.add_argument("--target", help="a check: the program's own target (same CPU and switches; "
+                   "the Makefile's CPU flags always come from the program)")
     e.add_argument("-o", "--output", default="out")
     e.set_defaults(fn=cmd_export_c)
     return ap

@@ -52,14 +52,14 @@ def compile_graph(graph: Graph, target: Target, regions: list[Region], board: st
     lowered graph. `verify`, `emit_tosa`, `npu_fallback`, `npu_options`: see `compile`."""
     from mcutorch.program.emit import build_program
 
-    cortex_m.select_kernels(graph, target)
+    cortex_m.select_kernels(graph)
     npu = None
     if target.npu:
         from mcutorch.backends.ethos_u import delegate_graph
 
         npu = delegate_graph(graph, target.npu, fallback=npu_fallback, verify=verify,
                              emit_tosa=emit_tosa, options=npu_options)
-        cortex_m.select_kernels(graph, target)  # the copies the delegates added
+        cortex_m.select_kernels(graph)  # the copies the delegates added
     elif emit_tosa is not None:
         from mcutorch.backends import tosa
 
@@ -98,14 +98,12 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
         ...                        board="mps3-an547")
     """
     from mcutorch.api import CompiledModel
-    from mcutorch.device.boards import can_run
+    from mcutorch.device.boards import require_can_run
 
     t0 = time.perf_counter()
     tgt = parse_target(target)
     if board:
-        ok, why = can_run(board, tgt)
-        if not ok:
-            raise TargetError(why)
+        require_can_run(board, tgt)
     regions, board_name = resolve_regions(board, memory)
     graph = build_graph(qmodel, example_inputs)
     if progress:

@@ -53,7 +53,8 @@ def describe(p: Program) -> dict:
                     "source": p.op_source(i), "cpu_version_of": owner.get(i)})
     return {
         "model": meta.get("model", ""),
-        "target": {"cpu": p.target.cpu, "isa": p.target.isa, "npu": p.target.npu,
+        "target": {"name": p.target.name, "cpu": p.target.cpu, "isa": p.target.isa,
+                   "switches": list(p.target.switches), "npu": p.target.npu,
                    "rounding": p.target.rounding},
         "options": meta.get("options", {}),
         "regions": [{"name": r.name, "bytes": r.size, "capacity": r.capacity, "rank": r.rank,
@@ -77,7 +78,7 @@ def _qp(t: dict) -> str:
 def render(info: dict) -> str:
     """Human-readable tables of the description."""
     t = info["target"]
-    lines = [f"model {info['model']!r} for {info['options'].get('target', t['cpu'])} "
+    lines = [f"model {info['model']!r} for {t['name']} "
              f"(isa {t['isa']}, npu {t['npu']}, rounding {t['rounding']})",
              f"{'#':>3} {'op':<17} {'variant':<7} {'input':<22} {'output':<22} {'qparams':<18} "
              f"{'MACs':>10} {'out bytes':>9}  at / source"]
@@ -98,7 +99,8 @@ def render(info: dict) -> str:
         base = f" @0x{r['base']:08x}" if r["base"] is not None else ""
         lines.append(f"  {r['name']:<8}{base} {r['bytes']:>10,} B{cap} (rank {r['rank']}"
                      f"{', NPU' if r['npu'] else ''})")
-    lines.append(f"  live lower bound {info['lower_bound']:,} B")
+    if info["lower_bound"] is not None:  # a stripped program has no plan metadata
+        lines.append(f"  live lower bound {info['lower_bound']:,} B")
     for kind in ("inputs", "outputs"):
         for tt in info[kind]:
             lines.append(f"{kind[:-1]} {tt['name']}: {tt['dtype']}{tt['shape']} {_qp(tt)} "

@@ -310,10 +310,12 @@ static void test_corruptions(void)
 {
     spec s;
     mt_model m;
-    uint32_t size, u32 = 0xFFFFFFFFu, tensors, ops, io;
-    uint16_t u16 = 99;
+    uint32_t size, u32 = 0xFFFFFFFFu, tensors, ops, io, target;
+    uint16_t u16 = 99, nomve = MT_TARGET_SWITCH_NOMVE, nodsp = MT_TARGET_SWITCH_NODSP;
+    uint16_t unknown = MT_TARGET_SWITCHES_KNOWN + 1u, none = 0;
     copy_program(&s);
     size = assemble(&s);
+    target = section_at(MT_SECTION_TARGET);
     tensors = section_at(MT_SECTION_TENSORS);
     ops = section_at(MT_SECTION_OPS);
     io = section_at(MT_SECTION_IO);
@@ -332,6 +334,13 @@ static void test_corruptions(void)
     CHECK_IS(load_patched(size, ops, &u16, 2), MT_OK);
     CHECK_IS(load_patched(size, tensors + 48 + 32, "\x20", 1), MT_ERR_BAD_OFFSET);
     CHECK_IS(load_patched(size, tensors + 48 + 32, "\x10", 1), MT_OK);
+    /* TARGET switches (Cortex-M55, MVE): +nomve needs ISA dsp, +nodsp is not an M55 switch */
+    CHECK_IS(load_patched(size, target + 6, &nomve, 2), MT_ERR_BAD_TARGET);
+    CHECK_IS(load_patched(size, target + 4, "\1", 1), MT_OK); /* cortex-m55+nomve, dsp */
+    CHECK_IS(load_patched(size, target + 6, &nodsp, 2), MT_ERR_BAD_TARGET);
+    CHECK_IS(load_patched(size, target + 6, &unknown, 2), MT_ERR_BAD_TARGET);
+    CHECK_IS(load_patched(size, target + 6, &none, 2), MT_ERR_BAD_TARGET); /* M55 is mve */
+    CHECK_IS(load_patched(size, target + 4, "\2", 1), MT_OK);
     CHECK_IS(load_patched(size, io + 12, &u32, 4), MT_ERR_BAD_IO);
     CHECK_IS(load_patched(size, MT_HEADER_RECORD_SIZE + 4, "\x08", 1), MT_ERR_BAD_SECTION);
 }

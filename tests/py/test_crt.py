@@ -19,7 +19,8 @@ from mcutorch.errors import ProgramError
 from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
 from mcutorch.ref.interpreter import Interpreter
-from test_program import CORRUPT, _apply, _sweep, build_program
+from test_program import (CORRUPT, SWITCH_CASES, _apply, _sweep, build_program, copy_program,
+                          every_target_name, patch, switch_case_files)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
@@ -156,12 +157,17 @@ def random_mutations(blob: bytes, n: int, seed: int) -> list[bytes]:
 def verdicts(tiny, kws) -> list[tuple[int, int]]:
     """(Python, C) verdict pairs on: every field of the tiny program overwritten with extreme
     values, 2000 random multi-mutations of it and of KWS (CRC fixed), the targeted corruptions
-    of test_program and their stripped twins."""
+    of test_program and their stripped twins, the TARGET switch-bit cases, and a program for
+    every target name with every value of its TARGET switches field swept."""
     blobs = [tiny.to_bytes(), tiny.stripped().to_bytes(), kws[0].to_bytes()]
     files = list(_sweep(blobs[0]))
     files += random_mutations(blobs[0], 1000, seed=1) + random_mutations(blobs[2], 1000, seed=2)
     files += [corrupt(b) for corrupt in CORRUPT.values() for b in blobs[:2]
               if not (corrupt is CORRUPT["bad_metadata"] and b is blobs[1])]
+    files += [blob for blob, _ in switch_case_files()]
+    for name in every_target_name():
+        blob = copy_program(name).to_bytes()
+        files += [patch(blob, "target", 0, "switches", bits) for bits in range(16)]
     return list(zip(python_codes_without_metadata(files), crt.check_host(files)))
 
 
@@ -170,6 +176,17 @@ def test_c_and_python_verdicts_agree(verdicts):
     counts = Counter(crt.status_name(c) for _, c in verdicts)
     print(f"{len(verdicts)} files, verdicts: {dict(counts)}")
     assert not wrong, f"{len(wrong)} disagreements (index, python, C): {wrong[:20]}"
+
+
+def test_c_loader_checks_target_switches():
+    """The C loader takes every valid target's program and refuses, as the Python reader does,
+    unknown switch bits, switches the CPU lacks and ISA levels the switches do not give."""
+    assert crt.check_host([copy_program(n).to_bytes() for n in every_target_name()]) == [0] * len(
+        every_target_name())
+    cases = switch_case_files()
+    expected = [S.ERROR_CODES[reason] if reason else 0 for _, reason in cases]
+    assert crt.check_host([blob for blob, _ in cases]) == expected, SWITCH_CASES
+    assert [python_code(blob) for blob, _ in cases] == expected
 
 
 def test_every_named_error_is_reached(verdicts):

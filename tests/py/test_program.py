@@ -167,7 +167,7 @@ def test_save_load(tmp_path, program):
 def test_layout(blob):
     h = S.HEADER.unpack(blob)
     assert blob[:4] == b"MCUT" and h["file_size"] == len(blob)
-    assert (h["version_major"], h["version_minor"]) == (1, 0)
+    assert (h["version_major"], h["version_minor"]) == (1, 2)
     assert h["crc32"] == zlib.crc32(blob[16:])
     assert (S.HEADER.size, S.SECTION.size, S.TARGET.size, S.REGION.size, S.TENSOR.size,
             S.OP.size, S.IO.size, S.DELEGATE.size, S.BINDING.size) == (
@@ -236,7 +236,8 @@ def test_writer_refuses_invalid_programs(program):
 
 
 def test_version_error_names_the_supported_version(blob):
-    with pytest.raises(ProgramError, match=r"format 2\.0; this mcutorch reads format 1\.x"):
+    want = rf"format 2\.{S.VERSION_MINOR}; this mcutorch reads format 1\.x \(up to 1\.{S.VERSION_MINOR}\)"
+    with pytest.raises(ProgramError, match=want):
         Program.from_bytes(patch(blob, "header", 0, "version_major", 2))
 
 
@@ -251,6 +252,154 @@ def test_ids_agree_with_targets():
     assert {n: i for i, n in enumerate(S.CPUS)} == targets.CPU_IDS
     assert {("" if n == "none" else n): i for i, n in enumerate(S.NPUS)} == targets.NPU_IDS
     assert {n: i for i, n in enumerate(S.ISAS)} == targets.ISA_IDS
+    assert S.TARGET_SWITCHES == targets.SWITCH_ORDER
+
+
+# ----------------------------------------------------------------------------------------------
+# the target: CPU, ISA level, switch bits and NPU as the compile decided them (format 1.1)
+
+
+def copy_program(target: str) -> Program:
+    """y = copy(x) in one region, compiled (by hand) for `target`."""
+    from mcutorch.targets import parse_target
+
+    tensors = [TensorInfo.arena("int8", (1, 4), 0, 0, 0.5),
+               TensorInfo.arena("int8", (1, 4), 0, 16, 0.5)]
+    return Program(TargetInfo.of(parse_target(target)), [RegionInfo("ram", 32)], tensors,
+                   [OpInfo("copy", [0], [1])], [0], [1])
+
+
+def every_target_name() -> list[str]:
+    """Every CPU with every combination of its switches, without and with an NPU."""
+    from itertools import combinations
+
+    from mcutorch.targets import CPUS
+
+    names = []
+    for cpu in CPUS.values():
+        for k in range(len(cpu.switches) + 1):
+            for chosen in combinations(cpu.switches, k):
+                names.append("+".join((cpu.name, *chosen)))
+    return names + [f"{n}+ethos-u55-128" for n in names if n.startswith("cortex-m55")]
+
+
+def test_every_target_round_trips_through_a_program():
+    from mcutorch.targets import parse_target, valid_target_names
+
+    names = every_target_name()
+    assert set(valid_target_names()) <= set(names) and "cortex-m33+nodsp+nofp" in names
+    for name in names:
+        t = parse_target(name)
+        blob = copy_program(name).to_bytes()
+        back = Program.from_bytes(blob).target
+        assert back.name == t.name == name
+        assert back.as_target() == t  # the whole Target: switches, features, gcc flags
+        assert (back.cpu, back.isa, back.switches) == (t.cpu, t.isa, t.switches)
+        bits = S.TARGET.unpack(blob, sections(blob)["target"][0])["switches"]
+        assert bits == sum(S.TARGET_SWITCH_BITS[s] for s in t.switches)
+
+
+def test_switch_bits_are_the_documented_ones():
+    assert (S.TARGET_SWITCH_NODSP, S.TARGET_SWITCH_NOMVE, S.TARGET_SWITCH_NOFP) == (1, 2, 4)
+    assert S.TARGET_SWITCHES_KNOWN == 7
+    blob = copy_program("cortex-m4+nofp").to_bytes()
+    off = sections(blob)["target"][0]
+    assert blob[off:off + 8] == bytes([3, 0, 0, 0, 1, 0, 4, 0])  # cpu 3, npu 0, dsp, single, nofp
+
+
+def test_programs_without_switches_are_format_1_0_but_the_version():
+    """A target without switches writes exactly the 1.0 bytes (TARGET.switches was reserved 0),
+    and a 1.0 program (or one of a newer minor) still loads."""
+    blob = copy_program("cortex-m55").to_bytes()
+    off = sections(blob)["target"][0]
+    assert blob[off + 6:off + 8] == b"\0\0"
+    for minor in (0, 9):
+        old = patch(blob, "header", 0, "version_minor", minor)
+        assert Program.from_bytes(old) == Program.from_bytes(blob)
+
+
+def test_unknown_opcode_is_refused_by_name():
+    """An opcode past the registry (a program from a newer mcutorch) is refused, naming it."""
+    blob = patch(copy_program("cortex-m55").to_bytes(), "ops", 0, "opcode", len(ops.OPS))
+    with pytest.raises(ProgramError, match=f"opcode {len(ops.OPS)} is unknown") as err:
+        Program.from_bytes(blob)
+    assert err.value.reason == "bad_op"
+
+
+# (target, TARGET fields to patch, reason or None): switches must be known, taken by the CPU,
+# and give the recorded ISA level. The C loader must agree (test_crt).
+SWITCH_CASES = [
+    ("cortex-m4", {"switches": S.TARGET_SWITCH_NOMVE}, "bad_target"),  # M4 has no MVE to drop
+    ("cortex-m4", {"switches": S.TARGET_SWITCH_NODSP}, "bad_target"),  # DSP is not optional
+    ("cortex-m4", {"switches": S.TARGET_SWITCH_NOFP}, None),
+    ("cortex-m0", {"switches": S.TARGET_SWITCH_NOFP}, "bad_target"),
+    ("cortex-m55", {"switches": S.TARGET_SWITCH_NODSP}, "bad_target"),
+    ("cortex-m55", {"switches": S.TARGET_SWITCH_NOFP}, "bad_target"),  # MVE needs the FPU
+    ("cortex-m55", {"switches": S.TARGET_SWITCH_NOMVE}, "bad_target"),  # ISA still mve
+    ("cortex-m55", {"switches": S.TARGET_SWITCH_NOMVE, "isa": 1}, None),
+    ("cortex-m55", {"switches": 0x8}, "bad_target"),  # unknown bit
+    ("cortex-m55", {"switches": 0x8000}, "bad_target"),
+    ("cortex-m55", {"switches": 0xFFFF}, "bad_target"),
+    ("cortex-m55", {"isa": 1}, "bad_target"),  # dsp without +nomve
+    ("cortex-m55+nomve", {"switches": 0}, "bad_target"),  # ISA dsp, but plain M55 is mve
+    ("cortex-m85+nomve", {"isa": 2}, "bad_target"),
+    ("cortex-m33", {"switches": S.TARGET_SWITCH_NODSP}, "bad_target"),  # ISA still dsp
+    ("cortex-m33", {"switches": S.TARGET_SWITCH_NODSP | S.TARGET_SWITCH_NOFP, "isa": 0}, None),
+    ("cortex-m33+nodsp", {"isa": 1}, "bad_target"),
+    ("cortex-m33+nodsp+nofp", {"switches": S.TARGET_SWITCH_NOFP}, "bad_target"),  # isa scalar
+    ("cortex-m35p", {"switches": S.TARGET_SWITCH_NOMVE}, "bad_target"),
+    ("cortex-m4+nofp", {"cpu": 4}, None),  # cortex-m7+nofp
+    ("cortex-m7+nofp", {"cpu": 2}, "bad_target"),  # M3 takes no +nofp
+    ("cortex-m0plus", {"isa": 1}, "bad_target"),
+]
+
+
+def switch_case_files() -> list[tuple[bytes, str | None]]:
+    out = []
+    for target, fields, reason in SWITCH_CASES:
+        blob = copy_program(target).to_bytes()
+        for name, value in fields.items():
+            blob = patch(blob, "target", 0, name, value)
+        out.append((blob, reason))
+    return out
+
+
+@pytest.mark.parametrize("case", range(len(SWITCH_CASES)))
+def test_switch_bits_are_checked(case):
+    blob, reason = switch_case_files()[case]
+    assert reason_of(blob) == reason, SWITCH_CASES[case]
+
+
+def test_writer_refuses_switches_the_target_does_not_have():
+    for info in (TargetInfo("cortex-m4", "dsp", switches=("nomve",)),
+                 TargetInfo("cortex-m55", "mve", switches=("nomve",)),
+                 TargetInfo("cortex-m55", "scalar"),
+                 TargetInfo("cortex-m33", "dsp", switches=("nofast",))):
+        p = copy_program("cortex-m55")
+        p.target = info
+        with pytest.raises(ProgramError) as e:
+            p.to_bytes()
+        assert e.value.reason == "bad_target", info
+    assert TargetInfo("cortex-m33", "scalar", switches=["nofp", "nodsp", "nofp"]).switches == (
+        "nodsp", "nofp")  # canonical order, each once
+
+
+def test_inspect_names_the_recorded_target():
+    from mcutorch.report import describe, render
+
+    info = describe(copy_program("cortex-m33+nodsp+nofp"))
+    assert info["target"]["name"] == "cortex-m33+nodsp+nofp"
+    assert info["target"]["switches"] == ["nodsp", "nofp"] and info["target"]["isa"] == "scalar"
+    assert render(info).startswith("model '' for cortex-m33+nodsp+nofp (isa scalar")
+
+
+def test_target_of_a_bad_record_is_refused():
+    from mcutorch.errors import TargetError
+
+    with pytest.raises(TargetError, match="ISA level 'scalar'"):
+        TargetInfo("cortex-m55", "scalar").as_target()
+    with pytest.raises(TargetError, match="does not take"):
+        TargetInfo("cortex-m4", "dsp", switches=("nomve",)).as_target()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -195,6 +195,23 @@ def can_run(board: str | Board, target: str | Target) -> tuple[bool, str]:
     return True, note
 
 
+def require_can_run(board: str | Board, target: str | Target) -> Board:
+    """`can_run`, raising `TargetError` with its reason when the board cannot run `target`.
+
+    This is what every refusal goes through (compile with a board, `toolchain.build_elf` and
+    so `firmware.build`, `qemu.run_elf` with a target); the decision itself is `can_run`'s.
+
+    >>> require_can_run("mps2-an505", "cortex-m55")
+    Traceback (most recent call last):
+    ...
+    mcutorch.errors.TargetError: mps2-an505 (cortex-m33, armv8-m.main) cannot run cortex-m55 ...
+    """
+    ok, reason = can_run(board, target)
+    if not ok:
+        raise TargetError(reason)
+    return get_board(board)
+
+
 def board_for(target: str | Target) -> str:
     """The board that runs `target` programs: the one with the same core, else the
     first board (smallest core first) that can run them.

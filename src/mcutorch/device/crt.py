@@ -230,21 +230,3 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
             defines[f"MT_ARENA{k}_REGION"] = f'"{r.name}"'
     return defines
 
-
-def target_name(program: Program) -> str:
-    """The target a program was compiled for: metadata options.target, else the CPU with the
-    feature switches that give the program's ISA level."""
-    from mcutorch.errors import TargetError
-    from mcutorch.targets import parse_target
-
-    name = ((program.metadata or {}).get("options") or {}).get("target")
-    if name:
-        return name
-    cpu, isa = program.target.cpu, program.target.isa
-    for candidate in (cpu, f"{cpu}+nomve", f"{cpu}+nodsp"):
-        try:
-            if parse_target(candidate).isa == isa:
-                return candidate
-        except TargetError:
-            continue
-    return cpu

@@ -339,8 +339,7 @@ def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
     """
     from mcutorch.device import firmware
 
-    firmware.check_board(program, board)
-    elf = firmware.build(program, board, profile=True)
+    elf = firmware.build(program, board, profile=True)  # TargetError if the board cannot run it
     files, args = firmware.runner_files(program, inputs)
     with tempfile.TemporaryDirectory(prefix="mcutorch-exact-run-") as tmp:
         counts = exact_counts(elf, board, args, cwd=tmp, files=files, timeout=timeout)

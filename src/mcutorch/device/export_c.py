@@ -9,8 +9,13 @@
       main.c              an example: load, bind state + arenas, set input, invoke, read output
       Makefile, CMakeLists.txt, mcutorch.mk
 
+The Makefile's CPU_FLAGS are the gcc flags of the target the program records (CPU and feature
+switches: a ``cortex-m55+nomve`` program gets ``-mcpu=cortex-m55+nomve``, a ``cortex-m4+nofp``
+one ``-mfloat-abi=soft``); the compile decided them, export-c does not choose again.
+
 Example:
-    >>> export_c(mcutorch.load("kws.mtp").program, "out/", target="cortex-m55")
+    >>> export_c(mcutorch.load("kws.mtp").program, "out/")            # doctest: +SKIP
+    >>> export_c(program, "out/", target="m55+nomve")  # a check, or TargetError # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -20,8 +25,9 @@ from pathlib import Path
 from mcutorch.device.kernels import kernel_table_c, sources_for
 from mcutorch.device.crt import core_sources, state_size
 from mcutorch.device.paths import INCLUDE_DIRS, RUNTIME
+from mcutorch.errors import TargetError
 from mcutorch.program.model import Program
-from mcutorch.targets import parse_target
+from mcutorch.targets import Target, parse_target
 
 
 def used_kernels(program: Program) -> set[tuple[str, str]]:
@@ -104,6 +110,7 @@ int main(void)
 
 MAKEFILE = """# Builds the exported model with arm-none-eabi-gcc:  make [CPU_FLAGS="..."]
 CC         = arm-none-eabi-gcc
+# the gcc flags of the target the program was compiled for: %(target)s
 CPU_FLAGS ?= %(cpu_flags)s
 include mcutorch.mk
 CFLAGS    += -std=c99 -Os -Wall -Wextra -ffunction-sections -fdata-sections $(CPU_FLAGS) \\
@@ -126,16 +133,57 @@ MCUTORCH_SOURCES  := %(sources)s
 CMAKE = """# CMake: add_subdirectory(<this folder>) then target_link_libraries(app mcutorch_model)
 cmake_minimum_required(VERSION 3.16)
 project(mcutorch_model C)
+# The CPU flags of the target the program was compiled for (%(target)s); your toolchain file
+# must agree (same CPU, switches and float ABI), or set this to match it.
+set(MCUTORCH_CPU_FLAGS "%(cpu_flags)s" CACHE STRING "CPU flags of the mcutorch program")
+separate_arguments(MCUTORCH_CPU_FLAGS_LIST UNIX_COMMAND "${MCUTORCH_CPU_FLAGS}")
 add_library(mcutorch_model STATIC model_program.c %(sources)s)
 target_include_directories(mcutorch_model PUBLIC mcutorch/include mcutorch/kernels .)
 target_compile_features(mcutorch_model PRIVATE c_std_99)
+target_compile_options(mcutorch_model PRIVATE ${MCUTORCH_CPU_FLAGS_LIST})
 """
 
 
-def export_c(program: Program, out, target: str | None = None) -> Path:
-    """Write a standalone C project for `program` into `out` (see the module docstring)."""
+def export_target(program: Program, target: str | Target | None = None) -> Target:
+    """The target an export of `program` is built for: the one the program records.
+
+    `target` (``--target``) is a check, not a choice: it must be compatible with the program,
+    meaning the same CPU and the same feature switches (the two decide the gcc flags and the
+    ISA level the compile picked kernels for; short names and any order of the parts are
+    fine). Its NPU, if it names one, must be the program's; without one it is accepted for an
+    NPU program too (the NPU changes no compiler flag). Anything else, such as ``cortex-m55``
+    for a ``cortex-m55+nomve`` program (MVE code for a core without MVE) or ``cortex-m7`` for a
+    ``cortex-m4`` program, is refused with TargetError: recompile the model for that target.
+
+    >>> from mcutorch.program.model import TargetInfo
+    >>> p = Program(TargetInfo("cortex-m55", "dsp", switches=("nomve",)), [], [], [], [], [])
+    >>> export_target(p).name, export_target(p, "m55+nomve").gcc_flags[0]
+    ('cortex-m55+nomve', '-mcpu=cortex-m55+nomve')
+    >>> export_target(p, "cortex-m55")
+    Traceback (most recent call last):
+    ...
+    mcutorch.errors.TargetError: the program was compiled for cortex-m55+nomve, not cortex-m55: ...
+    """
+    own = program.target.as_target()
+    if target is None:
+        return own
+    asked = parse_target(target)
+    if (asked.cpu, asked.switches) != (own.cpu, own.switches) or asked.npu not in (None, own.npu):
+        raise TargetError(
+            f"the program was compiled for {own.name}, not {asked.name}: export-c builds a "
+            f"program for the target it was compiled for (--target may only repeat its CPU and "
+            f"switches); recompile the model with --target {asked.name}, or leave --target out")
+    return own
+
+
+def export_c(program: Program, out, target: str | Target | None = None) -> Path:
+    """Write a standalone C project for `program` into `out` (see the module docstring).
+
+    The Makefile's CPU flags are the program's target's (`export_target`); `target`, when
+    given, must be compatible with it (same CPU and switches) or TargetError is raised before
+    anything is written."""
+    tgt = export_target(program, target)
     out = Path(out)
-    tgt = parse_target(target or program.target.cpu)
     lib = out / "mcutorch"
     for sub in ("include", "src", "kernels"):
         (lib / sub).mkdir(parents=True, exist_ok=True)
@@ -170,7 +218,9 @@ def export_c(program: Program, out, target: str | None = None) -> Path:
     mk_sources = " \\\n                     ".join(f"$(MCUTORCH_DIR)/{c[len('mcutorch/'):]}"
                                                    for c in copied)
     (out / "mcutorch.mk").write_text(MK % {"sources": mk_sources})
-    (out / "Makefile").write_text(MAKEFILE % {"cpu_flags": " ".join(tgt.gcc_flags)})
-    (out / "CMakeLists.txt").write_text(CMAKE % {"sources": " ".join(copied)})
+    flags = " ".join(tgt.gcc_flags)
+    (out / "Makefile").write_text(MAKEFILE % {"cpu_flags": flags, "target": tgt.name})
+    (out / "CMakeLists.txt").write_text(CMAKE % {"sources": " ".join(copied), "cpu_flags": flags,
+                                                 "target": tgt.name})
     return out
 

@@ -17,13 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from mcutorch.device.kernels import kernel_table_c, sources_for
-from mcutorch.device.toolchain import build_elf
-from mcutorch.device.boards import can_run
-from mcutorch.device.qemu import run_elf
-from mcutorch.device.crt import core_sources, firmware_defines, include_dirs, runner_sources, target_name
 from mcutorch.device import paths
-from mcutorch.errors import McutorchError, TargetError
+from mcutorch.device.crt import core_sources, firmware_defines, include_dirs, runner_sources
 from mcutorch.device.export_c import used_kernels
+from mcutorch.device.qemu import run_elf
+from mcutorch.device.toolchain import build_elf
+from mcutorch.errors import McutorchError
 from mcutorch.program.model import Program
 
 CACHE = paths.build_dir("firmware")
@@ -38,33 +37,27 @@ class BoardRun:
     per_op: dict[int, int] = field(default_factory=dict)  # op index -> instructions (--profile)
 
 
-def check_board(program: Program, board: str) -> str:
-    """The program's target name, or TargetError when the board's CPU cannot run it."""
-    target = target_name(program)
-    ok, why = can_run(board, target)
-    if not ok:
-        raise TargetError(f"board {board} cannot run this {target} program: {why}")
-    return target
-
-
 def build(program: Program, board: str, out: Path | None = None, profile: bool = False,
           opt: str = "-Os") -> Path:
     """Link the runner firmware for `program` on `board` (cached by content); returns the ELF.
 
-    Example:
+    The firmware is built for the target the program records (`program.target.as_target()`:
+    CPU, feature switches, so a ``cortex-m4+nofp`` program gets ``-mfloat-abi=soft``), not for
+    the board's CPU; `toolchain.build_elf` refuses (TargetError, `boards.can_run`) a board that
+    cannot run it. Example:
         >>> elf = build(mcutorch.load("kws.mtp").program, "mps3-an547")
     """
-    target = check_board(program, board)
+    target = program.target.as_target()
     used = used_kernels(program)
     defines = {**firmware_defines(program, board), "MT_RUN_MODEL_KERNELS": None}
     if profile:
         defines["MT_PROFILE"] = None
     table_c = kernel_table_c(used)
     sources = core_sources() + runner_sources(board=True) + sources_for(used)
-    key = hashlib.sha256(repr((board, target, sorted(defines.items()), opt, table_c,
+    key = hashlib.sha256(repr((board, target.name, sorted(defines.items()), opt, table_c,
                                [p.read_bytes() for p in sources + include_files()])).encode())
     folder = CACHE / key.hexdigest()[:16]
-    if out is None and (folder / "model.elf").exists():
+    if out is None and (folder / "model.elf").exists():  # built, so build_elf accepted the pair
         return folder / "model.elf"
     work = Path(tempfile.mkdtemp(prefix="build-", dir=CACHE.mkdir(parents=True, exist_ok=True)
                                  or CACHE))
@@ -112,13 +105,17 @@ def read_outputs(program: Program, folder: Path) -> list[np.ndarray]:
 
 def run(program: Program, inputs: list[np.ndarray], board: str, profile: bool = False,
         elf: Path | None = None) -> BoardRun:
-    """One inference of `program` on int8 NHWC `inputs` in QEMU's model of `board`."""
+    """One inference of `program` on int8 NHWC `inputs` in QEMU's model of `board`.
+
+    Without `elf`, builds (or reuses) the program's firmware, which checks the board; a given
+    `elf` is checked against the program's target by `run_elf`."""
+    target = None if elf is None else program.target.as_target()
     elf = elf or build(program, board, profile=profile)
     files, args = runner_files(program, inputs)
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)
-        result = run_elf(elf, board, args, cwd=tmp, target=target_name(program))
+        result = run_elf(elf, board, args, cwd=tmp, target=target)
         if not result.ok:
             raise McutorchError(f"firmware run on {board} failed: {result.fault or ''}"
                                 f"{result.stdout[-400:]}")

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from mcutorch.device.boards import Board, can_run, get_board
+from mcutorch.device.boards import Board, get_board, require_can_run
 from mcutorch.device.toolchain import ADDR2LINE, QEMU, find_tool
-from mcutorch.errors import TargetError, ToolchainError
+from mcutorch.errors import ToolchainError
 from mcutorch.targets import Target
 
 # ---------------------------------------------------------------------------------------
@@ -132,18 +132,15 @@ def run_elf(
     directory. `files` (name -> bytes, or a path to copy) are put there first. In a
     temporary directory, every file the firmware creates or changes is returned in
     `RunResult.files`. After `timeout` seconds QEMU is killed and the result has
-    ``timed_out=True``. With `target`, `can_run` is checked first (TargetError).
+    ``timed_out=True``. With `target`, `boards.require_can_run` checks first that the
+    board can run it (TargetError).
 
     >>> r = run_elf(elf, "mps2-an385", ["in.bin", "out.bin"],
     ...             files={"in.bin": b"\\x01\\x02"})                   # doctest: +SKIP
     >>> r.exit_code, r.files["out.bin"], r.instructions               # doctest: +SKIP
     (0, b'...', 1234)
     """
-    b = get_board(board)
-    if target is not None:
-        ok, reason = can_run(b, target)
-        if not ok:
-            raise TargetError(reason)
+    b = get_board(board) if target is None else require_can_run(board, target)
     elf = Path(elf)
     if not elf.is_file():
         raise FileNotFoundError(f"firmware not found: {elf}")

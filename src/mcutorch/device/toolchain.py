@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 from typing import Mapping, NamedTuple, Sequence
 
-from mcutorch.device.boards import BOARDS, Board, KiB, MiB, can_run, get_board
+from mcutorch.device.boards import BOARDS, Board, KiB, MiB, get_board, require_can_run
 from mcutorch.device import paths
-from mcutorch.errors import TargetError, ToolchainError
+from mcutorch.errors import ToolchainError
 from mcutorch.plan import Region
 from mcutorch.targets import Target, parse_target
 
@@ -143,11 +143,8 @@ def build_elf(
     >>> elf = build_elf(["hello.c"], [], "mps2-an385", "cortex-m0plus", "build/hello.elf",
     ...                 defines={"N": 16})                           # doctest: +SKIP
     """
-    b = get_board(board)
     t = parse_target(target)
-    ok, reason = can_run(b, t)
-    if not ok:
-        raise TargetError(reason)
+    b = require_can_run(board, t)
     gcc = find_tool(GCC)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -64,6 +64,7 @@ class OpDef:
     macs: Callable | None = None  # (input shapes, output shapes, attrs) -> multiply-accumulates
     c_sources: dict = field(default_factory=dict)  # variant -> C files under runtime/kernels
     tosa: str = ""  # "" = lowered to TOSA 1.0 (backends/tosa/rules.py); else why not
+    since: int = 0  # program format minor version (1.x) that added the opcode
 
     def __post_init__(self):
         assert self.qparams in QPARAM_RULES, (self.name, self.qparams)

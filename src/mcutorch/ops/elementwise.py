@@ -51,8 +51,8 @@ OPS = (
           doc="int8 -> int8 with new qparams"),
     OpDef("maximum", 16, ("a", "b"), ("y",), ACT, family="elementwise",
           sources=(Source("aten.maximum.default", "shared"),), qparams="shared", fusable=True,
-          alias=("inplace",), doc="y = clamp(max(a, b)); a, b and y share qparams"),
+          alias=("inplace",), since=2, doc="y = clamp(max(a, b)); a, b and y share qparams"),
     OpDef("minimum", 17, ("a", "b"), ("y",), ACT, family="elementwise",
           sources=(Source("aten.minimum.default", "shared"),), qparams="shared", fusable=True,
-          alias=("inplace",), doc="y = clamp(min(a, b)); a, b and y share qparams"),
+          alias=("inplace",), since=2, doc="y = clamp(min(a, b)); a, b and y share qparams"),
 )

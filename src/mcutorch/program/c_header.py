@@ -1,4 +1,5 @@
-"""Generate `runtime/include/mt_program.h` from schema.py and the op registry (mcutorch.ops).
+"""Generate `runtime/include/mt_program.h` from schema.py, the op registry (mcutorch.ops) and
+targets.py (MT_CPU_LIST).
 
 `python -m mcutorch.device.generate` writes it (with the other generated C files) and `--check`
 says whether the checked-in copy is current, as a test does. The header is C99, needs only
@@ -50,6 +51,9 @@ def _constants() -> list[str]:
         f"#define MT_REGION_FLAG_NPU 0x{S.REGION_FLAG_NPU:X}u",
         f"#define MT_REGION_FLAG_BASE_KNOWN 0x{S.REGION_FLAG_BASE_KNOWN:X}u",
         f"#define MT_OP_FLAG_SUBGRAPH 0x{S.OP_FLAG_SUBGRAPH:X}u",
+        *(f"#define MT_TARGET_SWITCH_{_ident(n)} 0x{b:X}u /* +{n} */"
+          for n, b in S.TARGET_SWITCH_BITS.items()),
+        f"#define MT_TARGET_SWITCHES_KNOWN 0x{S.TARGET_SWITCHES_KNOWN:X}u",
         f"#define MT_REGION_ALIGN_MIN {S.REGION_ALIGN_MIN}",
         f"#define MT_REGION_ALIGN_MAX {S.REGION_ALIGN_MAX}",
         "",
@@ -110,6 +114,37 @@ def _ops() -> list[str]:
     return lines
 
 
+def _cpu_list() -> list[str]:
+    """MT_CPU_LIST(X): per CPU the switches it takes and its ISA level without switches, from
+    targets.py. A switch lowers the ISA level: +nomve mve -> dsp, then +nodsp dsp -> scalar
+    (MVE implies DSP); checked here against parse_target for every switch combination."""
+    from itertools import combinations
+
+    from mcutorch.targets import CPUS, parse_target
+
+    lines = ["/* X(NAME, cpu id, MT_TARGET_SWITCH_* bits the CPU takes, MT_ISA_* without",
+             " * switches) from src/mcutorch/targets.py. With switches the ISA level is lowered:",
+             " * +nomve turns mve into dsp, then +nodsp turns dsp into scalar. */",
+             "#define MT_CPU_LIST(X) \\"]
+    for name in S.CPUS:
+        cpu = CPUS[name]
+        assert cpu.id == S.CPUS.index(name) and set(cpu.switches) <= set(S.TARGET_SWITCHES), name
+        isa = parse_target(name).isa
+        for k in range(len(cpu.switches) + 1):
+            for chosen in combinations(cpu.switches, k):
+                low = isa
+                if "nomve" in chosen and low == "mve":
+                    low = "dsp"
+                if "nodsp" in chosen and low == "dsp":
+                    low = "scalar"
+                assert parse_target("+".join((name, *chosen))).isa == low, (name, chosen)
+        bits = " | ".join(f"MT_TARGET_SWITCH_{_ident(sw)}" for sw in S.TARGET_SWITCHES
+                          if sw in cpu.switches) or "0u"
+        lines.append(f"  X({_ident(name)}, {cpu.id}, {bits}, MT_ISA_{_ident(isa)}) \\")
+    lines[-1] = lines[-1].removesuffix(" \\")
+    return lines + [""]
+
+
 def _struct(s: S.Struct) -> list[str]:
     """typedef struct + size define + compile-time layout checks."""
     lines = [f"/* {s.doc} ({s.size} bytes) */", "typedef struct {"]
@@ -150,7 +185,7 @@ def generate() -> str:
         *_table_enum("mt_storage_t", "MT_STORAGE_", S.STORAGES, "count"),
         *_table_enum("mt_isa_t", "MT_ISA_", S.ISAS, "count"),
         *_table_enum("mt_rounding_t", "MT_ROUNDING_", S.ROUNDINGS, "count"),
-        *_table_enum("mt_cpu_t", "MT_CPU_", S.CPUS, "count"),
+        *_table_enum("mt_cpu_t", "MT_CPU_", S.CPUS, "count"), *_cpu_list(),
         *_table_enum("mt_npu_t", "MT_NPU_", S.NPUS, "count"),
         *_ops(), *_structs(),
         "#endif /* MT_PROGRAM_H */", "",

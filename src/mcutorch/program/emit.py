@@ -119,7 +119,7 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
         metadata["placement"] = npu.placement
         metadata["ethos_u"] = _npu_metadata(npu)
     return Program(
-        TargetInfo(target.cpu, target.isa, target.npu or "none", "single"),
+        TargetInfo.of(target, rounding="single"),
         _regions(regions, result), tensors, op_infos,
         [tid[id(t)] for t in graph.inputs], [tid[id(t)] for t in graph.outputs],
         pool.to_bytes(), delegates=delegates, metadata=metadata)

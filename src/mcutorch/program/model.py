@@ -28,13 +28,59 @@ class Area:
 
 @dataclass
 class TargetInfo:
-    """What the program was compiled for (ids: schema.CPUS, ISAS, NPUS, ROUNDINGS)."""
+    """What the program was compiled for (ids: schema.CPUS, ISAS, NPUS, ROUNDINGS,
+    TARGET_SWITCHES). `switches` are the feature switches without "+" ("nofp", ...), kept in
+    schema.TARGET_SWITCHES order.
+
+    The one way from a program back to its target is `as_target()` (and its `name`); the
+    compiler writes the record with `TargetInfo.of(target)`:
+
+    >>> from mcutorch.targets import parse_target
+    >>> info = TargetInfo.of(parse_target("m55+nomve+ethos-u55-128"))
+    >>> info.cpu, info.isa, info.switches, info.npu
+    ('cortex-m55', 'dsp', ('nomve',), 'ethos-u55-128')
+    >>> info.name, info.as_target().gcc_flags[0]
+    ('cortex-m55+nomve+ethos-u55-128', '-mcpu=cortex-m55+nomve')
+    """
 
     cpu: str
     isa: str = "scalar"
     npu: str = "none"
     rounding: str = "single"
     flags: int = 0
+    switches: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        order = {name: k for k, name in enumerate(S.TARGET_SWITCHES)}
+        self.switches = tuple(sorted(set(self.switches), key=lambda n: (order.get(n, 99), n)))
+
+    @classmethod
+    def of(cls, target, rounding: str = "single") -> TargetInfo:
+        """The record for a `mcutorch.targets.Target` (what the compile decided)."""
+        return cls(target.cpu, target.isa, target.npu or "none", rounding,
+                   switches=target.switches)
+
+    @property
+    def name(self) -> str:
+        """The canonical target name: CPU, switches, NPU ("cortex-m4+nofp")."""
+        npu = () if self.npu == "none" else (self.npu,)
+        return "+".join((self.cpu, *self.switches, *npu))
+
+    def as_target(self):
+        """The full `mcutorch.targets.Target` (gcc flags, features, ...) of this record.
+
+        Raises TargetError when the record names no valid target or its ISA level is not the
+        target's (a reader refuses such programs with bad_target, so a loaded program always
+        has one).
+        """
+        from mcutorch.errors import TargetError
+        from mcutorch.targets import parse_target
+
+        target = parse_target(self.name)
+        if target.isa != self.isa:
+            raise TargetError(f"the program records ISA level {self.isa!r}, but {target.name} "
+                              f"has {target.isa!r}")
+        return target
 
 
 @dataclass

@@ -130,12 +130,18 @@ def _enum(table: tuple[str, ...], i: int, reason: str, what: str) -> str:
 
 def _target(v: memoryview) -> TargetInfo:
     t = S.TARGET.unpack(v)
-    require(t["reserved"] == 0 and t["reserved2"] == 0, "bad_target", "reserved fields set")
+    require(t["reserved2"] == 0, "bad_target", "reserved field set")
+    bits = t["switches"]
+    require(bits & ~S.TARGET_SWITCHES_KNOWN == 0, "bad_target",
+            f"unknown switch bits 0x{bits & ~S.TARGET_SWITCHES_KNOWN:x} (known: "
+            + ", ".join(f"+{n} 0x{b:x}" for n, b in S.TARGET_SWITCH_BITS.items())
+            + "; written by a newer mcutorch?)")
     return TargetInfo(cpu=_enum(S.CPUS, t["cpu"], "bad_target", "cpu"),
                       isa=_enum(S.ISAS, t["isa"], "bad_target", "isa"),
                       npu=_enum(S.NPUS, t["npu"], "bad_target", "npu"),
                       rounding=_enum(S.ROUNDINGS, t["rounding"], "bad_target", "rounding"),
-                      flags=t["flags"])
+                      flags=t["flags"],
+                      switches=tuple(n for n, b in S.TARGET_SWITCH_BITS.items() if bits & b))
 
 
 def _regions(v: memoryview) -> list[RegionInfo]:
@@ -189,7 +195,10 @@ def _ops(v: memoryview, operands_v: memoryview, attrs_v: memoryview):
 
 
 def _op(i: int, r: dict, operands: tuple, attrs: tuple) -> OpInfo:
-    require(r["opcode"] in ops.BY_OPCODE, "bad_op", f"op {i}: unknown opcode {r['opcode']}")
+    require(r["opcode"] in ops.BY_OPCODE, "bad_op",
+            f"op {i}: opcode {r['opcode']} is unknown to this mcutorch (format "
+            f"{S.VERSION_MAJOR}.{S.VERSION_MINOR} has opcodes 0..{len(ops.OPS) - 1}); a program "
+            "from a newer mcutorch needs that version to run")
     d = ops.BY_OPCODE[r["opcode"]]
     what = f"op {i} ({d.name})"
     require(r["variant"] < len(d.variants), "bad_op",

@@ -1,4 +1,4 @@
-"""The mcutorch program file, format 1.0: the one description of its bytes.
+"""The mcutorch program file, format 1.x: the one description of its bytes.
 
 Everything here is data. The Python writer/reader (`writer.py`, `reader.py`) and the generated C
 header `runtime/include/mt_program.h` (`python -m mcutorch.program --c-header`) are both
@@ -36,15 +36,42 @@ Sections are found through the table only; the writer emits them in the order ab
 sections hold `size / record size` records. A reader skips sections whose kind it does not know
 when their SKIPPABLE flag is set, and rejects them otherwise.
 
-Versions: a reader accepts every minor version of its major. A newer minor may only add skippable
-sections or new enum values (which an older reader rejects where it meets them, e.g. an unknown
-opcode). Record layouts change only with the major version.
+Versions (HEADER.version_major.version_minor, VERSION_MAJOR / VERSION_MINOR below):
+  * A reader accepts every minor version of its major, older or newer than its own, and refuses
+    every other major (bad_version).
+  * Every change to what a program can hold bumps the minor version: a new section kind, enum
+    value (opcode, kernel variant, CPU, NPU, dtype, ...), flag bit, or a meaning given to a
+    field that was reserved (zero). A minor bump may only add such things; it never moves a
+    field or changes what an existing value means, so every older program reads the same.
+  * What an older reader meets of a newer minor: skippable sections are skipped; anything else
+    new (an unknown id, a flag bit it does not know, a reserved field that is no longer zero) is
+    refused with the error of that record, never silently ignored. So a newer program that uses
+    none of the additions loads in an older reader, and one that does is refused, not misread.
+  * Record layouts (sizes, field offsets) change only with the major version.
+  * A new op (opcode) is such an addition: its registry entry records the minor version that
+    added it (`OpDef.since`, mcutorch.ops), and VERSION_MINOR is the newest of those and of the
+    record changes below (SCHEMA_MINOR). An older reader refuses the new opcode (bad_op, naming
+    it); the op table of mt_program.h is generated from the same registry.
+
+Version history:
+  * 1.0: first version.
+  * 1.1: TARGET switch bits: the former TARGET.reserved u16 is `switches`, the feature switches
+    the program was compiled with (TARGET_SWITCH_*: +nodsp, +nomve, +nofp). Programs without
+    switches are byte-identical to 1.0 except the version field.
+  * 1.2: opcodes 16 `maximum` and 17 `minimum` (element-wise, shared qparams).
 
 Meaning of the records:
-  * TARGET: CPU / ISA level / NPU the program was compiled for (ids in CPUS / ISAS / NPUS), the
-    requantization rounding rule (ROUNDINGS; "tflite" is reserved for imported TFLite models: the
-    format carries it, executors refuse it until they implement it), and program flags (none
-    defined in 1.0; must be 0).
+  * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
+    feature switches (`switches`: bit 1 << k for TARGET_SWITCHES[k], i.e. TARGET_SWITCH_NODSP,
+    TARGET_SWITCH_NOMVE, TARGET_SWITCH_NOFP; since 1.1), the requantization rounding rule
+    (ROUNDINGS; "tflite" is reserved for imported TFLite models: the format carries it,
+    executors refuse it until they implement it), and program flags (none defined; must be 0).
+    CPU + switches + NPU name the target (`mcutorch.targets`: "cortex-m4+nofp"), so a program
+    says exactly how firmware for it is built. Readers refuse (bad_target) unknown switch bits,
+    a switch the CPU does not take (its `targets.CPUS[cpu].switches`: +nomve only on M55/M85,
+    +nodsp on M33/M35P, +nofp on M4/M7/M33/M35P), and an ISA level other than the one the CPU
+    has with those switches (`targets.parse_target(name).isa`; a switch lowers the CPU's ISA
+    level: +nomve mve -> dsp, +nodsp dsp -> scalar).
   * REGION: one memory arena the caller provides: name (<= 8 ASCII chars [A-Za-z0-9_], zero
     padded), `size` bytes needed, `capacity` of the board region (0 = unknown), `base` address
     (informational, valid with REGION_FLAG_BASE_KNOWN), `alignment` the arena needs (power of two,
@@ -82,9 +109,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from mcutorch import ops
+
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+SCHEMA_MINOR = 1  # the newest change to the records themselves (history above)
+VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
 MAX_SECTIONS = 64  # a reader refuses larger section tables outright
@@ -100,7 +130,8 @@ ERRORS: tuple[str, ...] = (
     "bad_crc",  # CRC32 over file[16:] does not match
     "bad_header",  # reserved header fields or flags set
     "bad_section",  # section table: bounds, alignment, overlap, kinds, sizes, duplicates
-    "bad_target",  # unknown CPU / ISA / NPU / rounding id, or unknown program flags
+    "bad_target",  # unknown CPU / ISA / NPU / rounding id, switch or program flag bits; a
+    #                switch the CPU does not take; an ISA level the CPU + switches do not give
     "bad_region",  # region name, alignment, flags, size > capacity
     "bad_tensor",  # dtype, rank, shape x element size != size, storage, region index, qparams
     "bad_offset",  # a byte or index range points outside what it lives in, or is misaligned
@@ -121,6 +152,12 @@ DTYPE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767)
 STORAGES = ("arena", "const")
 ISAS = ("scalar", "dsp", "mve")
 ROUNDINGS = ("single", "tflite")
+# TARGET.switches: bit 1 << k is the feature switch +TARGET_SWITCHES[k] (targets.SWITCH_ORDER; a
+# test keeps the two equal). Append-only, like the enums.
+TARGET_SWITCHES = ("nodsp", "nomve", "nofp")
+TARGET_SWITCH_BITS = {name: 1 << k for k, name in enumerate(TARGET_SWITCHES)}
+TARGET_SWITCH_NODSP, TARGET_SWITCH_NOMVE, TARGET_SWITCH_NOFP = TARGET_SWITCH_BITS.values()
+TARGET_SWITCHES_KNOWN = (1 << len(TARGET_SWITCHES)) - 1
 # CPU and NPU ids are the ones targets.py documents (a test keeps the two tables equal).
 CPUS = ("cortex-m0", "cortex-m0plus", "cortex-m3", "cortex-m4", "cortex-m7", "cortex-m23",
         "cortex-m33", "cortex-m35p", "cortex-m55", "cortex-m85")
@@ -262,7 +299,7 @@ TARGET = Struct("target", "bad_target", "what the program was compiled for", [
     F("npu", "u16", doc="NPUS id (0 = none)"),
     F("isa", "u8", doc="ISAS id: 0 scalar, 1 dsp, 2 mve"),
     F("rounding", "u8", doc="ROUNDINGS id: 0 single, 1 tflite (reserved)"),
-    F("reserved", "u16", doc="0"),
+    F("switches", "u16", doc="TARGET_SWITCH_* bits: +nodsp 0x1, +nomve 0x2, +nofp 0x4 (1.1)"),
     F("flags", "u32", doc="program flags; none defined, 0"),
     F("reserved2", "u32", doc="0"),
 ])

@@ -50,6 +50,31 @@ def check_target(p: Program) -> None:
                 f"{name} {getattr(t, name)!r} is not one of {', '.join(table)}")
     require(t.flags == 0, "bad_target", f"program flags 0x{t.flags:x}: none are defined in "
             f"format {S.VERSION_MAJOR}.{S.VERSION_MINOR}")
+    check_switches(t)
+
+
+def check_switches(t) -> None:
+    """Feature switches: known, taken by the CPU, and giving the recorded ISA level.
+
+    targets.CPUS says which switches a CPU takes and parse_target what ISA level results; the
+    C loader checks the same with the MT_CPU_LIST table of mt_program.h (generated from
+    targets.py)."""
+    from mcutorch.targets import CPUS, parse_target
+
+    require(isinstance(t.switches, (tuple, list)), "bad_target",
+            f"switches {t.switches!r} must be a tuple of names")
+    switches = tuple(t.switches)
+    unknown = [s for s in switches if s not in S.TARGET_SWITCH_BITS]
+    require(not unknown and len(set(switches)) == len(switches), "bad_target",
+            f"switches {switches}: each at most once, of "
+            f"{', '.join(S.TARGET_SWITCHES)}")
+    taken = CPUS[t.cpu].switches
+    wrong = [s for s in switches if s not in taken]
+    require(not wrong, "bad_target", f"{t.cpu} does not take {', '.join('+' + s for s in wrong)}"
+            f" (its switches: {', '.join('+' + s for s in taken) or 'none'})")
+    isa = parse_target("+".join((t.cpu, *switches))).isa
+    require(t.isa == isa, "bad_target",
+            f"ISA level {t.isa!r}, but {'+'.join((t.cpu, *switches))} has {isa!r}")
 
 
 def check_regions(p: Program) -> None:

@@ -70,9 +70,10 @@ def _assemble(payloads: list[tuple[str, bytes]]) -> bytes:
 
 def _target(p: Program) -> bytes:
     t = p.target
+    switches = sum(S.TARGET_SWITCH_BITS[s] for s in t.switches)
     return _pack(S.TARGET, {"cpu": S.CPUS.index(t.cpu), "npu": S.NPUS.index(t.npu),
                             "isa": S.ISAS.index(t.isa), "rounding": S.ROUNDINGS.index(t.rounding),
-                            "reserved": 0, "flags": t.flags, "reserved2": 0}, "target")
+                            "switches": switches, "flags": t.flags, "reserved2": 0}, "target")
 
 
 def _regions(p: Program) -> bytes:

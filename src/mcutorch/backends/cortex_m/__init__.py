@@ -1,4 +1,4 @@
-"""Cortex-M backend: pick each op's kernel variant and scratch size for the target's ISA level."""
+"""Cortex-M backend: pick each op's kernel variant and scratch size (the same on every target)."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,7 +7,6 @@ from mcutorch.ir import Graph, Node, Tensor
 from mcutorch import ops
 from mcutorch.ops import DEFAULT_VARIANT
 from mcutorch.ref import fold_bias
-from mcutorch.targets import Target
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
@@ -47,11 +46,13 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
     return 0
 
 
-def select_kernels(graph: Graph, target: Target) -> Graph:
+def select_kernels(graph: Graph) -> Graph:
     """Set node.variant / node.scratch for every op of the graph.
 
-    "default" kernels hold the MVE, DSP and pure-C paths in one C file; the firmware's -mcpu (the
-    target's gcc flags) picks one at compile time, bit-exact at all. fully_connected takes the
+    No variant depends on the target: the default kernels hold the MVE, DSP and pure-C paths in
+    one C file, and the firmware's -mcpu (the gcc flags of the target the program records) picks
+    one at compile time, bit-exact at all. (A variant for one ISA level would take the target as a
+    parameter again.) fully_connected takes the
     "folded" variant on every target (it pays on all: no per-call weight sums) whenever its
     folded bias fits int32 (`_fold`). Running this twice is harmless (folding is idempotent).
     """
