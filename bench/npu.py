@@ -88,7 +88,7 @@ def measure(name: str, npu: str, options: dict, verify: bool, per_channel: bool 
             "sram_kib": max((e.get("sram_memory_used", 0.0) for e in est), default=0.0),
             "cycles": sum(e.get("cycles_npu", 0.0) for e in est), "quantize_s": t1 - t0,
             "compile_s": t2 - t1,
-            "vela_s": sum(d["vela_seconds"] for d in delegates),
+            "vela_s": program.timings["vela_seconds"],
             "cpu_ops": ", ".join(f"{op}x{n}" if n > 1 else op for op, n in cpu_ops.items()),
             "config": meta["ethos_u"]["config"]}
 

@@ -125,3 +125,12 @@ def test_export_c_target_must_be_the_programs(tmp_path, capsys):
     assert "-mfloat-abi=soft" in (tmp_path / "m4" / "Makefile").read_text()
     with pytest.raises(TargetError, match="compiled for cortex-m4\\+nofp, not cortex-m4:"):
         export_c(cm4.program, tmp_path / "m4b", target="cortex-m4")
+
+
+def test_firmware_builds_are_reproducible(tmp_path):
+    """The same program, board and options give byte-identical firmware, wherever it is built
+    (the temporary folder of the generated kernel table stays out of the debug info)."""
+    cm, _ = tiny("cortex-m55")
+    elfs = [firmware.build(cm.program, "mps3-an547", out=tmp_path / name / "model.elf")
+            for name in ("a", "b")]
+    assert elfs[0].read_bytes() == elfs[1].read_bytes()

@@ -63,8 +63,9 @@ def build(program: Program, board: str, out: Path | None = None, profile: bool =
                                  or CACHE))
     table = work / "mt_kernels_model.c"
     table.write_text(table_c)
+    # the table's temporary folder must not reach the debug info: same inputs, same ELF bytes
     elf = build_elf(sources + [table], include_dirs(), board, target, out or work / "model.elf",
-                    defines=defines, opt=opt)
+                    defines=defines, opt=opt, extra_flags=[f"-ffile-prefix-map={work}=model"])
     if out is not None:
         shutil.rmtree(work, ignore_errors=True)
         return elf

@@ -61,7 +61,7 @@ def _npu_metadata(npu) -> dict:
     return {"config": npu.config.as_dict(), "fallback": npu.fallback, "verified": npu.verified,
             "delegates": [{
                 "index": d.index, "ops": sum(n.op != "reshape" for n in d.nodes), "macs": d.macs,
-                "estimate": d.vela.estimate, "vela_seconds": round(d.vela.seconds, 4),
+                "estimate": d.vela.estimate,
                 "scratch": d.vela.scratch_size, "fast_scratch": d.vela.fast_scratch_size,
                 "command_bytes": len(d.vela.command_stream), "weight_bytes": len(d.vela.weights),
                 "copies_in": d.copies_in,
@@ -122,4 +122,5 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
         TargetInfo.of(target, rounding="single"),
         _regions(regions, result), tensors, op_infos,
         [tid[id(t)] for t in graph.inputs], [tid[id(t)] for t in graph.outputs],
-        pool.to_bytes(), delegates=delegates, metadata=metadata)
+        pool.to_bytes(), delegates=delegates, metadata=metadata,
+        timings={"vela_seconds": sum(d.vela.seconds for d in npu.delegates)} if npu else {})

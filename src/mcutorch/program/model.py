@@ -212,6 +212,9 @@ class Program:
     constants: bytes | memoryview = b""
     delegates: list[DelegateInfo] = field(default_factory=list)
     metadata: dict | None = None
+    # measured while compiling (e.g. "vela_seconds"); never written: a program's bytes depend on
+    # its inputs only, so two compiles of one model give the same file
+    timings: dict = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self):
         self.regions, self.tensors = list(self.regions), list(self.tensors)
