@@ -149,14 +149,17 @@ def _print_counts(program, board: str, run: _Counts) -> None:
 
 def cmd_build(args) -> int:
     from mcutorch.device import firmware
+    from mcutorch.device.stack import program_stack
 
     import mcutorch
 
     program = mcutorch.load(args.program).program
     elf = firmware.build(program, args.board, out=Path(args.output), profile=args.profile)
     split = firmware.flash_split(elf, program)
+    stack = program_stack(program)
     print(f"{elf}: runtime core {split['runtime_core']:,} B, kernels {split['kernels']:,} B, "
           f"program {split['program']:,} B (flash); run it with mcutorch run --board")
+    print(f"stack: the runtime needs at most {stack.describe()} (-Os, gcc call graph)")
     return 0
 
 

@@ -49,9 +49,14 @@ def _program_files(data: bytes) -> tuple[str, str]:
 
 
 def _config_header(program: Program) -> str:
+    from mcutorch.device.stack import program_stack
+
+    stack = program_stack(program)
     lines = ["/* model_config.h - memory and I/O of the compiled model (from the program). */",
              "#ifndef MODEL_CONFIG_H", "#define MODEL_CONFIG_H", "",
              f"#define MODEL_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU */",
+             f"#define MODEL_STACK_BYTES {stack.bytes}u /* worst case of mt_load/mt_invoke at -Os:",
+             f" * {' -> '.join(stack.chain)} (gcc call graph; an NPU driver adds its own) */",
              f"#define MODEL_REGION_COUNT {len(program.regions)}u"]
     for i, r in enumerate(program.regions):
         lines.append(f"#define MODEL_ARENA{i}_SIZE {r.size}u /* region {r.name}"
