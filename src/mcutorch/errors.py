@@ -29,6 +29,12 @@ class ProgramError(McutorchError):
         super().__init__(f"{reason}: {detail}" if detail else reason)
 
 
+class ExecutionError(McutorchError):
+    """A valid program asked a kernel for something outside its domain (docs/numerics.md); the
+    message names the op (index, name, source line) and what was wrong. The C runtime returns
+    MT_STATUS_BAD_ARGUMENT for the same program."""
+
+
 class TargetError(McutorchError):
     """Unknown target/board name, or a program the chosen board cannot run."""
 

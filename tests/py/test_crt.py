@@ -338,3 +338,27 @@ def test_kws_firmware_on_cortex_m0plus_with_unaligned_traps(tmp_path):
     assert r.ok, r.stdout + r.stderr
     np.testing.assert_array_equal(np.frombuffer(r.files["out0.bin"], np.int8),
                                   cm.run_int8(xs)[0].ravel())
+
+
+@pytest.mark.parametrize("attr,value", [("stride_h", 0x7FFFFFFF), ("stride_w", 3)])
+def test_hostile_attributes_fail_alike_and_name_the_op(attr, value):
+    """A loadable program whose conv attributes do not give its output shape: the reference
+    names the op and never broadcasts a wrong-shaped result; the C runtime refuses it too."""
+    import torch
+    from torch import nn
+
+    import mcutorch
+    from mcutorch.errors import ExecutionError, McutorchError
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU()).eval()
+    x = torch.randn(1, 3, 6, 6)
+    cm = mcutorch.compile(mcutorch.quantize(model, (x,)), (x,))
+    p = cm.program
+    p.ops[0].attrs[attr] = value
+    hostile = Program.from_bytes(p.to_bytes())
+    xq = cm.quantize_inputs([x])
+    with pytest.raises(ExecutionError, match=r"^op 0 \(conv2d"):
+        Interpreter(hostile).invoke(xq)
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(hostile, xq)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcutorch.errors import McutorchError
+from mcutorch.errors import ExecutionError, McutorchError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
 from mcutorch.ref import kernel_for
@@ -49,7 +49,7 @@ class Interpreter:
         kernel = kernel_for(op.name, op.variant)
         ins = [self.views[t] for t in op.inputs]
         out = self.views[op.outputs[0]]
-        return (kernel, ins, op.attrs, out)
+        return (i, kernel, ins, op.attrs, out)
 
     def invoke(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Set the program's int8 inputs (NHWC), run every op, return copies of the outputs."""
@@ -71,5 +71,17 @@ class Interpreter:
             if isinstance(step, list):
                 self._run(step)
                 continue
-            kernel, ins, attrs, out = step
-            out[...] = kernel(*ins, **attrs)
+            i, kernel, ins, attrs, out = step
+            try:
+                y = kernel(*ins, **attrs)
+            except ValueError as e:
+                raise ExecutionError(f"{self._where(i)}: {e}") from None
+            if y.shape != out.shape or y.dtype != out.dtype:  # never broadcast into the output
+                raise ExecutionError(f"{self._where(i)}: the kernel computes {y.dtype}"
+                                     f"{list(y.shape)} but the program's output is {out.dtype}"
+                                     f"{list(out.shape)}")
+            out[...] = y
+
+    def _where(self, i: int) -> str:
+        source = self.program.op_source(i)
+        return f"op {i} ({self.program.ops[i].name}{', ' + source if source else ''})"
