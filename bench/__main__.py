@@ -82,7 +82,8 @@ def agreement(model, qmodel, program, x) -> dict:
 
 
 def print_numerics_table(rows: list[dict]) -> None:
-    print("\n## Agreement with PyTorch (one held-out seeded input; layers fed PyTorch's int8 input)")
+    print("\n## Agreement with PyTorch (one held-out seeded input; layers fed PyTorch's int8 "
+          "input)")
     print(f"{'model':<13} {'layers exact':>12} {'<=1 LSB':>8} {'worst layer':>11} "
           f"{'e2e LSB vs fake-quant':>21} {'cosine vs float':>15}")
     for r in rows:

@@ -59,7 +59,7 @@ def print_table(rows: list[dict], short: dict, tflm: dict, et: dict) -> None:
               f"{peer or 0:>11,} {ratio:>6} {r['overhead'] * 100:>9.2f}% {ram:>21,} "
               f"{ram / t if t else 0:>6.2f}x {ram / e if e else 0:>5.2f}x {r['runtime_core']:>7,} "
               f"{r['kernels']:>9,} {r['program']:>10,}")
-    print("dispatch<=: share of a profiled (SysTick) run outside the kernels (interpreter + profiling "
-          "hooks; an upper bound on dispatch). RAM: planned arenas of every region + runtime "
-          "state; the runner's stack is not counted. core B: loader + validator + interpreter "
-          "text+rodata.")
+    print("dispatch<=: share of a profiled (SysTick) run outside the kernels (interpreter + "
+          "profiling hooks; an upper bound on dispatch). RAM: planned arenas of every region + "
+          "runtime state; the runner's stack is not counted. core B: loader + validator + "
+          "interpreter text+rodata.")

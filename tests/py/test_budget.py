@@ -44,7 +44,8 @@ def core_files() -> list[Path]:
 
 
 def test_code_lines_counts_code_only():
-    src = '"""doc"""\n# comment\n\nx = (1,\n     2)  # two lines\ndef f():\n    """doc"""\n    return x\n'
+    src = ('"""doc"""\n# comment\n\nx = (1,\n     2)  # two lines\n'
+           'def f():\n    """doc"""\n    return x\n')
     assert code_lines(src) == 4
 
 

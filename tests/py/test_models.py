@@ -79,8 +79,8 @@ def test_output_shape(name, out):
     assert model(x).shape == (2, out)
 
 
-@pytest.mark.parametrize("width, resolution, classes, last", [(1.0, 224, 1000, 1280), (0.35, 96, 2, 1280),
-                                                              (1.4, 64, 10, 1792)])
+@pytest.mark.parametrize("width, resolution, classes, last",
+                         [(1.0, 224, 1000, 1280), (0.35, 96, 2, 1280), (1.4, 64, 10, 1792)])
 def test_mobilenet_v2_shapes(width, resolution, classes, last):
     model = mobilenet_v2(width=width, resolution=resolution, num_classes=classes).eval()
     assert model.input_shape == (1, 3, resolution, resolution)
@@ -126,7 +126,8 @@ def test_load_mismatch_names_layer(shared):
     with pytest.raises(McutorchError, match=r"weight shape mismatch: layer 'stem\.0'"):
         load_tflite_weights(resnet8(), shared / REFERENCE_TFLITE["ds_cnn_kws"])
     with pytest.raises(McutorchError, match="1 Conv2d/Linear layers but .* has 10"):
-        load_tflite_weights(nn.Sequential(nn.Linear(640, 128)), shared / REFERENCE_TFLITE["fc_autoencoder"])
+        load_tflite_weights(nn.Sequential(nn.Linear(640, 128)),
+                            shared / REFERENCE_TFLITE["fc_autoencoder"])
     with pytest.raises(McutorchError, match="layer type mismatch"):
         load_tflite_weights(fc_autoencoder(), shared / REFERENCE_TFLITE["ds_cnn_kws"])
     with pytest.raises(McutorchError, match="cannot read"):
@@ -164,7 +165,8 @@ def reference_inputs(name: str, shared: Path) -> torch.Tensor:
         q = np.load(shared / "kws_sample_input.npy").astype(np.float32)
         return torch.from_numpy((q - 83) * 0.5847029).permute(0, 3, 1, 2)
     if name == "fc_autoencoder":
-        rows = np.fromfile(shared / "normal_id_01_00000000_hist_librosa.bin", np.float32).reshape(40, 640)
+        rows = np.fromfile(shared / "normal_id_01_00000000_hist_librosa.bin", np.float32)
+        rows = rows.reshape(40, 640)
         return torch.from_numpy(rows[[0, 13, 26, 39]])
     if name == "ds_cnn_sww":
         specs = np.load(shared / "sww_calibration_samples.npz")["specs"][::9].astype(np.float32)

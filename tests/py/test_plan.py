@@ -42,13 +42,14 @@ def spans_of(buffers: list[Buffer]) -> dict[int, tuple[int, int]]:
     roots = roots_of(buffers)
     for b in buffers:
         rid = roots[b.id][0]
-        f, l = out.get(rid, (b.first, b.last))
-        out[rid] = (min(f, b.first), max(l, b.last))
+        first, last = out.get(rid, (b.first, b.last))
+        out[rid] = (min(first, b.first), max(last, b.last))
     return out
 
 
 def shareable(buffers: list[Buffer], inplace) -> set[frozenset[int]]:
-    """Root pairs the spec lets share an offset: listed, input dies where the output is born, no bigger."""
+    """Root pairs the spec lets share an offset: listed, input dies where the output is born, no
+    bigger."""
     roots, spans = roots_of(buffers), spans_of(buffers)
     size = {b.id: b.size for b in buffers}
     out = set()
@@ -67,7 +68,8 @@ def brute_bound(buffers: list[Buffer], num_ops: int) -> int:
                for i in range(max(num_ops, 1)))
 
 
-def check(p: Plan, buffers: list[Buffer], num_ops: int, regions, alignment: int, inplace=()) -> None:
+def check(p: Plan, buffers: list[Buffer], num_ops: int, regions, alignment: int,
+          inplace=()) -> None:
     """Assert every documented property of a plan."""
     specs = {r.name: r for r in regions} if regions else {"arena": Region("arena", None, 0)}
     roots, spans = roots_of(buffers), spans_of(buffers)
@@ -123,7 +125,8 @@ def graphs(draw, pins=True, npu=True):
     # Any pairs, plus pairs that look legal (an output born where its input dies, no bigger).
     likely = [(a.id, b.id) for a in buffers for b in buffers
               if a.id != b.id and a.last == b.first and b.size <= a.size]
-    inplace = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), max_size=2)) if ids else []
+    inplace = (draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), max_size=2))
+               if ids else [])
     inplace += draw(st.lists(st.sampled_from(likely), max_size=6)) if likely else []
     return buffers, num_ops, inplace
 
@@ -148,7 +151,8 @@ def chain(sizes: list[int], skips: list[tuple[int, int]]) -> tuple[list[Buffer],
 
 @st.composite
 def residual_nets(draw):
-    """ResNet / MobileNetV2-like chains: blocks of 1-3 layers (expansion x1/x4/x6), residual adds."""
+    """ResNet / MobileNetV2-like chains: blocks of 1-3 layers (expansion x1/x4/x6), residual
+    adds."""
     h = draw(st.sampled_from([8, 16, 32, 48, 64, 96, 128]))
     c = draw(st.sampled_from([8, 16, 24, 32]))
     sizes, skips = [h * h * 3, h * h * c], []
@@ -193,7 +197,8 @@ def resnet(res: int, width: int) -> tuple[list[Buffer], int]:
             block_in, stride, co = len(sizes) - 1, 2 if stage and not blk else 1, width << stage
             h //= stride
             sizes += [h * h * co] * 2
-            if stride == 2:  # a 1x1 shortcut conv reads the block input; the add reads conv2's output
+            # a 1x1 shortcut conv reads the block input; the add reads conv2's output
+            if stride == 2:
                 skips.append((block_in, len(sizes) - 1))
                 sizes.append(h * h * co)
                 block_in = len(sizes) - 2
@@ -232,7 +237,8 @@ def test_spills_but_never_fails_with_unbounded_npu_last_region(graph, regions, a
 def test_fast_region_filled_then_spilled(graph, fast_size):
     buffers, num_ops, _ = graph
     inplace = ()  # an in-place chain may be bigger than any of its buffers
-    regions = [Region("SRAM", None, 1, base=BASES["SRAM"]), Region("DTCM", fast_size, 0, base=BASES["DTCM"])]
+    regions = [Region("SRAM", None, 1, base=BASES["SRAM"]),
+               Region("DTCM", fast_size, 0, base=BASES["DTCM"])]
     p = plan(buffers, num_ops, regions, 16, inplace)
     check(p, buffers, num_ops, regions, 16, inplace)
     assert p.regions["DTCM"] <= fast_size
@@ -255,7 +261,8 @@ def test_deterministic_and_independent_of_buffer_order(graph, regions, rng):
         return
     for bufs in (buffers, shuffled):
         p = plan(bufs, num_ops, regions, inplace=inplace)
-        assert (p.regions, p.placement, p.lower_bound) == (first.regions, first.placement, first.lower_bound)
+        assert ((p.regions, p.placement, p.lower_bound)
+                == (first.regions, first.placement, first.lower_bound))
 
 
 @settings(max_examples=60, deadline=None)
@@ -267,9 +274,10 @@ def test_residual_chains_within_5_percent_of_lower_bound(net):
     assert p.regions["arena"] <= 1.05 * p.lower_bound
 
 
-@pytest.mark.parametrize("net", [mobilenet_v2(96, 0.35), mobilenet_v2(128, 0.5), mobilenet_v2(224, 1.0),
-                                 resnet(32, 8), resnet(64, 16)],
-                         ids=["mbv2-96-0.35", "mbv2-128-0.5", "mbv2-224-1.0", "resnet-32", "resnet-64"])
+@pytest.mark.parametrize("net", [mobilenet_v2(96, 0.35), mobilenet_v2(128, 0.5),
+                                 mobilenet_v2(224, 1.0), resnet(32, 8), resnet(64, 16)],
+                         ids=["mbv2-96-0.35", "mbv2-128-0.5", "mbv2-224-1.0", "resnet-32",
+                              "resnet-64"])
 def test_real_networks_within_5_percent_of_lower_bound(net):
     buffers, num_ops = net
     p = plan(buffers, num_ops)
@@ -279,7 +287,8 @@ def test_real_networks_within_5_percent_of_lower_bound(net):
 
 def test_400_buffers_plan_fast():
     rng = random.Random(0)
-    sizes, skips = [rng.choice([4, 8, 16, 32]) ** 2 * rng.choice([8, 16, 48, 96]) for _ in range(201)], []
+    sizes = [rng.choice([4, 8, 16, 32]) ** 2 * rng.choice([8, 16, 48, 96]) for _ in range(201)]
+    skips = []
     for i in range(2, 200, 3):
         skips.append((i - 2, i))
     buffers, num_ops = chain(sizes, skips)
@@ -357,7 +366,8 @@ def test_inplace_pairs_share_when_legal():
 @pytest.mark.parametrize("pair, buffers", [
     ((0, 1), [Buffer(0, 64, 0, 1), Buffer(1, 96, 1, 2)]),   # output bigger than input
     ((0, 1), [Buffer(0, 64, 0, 2), Buffer(1, 32, 1, 3)]),   # input still read after the op
-    ((0, 2), [Buffer(0, 64, 0, 1), Buffer(1, 16, 1, 3, alias_of=0), Buffer(2, 32, 1, 2)]),  # a view keeps it live
+    # a view keeps it live
+    ((0, 2), [Buffer(0, 64, 0, 1), Buffer(1, 16, 1, 3, alias_of=0), Buffer(2, 32, 1, 2)]),
 ])
 def test_illegal_inplace_pairs_are_ignored(pair, buffers):
     p = plan(buffers, 4, inplace=[pair])
@@ -366,10 +376,12 @@ def test_illegal_inplace_pairs_are_ignored(pair, buffers):
 
 
 def test_npu_buffers_and_pins():
-    regions = [Region("DTCM", 4096, 0, base=BASES["DTCM"]), Region("SRAM", 4096, 1, npu=True, base=BASES["SRAM"]),
+    regions = [Region("DTCM", 4096, 0, base=BASES["DTCM"]),
+               Region("SRAM", 4096, 1, npu=True, base=BASES["SRAM"]),
                Region("DDR", None, 2, npu=True, base=BASES["DDR"])]
-    buffers = [Buffer(0, 256, -1, 1, npu=True), Buffer(1, 256, 1, 2), Buffer(2, 256, 2, 3, region="DDR"),
-               Buffer(3, 16, 2, 3, alias_of=2), Buffer(4, 64, 0, 3, alias_of=None, npu=True)]
+    buffers = [Buffer(0, 256, -1, 1, npu=True), Buffer(1, 256, 1, 2),
+               Buffer(2, 256, 2, 3, region="DDR"), Buffer(3, 16, 2, 3, alias_of=2),
+               Buffer(4, 64, 0, 3, alias_of=None, npu=True)]
     p = plan(buffers, 3, regions)
     check(p, buffers, 3, regions, 16)
     assert p.placement[0][0] == p.placement[4][0] == "SRAM"
@@ -383,7 +395,8 @@ def test_plan_error_carries_the_memory_map():
     with pytest.raises(PlanError) as e:
         plan(buffers, 2, regions)
     msg = str(e.value)
-    for text in ("DTCM", "SRAM", "0x20000000", "0x20200000", "1024", "4096", "needs", "big_conv", "input"):
+    for text in ("DTCM", "SRAM", "0x20000000", "0x20200000", "1024", "4096", "needs", "big_conv",
+                 "input"):
         assert text in msg
 
 
@@ -418,10 +431,12 @@ def test_malformed_graphs_raise_value_error(buffers, num_ops):
 
 
 def test_memory_map_lists_regions_and_buffers():
-    regions = [Region("DTCM", 128, 0, base=0x2000_0000), Region("SRAM", None, 1, npu=True, base=0x2020_0000)]
-    buffers = [Buffer(0, 96, -1, 1, name="x"), Buffer(1, 96, 1, 2, name="y"), Buffer(2, 32, 0, 2, name="z"),
-               Buffer(3, 32, 1, 2, alias_of=1, name="y_view")]
+    regions = [Region("DTCM", 128, 0, base=0x2000_0000),
+               Region("SRAM", None, 1, npu=True, base=0x2020_0000)]
+    buffers = [Buffer(0, 96, -1, 1, name="x"), Buffer(1, 96, 1, 2, name="y"),
+               Buffer(2, 32, 0, 2, name="z"), Buffer(3, 32, 1, 2, alias_of=1, name="y_view")]
     text = plan(buffers, 2, regions).memory_map()
-    for word in ("DTCM", "SRAM", "0x20000000", "0x20200000", "unbounded", "x", "y", "z", "view of y", "0..2"):
+    for word in ("DTCM", "SRAM", "0x20000000", "0x20200000", "unbounded", "x", "y", "z",
+                 "view of y", "0..2"):
         assert word in text
     assert dataclasses.replace(plan(buffers, 2), layout=[]).memory_map().startswith("region")

@@ -172,10 +172,10 @@ def test_layout(blob):
     assert (S.HEADER.size, S.SECTION.size, S.TARGET.size, S.REGION.size, S.TENSOR.size,
             S.OP.size, S.IO.size, S.DELEGATE.size, S.BINDING.size) == (
         32, 16, 16, 32, 48, 32, 8, 56, 36)
-    for st in S.STRUCTS:
-        assert st.dtype.itemsize == st.size
-        assert [st.dtype.fields[f.name][1] for f in st.fields] == [st.offsets[f.name]
-                                                                    for f in st.fields]
+    for layout in S.STRUCTS:
+        assert layout.dtype.itemsize == layout.size
+        assert [layout.dtype.fields[f.name][1] for f in layout.fields] == [layout.offsets[f.name]
+                                                                            for f in layout.fields]
     secs = sections(blob)
     for name in [k.name for k in S.SECTION_KINDS]:
         assert secs[name][0] % 16 == 0, name
@@ -236,7 +236,8 @@ def test_writer_refuses_invalid_programs(program):
 
 
 def test_version_error_names_the_supported_version(blob):
-    want = rf"format 2\.{S.VERSION_MINOR}; this mcutorch reads format 1\.x \(up to 1\.{S.VERSION_MINOR}\)"
+    want = (rf"format 2\.{S.VERSION_MINOR}; this mcutorch reads format 1\.x "
+            rf"\(up to 1\.{S.VERSION_MINOR}\)")
     with pytest.raises(ProgramError, match=want):
         Program.from_bytes(patch(blob, "header", 0, "version_major", 2))
 
@@ -483,13 +484,13 @@ def _sweep(blob: bytes):
     extreme values, CRC fixed; yields the mutated files."""
     secs = sections(blob)
     places = [("header", 0)] + [(k, 0) for k in secs if k.startswith("#")]
-    for name, st in RECORD.items():
+    for name, layout in RECORD.items():
         if name not in ("header", "io"):
-            places += [(name, i) for i in range(secs[name][1] // st.size)]
+            places += [(name, i) for i in range(secs[name][1] // layout.size)]
     places.append(("io", 0))
     for where, index in places:
-        st = S.SECTION if where.startswith("#") else RECORD[where]
-        for f in st.fields:
+        layout = S.SECTION if where.startswith("#") else RECORD[where]
+        for f in layout.fields:
             for element in range(f.count if f.is_array else 1):
                 for value in EXTREMES[S._TYPES[f.type][2]]:
                     yield patch(blob, where, index, f.name, value, element)

@@ -64,7 +64,8 @@ def _build_wheel(tmp: Path) -> Path:
     dist = tmp / "dist"
     dist.mkdir()
     r = _run([sys.executable, "-c",
-              "import sys; from setuptools import build_meta as b; print(b.build_sdist(sys.argv[1]))",
+              "import sys; from setuptools import build_meta as b; "
+              "print(b.build_sdist(sys.argv[1]))",
               dist], cwd=ROOT)
     sdist = dist / r.stdout.strip().splitlines()[-1]
     with tarfile.open(sdist) as tar:

@@ -12,13 +12,13 @@ A board is a QEMU machine with one Cortex-M core and a memory map::
                                                          DDR  0x60000000 16 MiB (NPU)
 
 `BOARDS` is the one source of truth for these addresses: ``boards/<board>/link.ld`` is
-generated from it (`toolchain.linker_script`, ``python -m mcutorch.device.toolchain``) and a test checks the
-checked-in files are up to date.
+generated from it (`toolchain.linker_script`, ``python -m mcutorch.device.toolchain``) and a test
+checks the checked-in files are up to date.
 
-Firmware (`toolchain.py`) = the caller's C sources + ``boards/common`` (start-up code, semihosting, SysTick
-counter) linked with the board's script (`build_elf`). `qemu.run_elf` runs it under
-``qemu-system-arm -icount shift=0``: every guest instruction is 1 ns of virtual time, so the
-SysTick ticks the firmware prints (``mt_ticks [label] <n>``) convert to instructions by a
+Firmware (`toolchain.py`) = the caller's C sources + ``boards/common`` (start-up code,
+semihosting, SysTick counter) linked with the board's script (`build_elf`). `qemu.run_elf` runs
+it under ``qemu-system-arm -icount shift=0``: every guest instruction is 1 ns of virtual time, so
+the SysTick ticks the firmware prints (``mt_ticks [label] <n>``) convert to instructions by a
 fixed factor per board, ``Board.instructions_per_tick`` = 1e9 / SysTick clock (Hz). QEMU
 gives instruction counts, not cycles: they rank kernels, they are not a cycle model.
 

@@ -1,8 +1,8 @@
 """Exact guest instruction counts from a QEMU TCG plugin (``tools/qemu_plugin/mt_exact.c``).
 
 SysTick under ``-icount shift=0`` counts instructions to within one tick (31.25 to 50
-instructions, see `mcutorch.device.boards`). For exact counts, this module runs the same firmware with
-a small TCG plugin that adds 1 to a counter for every executed guest instruction (an inline
+instructions, see `mcutorch.device.boards`). For exact counts, this module runs the same firmware
+with a small TCG plugin that adds 1 to a counter for every executed guest instruction (an inline
 add, no callback) and snapshots that counter when a *marker* instruction executes:
 
 * op regions: from the first instruction of ``begin_symbol`` (included) to the first
@@ -107,7 +107,8 @@ def symbols(elf: str | Path) -> dict[str, int]:
     >>> hex(symbols("build/fw.elf")["mt_invoke"])                      # doctest: +SKIP
     '0x2f6'
     """
-    proc = subprocess.run([toolchain.find_tool(toolchain.NM), str(elf)], capture_output=True, text=True)
+    proc = subprocess.run([toolchain.find_tool(toolchain.NM), str(elf)], capture_output=True,
+                          text=True)
     if proc.returncode != 0:
         raise ToolchainError(f"{toolchain.NM} failed on {elf}: {proc.stderr}")
     out: dict[str, int] = {}

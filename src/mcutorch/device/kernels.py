@@ -136,7 +136,8 @@ def kernels_header_c() -> str:
              " * mt_kernels.h - every int8 kernel of mcutorch: one mt_kernel_fn per (op, variant).",
              " *",
              " * Kernel tables (mt_kernels_all.c, or the per-model table the compiler emits with",
-             " * mcutorch.device.kernels.kernel_table_c) point at these; the interpreter calls them",
+             " * mcutorch.device.kernels.kernel_table_c) point at these; the interpreter calls"
+             " them",
              " * through the table only. Each kernel holds its MVE, DSP and portable C paths.",
              " * Generated from the op registry (src/mcutorch/ops) by `python -m",
              " * mcutorch.device.generate`; do not edit.",
@@ -150,7 +151,8 @@ def kernels_header_c() -> str:
         note = f" /* {k.variant}: {doc} */" if doc else ""
         lines.append(f"mt_status {k.function}(const mt_op_args *args);{note}")
     lines += ["",
-              "/* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */",
+              "/* Every kernel above, indexed by opcode (rows of ops without a kernel are"
+              " NULL). */",
               "extern const mt_kernel_table mt_kernels_all;", "",
               "/* Only the kernels one model uses: the C file the compiler emits",
               " * (mcutorch.device.kernels.kernel_table_c) defines it. */",

@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from mcutorch.errors import McutorchError
-from mcutorch.models.mlperf_tiny import ds_cnn_kws, ds_cnn_sww, fc_autoencoder, mobilenet_v1_vww, resnet8
+from mcutorch.models.mlperf_tiny import (ds_cnn_kws, ds_cnn_sww, fc_autoencoder, mobilenet_v1_vww,
+                                         resnet8)
 from mcutorch.models.mobilenet_v2 import mobilenet_v2
 
 MODELS: dict[str, Callable[..., nn.Module]] = {

@@ -41,7 +41,8 @@ def same_conv(cin: int, cout: int, kernel, stride, in_hw: tuple[int, int], *, gr
     (top, bottom), (left, right) = same_padding(in_hw[0], kh, sh), same_padding(in_hw[1], kw, sw)
     out_hw = (-(-in_hw[0] // sh), -(-in_hw[1] // sw))
     if top == bottom and left == right:
-        return [nn.Conv2d(cin, cout, (kh, kw), (sh, sw), (top, left), groups=groups, bias=bias)], out_hw
+        return [nn.Conv2d(cin, cout, (kh, kw), (sh, sw), (top, left), groups=groups,
+                          bias=bias)], out_hw
     return [nn.ZeroPad2d((left, right, top, bottom)),
             nn.Conv2d(cin, cout, (kh, kw), (sh, sw), 0, groups=groups, bias=bias)], out_hw
 

@@ -108,7 +108,8 @@ def read_tflite_layers(path: str | Path) -> list[TfliteLayer]:
         inputs = op.InputsAsNumpy()
         name = graph.Tensors(int(inputs[1])).Name().decode()
         weight = _tensor_array(model, graph, int(inputs[1]))
-        bias = _tensor_array(model, graph, int(inputs[2])) if len(inputs) > 2 and inputs[2] >= 0 else None
+        has_bias = len(inputs) > 2 and inputs[2] >= 0
+        bias = _tensor_array(model, graph, int(inputs[2])) if has_bias else None
         stride = None
         if code == _CONV:  # OHWI -> OIHW
             weight = weight.transpose(0, 3, 1, 2)
@@ -116,20 +117,23 @@ def read_tflite_layers(path: str | Path) -> list[TfliteLayer]:
             weight = weight.transpose(3, 0, 1, 2)
         else:
             src = _flatten_source(graph, int(inputs[0]), producers)
-            if len(src) == 4 and src[1] * src[2] > 1 and src[1] * src[2] * src[3] == weight.shape[1]:
+            if (len(src) == 4 and src[1] * src[2] > 1
+                    and src[1] * src[2] * src[3] == weight.shape[1]):
                 weight = nhwc_to_nchw_columns(weight, *src[1:])
         if code in (_CONV, _DEPTHWISE):
-            options = tflite.Conv2DOptions() if code == _CONV else tflite.DepthwiseConv2DOptions()
+            options = (tflite.Conv2DOptions() if code == _CONV
+                       else tflite.DepthwiseConv2DOptions())
             table = op.BuiltinOptions()
             options.Init(table.Bytes, table.Pos)
             stride = (options.StrideH(), options.StrideW())
-        layers.append(TfliteLayer(i, _KINDS[code], name, np.ascontiguousarray(weight), bias, stride))
+        layers.append(TfliteLayer(i, _KINDS[code], name, np.ascontiguousarray(weight), bias,
+                                  stride))
     return layers
 
 
 def _check(name: str, layer: nn.Module, ref: TfliteLayer, path) -> None:
-    where = (f"layer {name!r} ({type(layer).__name__}) vs {Path(path).name} operator {ref.op_index} "
-             f"{ref.kind} {ref.name!r}")
+    where = (f"layer {name!r} ({type(layer).__name__}) vs {Path(path).name} "
+             f"operator {ref.op_index} {ref.kind} {ref.name!r}")
     if isinstance(layer, nn.Linear) != (ref.kind == "FULLY_CONNECTED"):
         raise McutorchError(f"layer type mismatch: {where}")
     if tuple(layer.weight.shape) != ref.weight.shape:
@@ -139,10 +143,13 @@ def _check(name: str, layer: nn.Module, ref: TfliteLayer, path) -> None:
         if ref.kind == "DEPTHWISE_CONV_2D" and layer.groups != layer.in_channels:
             raise McutorchError(f"{where}: a depthwise tflite conv needs groups=in_channels")
         if tuple(layer.stride) != ref.stride:
-            raise McutorchError(f"stride mismatch: {where}: model {tuple(layer.stride)}, tflite {ref.stride}")
+            raise McutorchError(f"stride mismatch: {where}: model {tuple(layer.stride)}, "
+                                f"tflite {ref.stride}")
     if layer.bias is None and ref.bias is not None and np.any(ref.bias):
-        raise McutorchError(f"{where}: the tflite layer has a non-zero bias but the model layer has none")
-    if layer.bias is not None and ref.bias is not None and tuple(layer.bias.shape) != ref.bias.shape:
+        raise McutorchError(f"{where}: the tflite layer has a non-zero bias but the model layer "
+                            "has none")
+    if (layer.bias is not None and ref.bias is not None
+            and tuple(layer.bias.shape) != ref.bias.shape):
         raise McutorchError(f"bias shape mismatch: {where}: model {tuple(layer.bias.shape)}, "
                             f"tflite {ref.bias.shape}")
 
@@ -171,9 +178,9 @@ def load_tflite_weights(model: nn.Module, path: str | Path) -> nn.Module:
             ref = refs[len(layers)]
             first = f"tflite operator {ref.op_index} {ref.kind} {ref.name!r}"
         raise McutorchError(
-            f"{type(model).__name__} has {len(layers)} Conv2d/Linear layers but {Path(path).name} has "
-            f"{len(refs)} weight operators (CONV_2D/DEPTHWISE_CONV_2D/FULLY_CONNECTED); first unmatched: "
-            f"{first}")
+            f"{type(model).__name__} has {len(layers)} Conv2d/Linear layers but "
+            f"{Path(path).name} has {len(refs)} weight operators "
+            f"(CONV_2D/DEPTHWISE_CONV_2D/FULLY_CONNECTED); first unmatched: {first}")
     with torch.no_grad():
         for (_, layer), ref in zip(layers, refs):
             layer.weight.copy_(torch.from_numpy(ref.weight))

@@ -1,4 +1,5 @@
-"""The shape of a registry entry: `OpDef` (one op) and `Source` (one aten overload it comes from)."""
+"""The shape of a registry entry: `OpDef` (one op) and `Source` (one aten overload it comes
+from)."""
 from __future__ import annotations
 
 from collections.abc import Callable

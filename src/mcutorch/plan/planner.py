@@ -86,7 +86,8 @@ class Plan:
     layout: list[Region] = field(default_factory=list, repr=False)
 
     def memory_map(self, limit: int | None = None) -> str:
-        """A table of regions (base, size, used) and their buffers; `limit` keeps the biggest few."""
+        """A table of regions (base, size, used) and their buffers; `limit` keeps the biggest
+        few."""
         specs = {r.name: r for r in self.layout}
         lines = [f"{'region':<8} {'base':>10} {'size':>10} {'used':>10}  buffers",
                  *(_region_row(specs.get(name), name, used, self._count(name))
@@ -139,7 +140,8 @@ class _Root:
 
 @dataclass
 class _Block:
-    """Root buffers sharing one offset (a single root, or an in-place chain) and their constraints."""
+    """Root buffers sharing one offset (a single root, or an in-place chain) and their
+    constraints."""
 
     members: list[int]
     segs: list[tuple[int, int, int]]
@@ -229,7 +231,8 @@ def _span(first: int, last: int, num_ops: int) -> tuple[int, int]:
 
 
 def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Block]]:
-    """Validate the graph; return the alias map and the blocks to place (aliases folded, in-place chained)."""
+    """Validate the graph; return the alias map and the blocks to place (aliases folded, in-place
+    chained)."""
     byid = _check(buffers, num_ops)
     roots = _resolve(byid)
     info: dict[int, _Root] = {}
@@ -243,7 +246,8 @@ def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Bl
 
 
 def _chain(info: dict[int, _Root], roots: dict, inplace, num_ops: int) -> list[_Block]:
-    """Merge legal in-place pairs into chains sharing one offset; ignore pairs that are not legal."""
+    """Merge legal in-place pairs into chains sharing one offset; ignore pairs that are not
+    legal."""
     group = {rid: [rid] for rid in info}
     for i, o in inplace:
         if i not in roots or o not in roots:
@@ -259,7 +263,8 @@ def _chain(info: dict[int, _Root], roots: dict, inplace, num_ops: int) -> list[_
 
 
 def _legal(info: dict[int, _Root], gi: list[int], go: list[int], num_ops: int) -> bool:
-    """Whether chain go may start over the tail of chain gi (lifetimes meet, sizes and pins allow)."""
+    """Whether chain go may start over the tail of chain gi (lifetimes meet, sizes and pins
+    allow)."""
     tail, head = info[gi[-1]], info[go[0]]
     pins = {p for m in gi + go for p in info[m].pins}
     spans = {m: _span(info[m].first, info[m].last, num_ops) for m in gi + go}
@@ -279,12 +284,12 @@ def _bound(blocks: list[_Block]) -> int:
     """Peak over ops of live bytes; an in-place pair counts once at the op where it hands over."""
     live = [0] * (max((b.last for b in blocks), default=0) + 2)
     for b in blocks:
-        for f, l, s in b.segs:
-            live[f] += s
-            live[l + 1] -= s
-        for (_, l, _), (_, _, s) in zip(b.segs, b.segs[1:]):
-            live[l] -= s
-            live[l + 1] += s
+        for first, last, size in b.segs:
+            live[first] += size
+            live[last + 1] -= size
+        for (_, last, _), (_, _, size) in zip(b.segs, b.segs[1:]):
+            live[last] -= size
+            live[last + 1] += size
     peak = run = 0
     for d in live:
         run += d
@@ -316,7 +321,8 @@ def _interference(blocks: list[_Block]) -> list[list[tuple[int, int, int]]]:
 
 
 def _orders(blocks: list[_Block], ks: list[int]) -> list[list[int]]:
-    """Start orders over block indices ks (size; start; size x lifetime; lifetime), ties by buffer id."""
+    """Start orders over block indices ks (size; start; size x lifetime; lifetime), ties by
+    buffer id."""
     keys = [
         lambda b: (-b.size, b.first),
         lambda b: (b.first, -b.size),
@@ -328,7 +334,8 @@ def _orders(blocks: list[_Block], ks: list[int]) -> list[list[int]]:
 
 def _offset(nbrs: list[tuple[int, int, int]], pos: dict[int, int], size: int, alignment: int,
             ceiling: int | None) -> int:
-    """Lowest aligned offset clear of the placed neighbours; unless that is 0, hang from a free ceiling."""
+    """Lowest aligned offset clear of the placed neighbours; unless that is 0, hang from a free
+    ceiling."""
     spans = sorted([(at - own + 1, at + other) for j, own, other in nbrs
                     if (at := pos.get(j)) is not None])
     x = 0
@@ -346,7 +353,8 @@ def _offset(nbrs: list[tuple[int, int, int]], pos: dict[int, int], size: int, al
 
 def _fill(blocks: list[_Block], options: list[list[int]], nbrs: list, layout: list[Region],
           alignment: int, relax: bool) -> _Fill:
-    """Pack regions fastest first; what a region cannot hold moves on to the next that accepts it."""
+    """Pack regions fastest first; what a region cannot hold moves on to the next that accepts
+    it."""
     where: dict[int, tuple[int, int]] = {}
     used = []
     pending = list(range(len(blocks)))
@@ -375,7 +383,8 @@ def _pack(here: list[int], must: set[int], blocks: list[_Block], nbrs: list, cap
             pos, over, end = _decode(order, blocks, nbrs, cap, target, hang, alignment,
                                      must if relax else set())
             lost = [k for k in here if k not in pos]
-            score = (sum(blocks[k].size for k in lost if k in must), sum(blocks[k].size for k in lost), end)
+            score = (sum(blocks[k].size for k in lost if k in must),
+                     sum(blocks[k].size for k in lost), end)
             if best is None or score < best[0]:
                 best = score, pos
             budget -= 1
@@ -388,7 +397,8 @@ def _pack(here: list[int], must: set[int], blocks: list[_Block], nbrs: list, cap
 
 def _decode(order: list[int], blocks: list[_Block], nbrs: list, cap: int | None, target: int,
             hang: bool, alignment: int, force: set[int]) -> tuple[dict[int, int], list[int], int]:
-    """Place blocks in order (past cap only if forced); return offsets, blocks ending past target, top."""
+    """Place blocks in order (past cap only if forced); return offsets, blocks ending past target,
+    top."""
     pos: dict[int, int] = {}
     over = []
     end = 0
@@ -418,14 +428,17 @@ def _assemble(buffers: list[Buffer], layout: list[Region], roots: dict, blocks: 
 
 
 def _failure(diag: Plan, blocks: list[_Block], fill: _Fill) -> str:
-    """PlanError text: what overflows or fits nowhere, then the map of a plan that lets regions overflow."""
+    """PlanError text: what overflows or fits nowhere, then the map of a plan that lets regions
+    overflow."""
     byid = {b.id: b for b in diag.buffers}
     why = [f"{reg.name} needs {used} B but has {reg.size} B"
            for reg, used in zip(diag.layout, fill.used) if reg.size is not None and used > reg.size]
     for k in fill.unplaced:
         b = blocks[k]
-        need = ", ".join(["npu"] * b.npu + [f"pinned to {' and '.join(sorted(b.pins))}"] * bool(b.pins))
-        why.append(f"{_label(byid[b.members[0]])} ({b.size} B{', ' + need if need else ''}) fits no region")
+        need = ", ".join(["npu"] * b.npu
+                         + [f"pinned to {' and '.join(sorted(b.pins))}"] * bool(b.pins))
+        why.append(f"{_label(byid[b.members[0]])} ({b.size} B{', ' + need if need else ''}) "
+                   "fits no region")
     return "memory plan does not fit: " + "; ".join(why) + "\n" + diag.memory_map(limit=5)
 
 
@@ -438,7 +451,8 @@ def _region_row(spec: Region | None, name: str, used: int, count: int) -> str:
     """One summary line of the memory map."""
     base = f"{spec.base:#010x}" if spec else "?"
     size = "unbounded" if spec is None or spec.size is None else str(spec.size)
-    over = f"  OVER by {used - spec.size} B" if spec and spec.size is not None and used > spec.size else ""
+    overflows = spec and spec.size is not None and used > spec.size
+    over = f"  OVER by {used - spec.size} B" if overflows else ""
     return f"{name:<8} {base:>10} {size:>10} {used:>10}  {count}{over}"
 
 
@@ -453,5 +467,7 @@ def _buffer_rows(p: Plan, region: str, limit: int | None) -> list[str]:
     names = {b.id: _label(b) for b in p.buffers}
     head = f"\n{region}{' (biggest ' + str(limit) + ')' if limit is not None else ''}:"
     return [head, f"  {'offset':>10} {'size':>9}  {'ops':<9} buffer",
-            *(f"  {p.placement[b.id][1]:#010x} {b.size:>9}  {f'{b.first}..{b.last}':<9} {_label(b)}"
-              + (f" (view of {names[b.alias_of]})" if b.alias_of is not None else "") for b in rows)]
+            *(f"  {p.placement[b.id][1]:#010x} {b.size:>9}  {f'{b.first}..{b.last}':<9} "
+              f"{_label(b)}"
+              + (f" (view of {names[b.alias_of]})" if b.alias_of is not None else "")
+              for b in rows)]

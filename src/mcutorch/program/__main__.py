@@ -1,4 +1,5 @@
-"""`python -m mcutorch.program --c-header > runtime/include/mt_program.h` (`python -m mcutorch.device.generate` writes and checks every generated C file).
+"""`python -m mcutorch.program --c-header > runtime/include/mt_program.h`
+(`python -m mcutorch.device.generate` writes and checks every generated C file).
 
 Same as `python -m mcutorch.program.schema ...`, without runpy's warning about running a module
 that the package import already loaded."""

@@ -10,8 +10,8 @@ import numpy as np
 
 from mcutorch import quant
 
-from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_array, check, check_act,
-                      check_scale, check_zp, requantize)
+from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_array, check,
+                                  check_act, check_scale, check_zp, requantize)
 
 
 def _same_shape(a, b, op: str):

@@ -10,8 +10,8 @@ import numpy as np
 
 from mcutorch import quant
 
-from mcutorch.ref._common import (as_array, check, check_act, check_zp, out_size, pad_hw, requantize,
-                      window_slice)
+from mcutorch.ref._common import (as_array, check, check_act, check_zp, out_size, pad_hw,
+                                  requantize, window_slice)
 
 
 def _pool_geometry(x, kernel_h, kernel_w, stride_h, stride_w, pads, op):

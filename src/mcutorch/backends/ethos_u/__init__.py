@@ -11,9 +11,12 @@ what is proven here and what rests on Vela's and the Ethos-U's TOSA conformance.
 extra (tosa-tools, ethos-u-vela).
 """
 from mcutorch.backends.ethos_u.constraints import RULES, family, npu_check
-from mcutorch.backends.ethos_u.delegate import Delegate, Delegation, delegate_graph, placement_table, storage_root
-from mcutorch.backends.ethos_u.partition import Partition, Placement, contracted_order, npu_support, partition
-from mcutorch.backends.ethos_u.vela import VelaConfig, VelaError, VelaResult, VelaTensor, compile_tosa, read_raw, vela_config
+from mcutorch.backends.ethos_u.delegate import (Delegate, Delegation, delegate_graph,
+                                                placement_table, storage_root)
+from mcutorch.backends.ethos_u.partition import (Partition, Placement, contracted_order,
+                                                 npu_support, partition)
+from mcutorch.backends.ethos_u.vela import (VelaConfig, VelaError, VelaResult, VelaTensor,
+                                            compile_tosa, read_raw, vela_config)
 
 __all__ = ["RULES", "Delegate", "Delegation", "Partition", "Placement", "VelaConfig",
            "VelaError", "VelaResult", "VelaTensor", "compile_tosa", "contracted_order",

@@ -36,7 +36,8 @@ from mcutorch.backends import tosa
 from mcutorch.ir import Graph, Node, Tensor
 
 from mcutorch.backends.ethos_u.partition import Partition, contracted_order, partition
-from mcutorch.backends.ethos_u.vela import VelaConfig, VelaError, VelaResult, as_config, compile_tosa
+from mcutorch.backends.ethos_u.vela import (VelaConfig, VelaError, VelaResult, as_config,
+                                            compile_tosa)
 
 
 @dataclass
