@@ -20,8 +20,9 @@ def run(graph: Graph) -> Graph:
         if (len(before) != 4 or before[:2] != (0, 0) or after[:2] != (0, 0)
                 or pad.attrs["value"] != src.zero_point or pad.outputs[0] in graph.outputs):
             continue
-        t, l, b, r = node.attrs["padding"]
-        node.attrs["padding"] = (t + before[2], l + before[3], b + after[2], r + after[3])
+        top, left, bottom, right = node.attrs["padding"]
+        node.attrs["padding"] = (top + before[2], left + before[3], bottom + after[2],
+                                 right + after[3])
         node.inputs[0] = src
         dead.add(id(pad))
     graph.nodes = [n for n in graph.nodes if id(n) not in dead]
