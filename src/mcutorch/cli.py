@@ -76,9 +76,26 @@ def _writable(path, what: str, folder: bool = False) -> Path:
     return path
 
 
+def _numpy_file_kind(path: Path) -> str | None:
+    """"npy" or "npz" by the file's first bytes (numpy would try to unpickle anything else)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except OSError as e:
+        raise FileError(f"cannot read {path}: {e.strerror or e}") from None
+    return "npy" if magic == b"\x93NUMPY" else "npz" if magic[:2] == b"PK" else None
+
+
 def _load_npy(path, what: str = "input file") -> np.ndarray:
     """A numeric array from a .npy file, or FileError saying what the file is instead."""
     path = _existing_file(path, what)
+    kind = _numpy_file_kind(path)
+    if kind == "npz":
+        raise FileError(f"{what} {path} is an .npz archive; --input takes one .npy file per "
+                        "model input (np.save)")
+    if kind != "npy":
+        raise FileError(f"{what} {path} is not a .npy file (no .npy header): save the input "
+                        "with np.save(path, x)")
     try:
         data = np.load(path, allow_pickle=False)
     except ValueError as e:
@@ -90,10 +107,6 @@ def _load_npy(path, what: str = "input file") -> np.ndarray:
     except (OSError, EOFError) as e:
         raise FileError(f"{what} {path} is not a .npy array file "
                         f"({getattr(e, 'strerror', None) or e})") from None
-    if not isinstance(data, np.ndarray):  # an .npz archive
-        data.close()
-        raise FileError(f"{what} {path} is an .npz archive; --input takes one .npy file per "
-                        "model input (np.save)")
     if data.dtype.kind not in "biufc":
         raise FileError(f"{what} {path} holds a {data.dtype} array "
                         f"({'strings' if data.dtype.kind in 'US' else 'not numbers'}); save the "
@@ -136,6 +149,9 @@ def _calibration_from_npz(path: str):
     import torch
 
     path = _existing_file(path, "calibration file")
+    if _numpy_file_kind(path) is None:
+        raise FileError(f"calibration file {path} is not an .npz archive (nor a .npy file): "
+                        "save the calibration inputs with np.savez(path, x=batch)")
     try:
         data = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -178,14 +194,12 @@ def cmd_compile(args) -> int:
     if args.emit_tosa and Path(args.emit_tosa).is_file():
         raise FileError(f"--emit-tosa {args.emit_tosa} is a file; give a folder")
     path = Path(args.model)
+    calibration = _calibration_from_npz(args.calibration) if args.calibration else None
     module = _load_model_file(path)
     model, example = _call(module, "model", path), _call(module, "example_inputs", path)
-    if args.calibration:
-        calibration = _calibration_from_npz(args.calibration)
-    elif callable(getattr(module, "calibration", None)):
+    if calibration is None and callable(getattr(module, "calibration", None)):
         calibration = _call(module, "calibration", path)
-    else:
-        calibration = None
+    elif calibration is None:
         print("warning: no calibration data; calibrating on the example inputs only "
               "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
     qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=args.progress)
@@ -231,6 +245,11 @@ def cmd_run(args) -> int:
     if args.output:
         _writable(args.output, "--output")
     program = mcutorch.load(args.program)
+    ports = program.ports("inputs")
+    if len(args.input) != len(ports):
+        raise UsageError(f"the model takes {len(ports)} input{'s' * (len(ports) != 1)} "
+                         f"({', '.join(p.name for p in ports)}): give --input once per input, "
+                         f"in that order (got {len(args.input)})")
     inputs = [_load_npy(p) for p in args.input]
     if args.board:
         from mcutorch.device.firmware import check_board
@@ -381,7 +400,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", required=True,
                    help=".npy input, one per model input in order (repeatable): float in the "
                         "model's layout (NCHW images); a batch runs inference by inference")
-    r.add_argument("--output", help=".npy file for the output (several outputs: NAME_<k>.npy)")
+    r.add_argument("-o", "--output", help=".npy file for the output (several outputs: NAME_<k>.npy)")
     r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC (exactly its dtype and shape)")
     r.add_argument("--board", help="run with the C runtime on an emulated board (QEMU)")
     r.add_argument("--profile", action="store_true", help="instructions per op (with --board)")
@@ -416,18 +435,15 @@ def main(argv=None) -> int:
         print("mcutorch: interrupted", file=sys.stderr)
         return 130
     except McutorchError as exc:
-        code = 1 if isinstance(exc, (RunError, ToolchainError)) else 2
-        message = str(exc)
+        code, message, error = 1 if isinstance(exc, (RunError, ToolchainError)) else 2, \
+            str(exc), exc
     except Exception as exc:  # noqa: BLE001 - a bug or a library error: one line, not a traceback
-        code, message = 1, f"unexpected {_one_line(exc)}"
+        code, message, error = 1, f"unexpected {_one_line(exc)}", exc
         if not args.debug:
             message += " (rerun with --debug for the traceback)"
     if args.debug:
-        traceback.print_exc()
-    lines = message.splitlines() or [""]
-    print(f"mcutorch: error: {lines[0]}", file=sys.stderr)
-    if args.debug and len(lines) > 1:
-        print("\n".join(lines[1:]), file=sys.stderr)
+        traceback.print_exception(error)
+    print(f"mcutorch: error: {message}", file=sys.stderr)  # details (a memory map) may follow
     return code
 
 

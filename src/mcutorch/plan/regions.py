@@ -15,9 +15,9 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _size_text(n: int) -> str:
-    for unit, scale in (("G", 1 << 30), ("M", 1 << 20), ("K", 1024)):
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1024)):
         if n >= scale:
-            return f"{n / scale:g}{unit}"
+            return f"{n / scale:g} {unit}"
     return f"{n} B"
 
 

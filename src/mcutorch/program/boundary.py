@@ -47,6 +47,9 @@ def _kind_of(x) -> str:
     """'a list of 2 items', 'a dict', 'a float', ... for a value that is not an array."""
     if isinstance(x, (list, tuple)):
         return f"a {type(x).__name__} of {len(x)} items"
+    if isinstance(x, np.ndarray) or type(x).__module__.startswith("torch"):
+        kind = "numpy array" if isinstance(x, np.ndarray) else "torch.Tensor"
+        return f"a {kind} of shape {list(getattr(x, 'shape', []))}"
     return _a(type(x).__name__)
 
 
@@ -123,7 +126,8 @@ def float_inputs(program: Program, inputs, what: str = "run()") -> tuple[list[np
         if want and (got[0] == 0 or got[0] % batch):
             raise InputError(f"{_expected(port, True)}, got {list(got)}: a batch of {got[0]} "
                              f"is not a positive multiple of the compiled batch {batch}")
-        f32 = np.asarray(a, np.float32)
+        with np.errstate(over="ignore"):  # float64 beyond float32: inf, reported below
+            f32 = np.asarray(a, np.float32)
         bad = ~np.isfinite(f32)
         if bad.any():
             n_nan, n_inf = int(np.isnan(a).sum()), int(np.isinf(a).sum())
