@@ -1,8 +1,9 @@
 """The C runtime from Python: its sources, a host build of the runner, firmware build values.
 
 The runner (`runtime/harness/mt_run.c`) loads a program file, reads raw int8 input files, runs
-the program once and writes the outputs; `mt_run --check` only validates. On the host it is
-built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
+the program once (or `-n COUNT` times over COUNT input sets stored back to back) and writes the
+outputs; `mt_run --check` only validates; `runner_failure` says what a non-zero exit means. On
+the host it is built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
 on a board the same runner is firmware (`mcutorch.device.firmware.build` uses `core_sources`,
 `runner_sources`, `firmware_defines`).
 
