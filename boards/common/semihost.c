@@ -11,6 +11,7 @@
 #define SYS_WRITE0        0x04
 #define SYS_WRITE         0x05
 #define SYS_READ          0x06
+#define SYS_SEEK          0x0A
 #define SYS_FLEN          0x0C
 #define SYS_GET_CMDLINE   0x15
 #define SYS_EXIT          0x18
@@ -64,6 +65,12 @@ int32_t mt_sh_write(int32_t fd, const void *buf, size_t n)
     uint32_t block[3] = {(uint32_t)fd, (uint32_t)(uintptr_t)buf, (uint32_t)n};
     /* SYS_WRITE returns the number of bytes NOT written. */
     return mt_sh_call(SYS_WRITE, block) == 0 ? 0 : -1;
+}
+
+int32_t mt_sh_seek(int32_t fd, uint32_t pos)
+{
+    uint32_t block[2] = {(uint32_t)fd, pos};
+    return mt_sh_call(SYS_SEEK, block);
 }
 
 int32_t mt_sh_flen(int32_t fd)

@@ -21,6 +21,7 @@ extern "C" {
 
 /* File open modes (semihosting SYS_OPEN mode numbers, ISO C fopen names). */
 #define MT_SH_MODE_RB 1  /* "rb": read, binary          */
+#define MT_SH_MODE_RPB 3 /* "r+b": read and write, binary */
 #define MT_SH_MODE_WB 5  /* "wb": create/truncate, binary */
 #define MT_SH_MODE_AB 9  /* "ab": append, binary        */
 
@@ -39,6 +40,8 @@ int32_t mt_sh_close(int32_t fd);
 int32_t mt_sh_read(int32_t fd, void *buf, size_t n);
 /* Write n bytes; returns 0 on success, -1 if not everything was written. */
 int32_t mt_sh_write(int32_t fd, const void *buf, size_t n);
+/* Move to byte `pos` of an open file (SYS_SEEK); returns 0 on success. */
+int32_t mt_sh_seek(int32_t fd, uint32_t pos);
 /* Length of an open file in bytes, or -1. */
 int32_t mt_sh_flen(int32_t fd);
 /* Copy the command line (kernel path + QEMU -append text) into buf (NUL

@@ -26,6 +26,7 @@ typedef struct {
     const char *inputs[MT_RUN_MAX_FILES];
     const char *outputs[MT_RUN_MAX_FILES];
     int n_inputs, n_outputs;
+    uint32_t count; /* inferences (-n) */
 } mt_run_args;
 
 static void mt_run_print_int(long v)
@@ -97,13 +98,31 @@ static int mt_run_status_names(void)
     return 0;
 }
 
+/* A decimal count in [1, 2^31); 0 when `s` is not one. */
+static uint32_t mt_run_count(const char *s)
+{
+    uint32_t v = 0;
+    for (; *s >= '0' && *s <= '9'; s++) {
+        if (v > 0x7FFFFFFFu / 10u) {
+            return 0;
+        }
+        v = v * 10u + (uint32_t)(*s - '0');
+    }
+    return *s == '\0' && v <= 0x7FFFFFFFu ? v : 0;
+}
+
 static int mt_run_parse(int argc, char **argv, mt_run_args *a)
 {
     int i, to_outputs = 0;
     memset(a, 0, sizeof *a);
+    a->count = 1;
     for (i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-o") == 0) {
             to_outputs = 1;
+        } else if (strcmp(argv[i], "-n") == 0) {
+            if (i + 1 == argc || (a->count = mt_run_count(argv[++i])) == 0) {
+                return -1;
+            }
         } else if (a->program == NULL) {
             a->program = argv[i];
         } else if (to_outputs && a->n_outputs < MT_RUN_MAX_FILES) {
@@ -135,7 +154,8 @@ static mt_status mt_run_bind(mt_model *m)
     return status;
 }
 
-static int mt_run_inputs(mt_model *m, const mt_run_args *a)
+/* Input set `set` of the run into the model's input tensors. */
+static int mt_run_inputs(mt_model *m, const mt_run_args *a, uint32_t set)
 {
     uint32_t i;
     if ((uint32_t)a->n_inputs != mt_input_count(m)) {
@@ -143,14 +163,14 @@ static int mt_run_inputs(mt_model *m, const mt_run_args *a)
     }
     for (i = 0; i < mt_input_count(m); i++) {
         mt_tensor *x = mt_input(m, i);
-        if (mt_run_read(a->inputs[i], x->data, x->size) != 0) {
+        if (mt_run_read(a->inputs[i], x->data, x->size, set, a->count) != 0) {
             return mt_run_fail("cannot read (or wrong size): ", a->inputs[i]);
         }
     }
     return 0;
 }
 
-static int mt_run_outputs(mt_model *m, const mt_run_args *a)
+static int mt_run_outputs(mt_model *m, const mt_run_args *a, uint32_t set)
 {
     static const char *const names[] = {"out0.bin", "out1.bin", "out2.bin", "out3.bin"};
     uint32_t i;
@@ -159,7 +179,7 @@ static int mt_run_outputs(mt_model *m, const mt_run_args *a)
         const char *path = i < (uint32_t)a->n_outputs ? a->outputs[i]
                            : i < 4u               ? names[i]
                                                   : NULL;
-        if (path == NULL || mt_run_write(path, y->data, y->size) != 0) {
+        if (path == NULL || mt_run_write(path, y->data, y->size, set) != 0) {
             return mt_run_fail("cannot write output file ", path);
         }
     }
@@ -172,6 +192,7 @@ static int mt_run_once(const mt_run_args *a)
     size_t size = 0;
     void *program = mt_run_read_program(a->program, &size);
     mt_status status;
+    uint32_t set;
     if (program == NULL) {
         return mt_run_fail("cannot read ", a->program);
     }
@@ -179,16 +200,16 @@ static int mt_run_once(const mt_run_args *a)
     if (status == MT_STATUS_OK) {
         status = mt_run_bind(&m);
     }
-    if (status == MT_STATUS_OK) {
-        if (mt_run_inputs(&m, a) != 0) {
+    for (set = 0; set < a->count && status == MT_STATUS_OK; set++) {
+        if (mt_run_inputs(&m, a, set) != 0) {
             return MT_RUN_EXIT_IO;
         }
         mt_run_counter_start();
         status = mt_invoke(&m);
         mt_run_counter_stop();
-    }
-    if (status == MT_STATUS_OK && mt_run_outputs(&m, a) != 0) {
-        return MT_RUN_EXIT_IO;
+        if (status == MT_STATUS_OK && mt_run_outputs(&m, a, set) != 0) {
+            return MT_RUN_EXIT_IO;
+        }
     }
     mt_run_print_status(status, NULL);
     mt_run_release();
@@ -205,10 +226,10 @@ int main(int argc, char **argv)
         return mt_run_status_names();
     }
     if (mt_run_parse(argc, argv, &a) != 0) {
-        mt_run_print("usage: mt_run PROGRAM [INPUT ...] [-o OUTPUT ...]\n"
+        mt_run_print("usage: mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT]\n"
                      "       mt_run --check PROGRAM ...\n"
                      "       mt_run --status-names\n");
-        return 2;
+        return MT_RUN_EXIT_USAGE;
     }
     return mt_run_once(&a);
 }

@@ -8,7 +8,8 @@
  *   MT_ARENA<k>_SIZE       bytes of arena k, k = 0..3 (a program region without one: refused)
  *   MT_ARENA<k>_REGION     board region holding arena k, e.g. "SRAM" (default: .bss)
  *   MT_ARENA_ALIGN         alignment of every arena (default 16; the largest region alignment)
- * With MT_PROFILE, each op's instructions are printed after the run as "mt_ticks op<i> <n>". */
+ * With MT_PROFILE, each op's instructions are printed after each inference as
+ * "mt_ticks op<i> <n>". */
 #include "board.h"
 #include "mt_port.h"
 #include "mt_run.h"
@@ -85,21 +86,28 @@ void *mt_run_read_program(const char *path, size_t *size)
     return ok ? mt_program : 0;
 }
 
-int mt_run_read(const char *path, void *buf, size_t size)
+int mt_run_read(const char *path, void *buf, size_t size, uint32_t index, uint32_t count)
 {
     int32_t fd = mt_sh_open(path, MT_SH_MODE_RB);
-    int ok = fd >= 0 && mt_sh_flen(fd) == (int32_t)size &&
-             (size == 0 || mt_sh_read(fd, buf, size) == (int32_t)size);
+    int32_t n = fd >= 0 ? mt_sh_flen(fd) : -1;
+    uint64_t total = (uint64_t)size * count;
+    int ok = n >= 0 && (uint64_t)n == total && index < count &&
+             (size == 0 || (mt_sh_seek(fd, (uint32_t)(index * size)) == 0 &&
+                            mt_sh_read(fd, buf, size) == (int32_t)size));
     if (fd >= 0) {
         mt_sh_close(fd);
     }
     return ok ? 0 : -1;
 }
 
-int mt_run_write(const char *path, const void *buf, size_t size)
+int mt_run_write(const char *path, const void *buf, size_t size, uint32_t index)
 {
-    int32_t fd = mt_sh_open(path, MT_SH_MODE_WB);
-    int ok = fd >= 0 && (size == 0 || mt_sh_write(fd, buf, size) == 0);
+    /* A later record: open for update and seek to the end. (Mode "ab" does not append under
+     * QEMU 7.2's semihosting: each write lands at the start of the file.) */
+    int32_t fd = mt_sh_open(path, index == 0 ? MT_SH_MODE_WB : MT_SH_MODE_RPB);
+    int32_t n = fd >= 0 && index != 0 ? mt_sh_flen(fd) : 0;
+    int ok = fd >= 0 && n >= 0 && (index == 0 || mt_sh_seek(fd, (uint32_t)n) == 0) &&
+             (size == 0 || mt_sh_write(fd, buf, size) == 0);
     if (fd >= 0 && mt_sh_close(fd) != 0) {
         ok = 0;
     }
@@ -154,6 +162,7 @@ void mt_port_op_end(uint32_t op)
     }
 }
 
+/* Each op's ticks of the inference that just ended (then zeroed for the next one). */
 static void mt_report_ops(void)
 {
     char label[32] = "op";
@@ -162,6 +171,7 @@ static void mt_report_ops(void)
         if (mt_op_ticks[i] != 0) {
             mt_fmt_u64(label + 2, i);
             mt_counter_report(label, mt_op_ticks[i]);
+            mt_op_ticks[i] = 0;
         }
     }
 }

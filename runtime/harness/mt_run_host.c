@@ -53,20 +53,22 @@ void *mt_run_read_program(const char *path, size_t *size)
     return mt_host_program;
 }
 
-int mt_run_read(const char *path, void *buf, size_t size)
+int mt_run_read(const char *path, void *buf, size_t size, uint32_t index, uint32_t count)
 {
     FILE *f = fopen(path, "rb");
     long n = f != NULL ? mt_host_file_size(f) : -1;
-    int ok = n >= 0 && (size_t)n == size && (size == 0 || fread(buf, 1, size, f) == size);
+    int ok = n >= 0 && index < count && (size_t)n % count == 0 && (size_t)n / count == size &&
+             (size == 0 || (fseek(f, (long)(index * size), SEEK_SET) == 0 &&
+                            fread(buf, 1, size, f) == size));
     if (f != NULL) {
         fclose(f);
     }
     return ok ? 0 : -1;
 }
 
-int mt_run_write(const char *path, const void *buf, size_t size)
+int mt_run_write(const char *path, const void *buf, size_t size, uint32_t index)
 {
-    FILE *f = fopen(path, "wb");
+    FILE *f = fopen(path, index == 0 ? "wb" : "ab");
     int ok = f != NULL && (size == 0 || fwrite(buf, 1, size, f) == size);
     if (f != NULL && fclose(f) != 0) {
         ok = 0;

@@ -6,8 +6,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mcutorch.errors import McutorchError
-from mcutorch.program.model import Program
+from mcutorch.errors import InputError
+from mcutorch.program.boundary import float_inputs, int8_inputs, split_batch
+from mcutorch.program.model import Port, Program
 from mcutorch.quant import dequantize, quantize
 from mcutorch.ref.interpreter import Interpreter
 
@@ -40,42 +41,49 @@ class CompiledModel:
     def io(self) -> dict:
         return (self.program.metadata or {}).get("io", {})
 
-    def _boundary(self, kind: str, i: int) -> tuple[tuple, bool]:
-        """Model-side shape and whether it is NCHW stored as NHWC."""
-        idx = (self.program.inputs if kind == "inputs" else self.program.outputs)[i]
-        shape = tuple(self.program.tensors[idx].shape)
-        entries = self.io.get(kind, [])
-        if i >= len(entries):  # metadata stripped: the program's own int8 NHWC I/O
-            return shape, False
-        return tuple(entries[i]["shape"]), bool(entries[i].get("nchw_as_nhwc"))
+    def ports(self, kind: str = "inputs") -> list[Port]:
+        """The inputs ("inputs") or outputs ("outputs"): name, float shape and layout of the
+        model, int8 shape and dtype of the program (`Program.ports`)."""
+        return self.program.ports(kind)
 
     def quantize_inputs(self, inputs) -> list[np.ndarray]:
-        """Float inputs in the model's layout -> the program's int8 NHWC inputs."""
+        """Float inputs of one inference, in the model's layout -> the program's int8 NHWC
+        inputs. InputError (naming the input and what was expected) on a wrong count, type,
+        dtype, shape, batch or a NaN/Inf value; `run` takes a batch."""
+        arrays, count = float_inputs(self.program, inputs, "quantize_inputs()")
+        if count != 1:
+            port = self.ports()[0]
+            raise InputError(f"{port.label}: quantize_inputs() takes one inference (batch "
+                             f"{port.model_shape[0]}), got batch {len(arrays[0])}; run() loops "
+                             "over a batch")
+        return self._quantize(arrays)
+
+    def _quantize(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         out = []
-        for i, x in enumerate(inputs):
-            t = self.program.tensors[self.program.inputs[i]]
-            x = x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
-            _, nchw = self._boundary("inputs", i)
-            if nchw:
+        for port, x in zip(self.ports(), arrays):
+            if port.nchw_as_nhwc:
                 x = x.transpose(0, 2, 3, 1)
-            out.append(quantize(x.reshape(t.shape), t.scale, t.zero_point))
+            out.append(quantize(np.ascontiguousarray(x).reshape(port.shape), port.scale,
+                                port.zero_point))
         return out
 
     def dequantize_outputs(self, outputs) -> list[np.ndarray]:
         """The program's int8 outputs -> float32 in the model's layout."""
         res = []
-        for i, q in enumerate(outputs):
-            t = self.program.tensors[self.program.outputs[i]]
-            model_shape, nchw = self._boundary("outputs", i)
-            y = dequantize(q, t.scale, t.zero_point)
-            if nchw:
+        for port, q in zip(self.ports("outputs"), outputs):
+            y = dequantize(q, port.scale, port.zero_point).reshape(port.shape)
+            if port.nchw_as_nhwc:
                 y = y.transpose(0, 3, 1, 2)
-            res.append(y.reshape(model_shape))
+            res.append(np.ascontiguousarray(y).reshape(port.model_shape))
         return res
 
     # --- running ------------------------------------------------------------------------------
     def run_int8(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """One inference on the program's int8 NHWC inputs with the Python reference runtime."""
+        """One inference on the program's int8 NHWC inputs with the Python reference runtime.
+        Each input must have the program's dtype and shape exactly (InputError otherwise)."""
+        return self._interpret(int8_inputs(self.program, inputs, "run_int8()"))
+
+    def _interpret(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if self._interpreter is None:
             self._interpreter = Interpreter(self.program)
         return self._interpreter.invoke(inputs)
@@ -83,32 +91,32 @@ class CompiledModel:
     def run_on_board(self, inputs: list[np.ndarray], board: str, profile: bool = False):
         """One inference on the program's int8 NHWC inputs in QEMU's model of `board` (C
         runtime); returns the outputs and keeps the instruction counts in `last_run`."""
+        return self._on_board([int8_inputs(self.program, inputs, "run_on_board()")], board,
+                              profile)[0]
+
+    def _on_board(self, sets: list[list[np.ndarray]], board: str, profile: bool = False):
+        """Every input set in ONE QEMU run (the runner loops over them); the output sets."""
         from mcutorch.device import firmware
 
-        self.last_run = firmware.run(self.program, inputs, board, profile=profile)
+        self.last_run = firmware.run(self.program, sets, board, profile=profile)
         return self.last_run.outputs
 
-    def run(self, *inputs, board: str | None = None):
-        """Float inputs (the model's own layout and batch, any multiple of the compiled batch)
-        -> float outputs, computed in int8 by the reference runtime, or by the C runtime on an
-        emulated `board` (e.g. "mps3-an547"). One output: a tensor."""
-        batches = self._split(inputs)
-        step = (lambda q: self.run_on_board(q, board)) if board else self.run_int8
-        results = [self.dequantize_outputs(step(self.quantize_inputs(b))) for b in batches]
+    def run(self, *inputs, board: str | None = None, profile: bool = False):
+        """Float inputs (the model's own layout; float16/32/64 arrays or tensors; a batch that
+        is any multiple of the compiled batch) -> float32 outputs, computed in int8 by the
+        reference runtime, or by the C runtime on an emulated `board` (e.g. "mps3-an547"; a
+        batch runs in one QEMU run, `profile` keeps per-op counts in `last_run`). One output:
+        a tensor. A wrong input raises InputError naming the input and what was expected."""
+        arrays, count = float_inputs(self.program, inputs, "run()")
+        sets = [self._quantize(b) for b in split_batch(arrays, self.program, count)]
+        if board:
+            out_sets = self._on_board(sets, board, profile)
+        else:
+            out_sets = [self._interpret(q) for q in sets]
+        results = [self.dequantize_outputs(o) for o in out_sets]
         outs = [torch.from_numpy(np.concatenate([r[k] for r in results]))
                 for k in range(len(self.program.outputs))]
         return outs[0] if len(outs) == 1 else tuple(outs)
-
-    def _split(self, inputs) -> list[tuple]:
-        if len(inputs) != len(self.program.inputs):
-            raise McutorchError(f"the model takes {len(self.program.inputs)} inputs, "
-                                f"got {len(inputs)}")
-        shape0, _ = self._boundary("inputs", 0)
-        total = len(inputs[0])
-        step = shape0[0] if shape0 else 1
-        if total % step:
-            raise McutorchError(f"batch {total} is not a multiple of the compiled batch {step}")
-        return [tuple(x[s:s + step] for x in inputs) for s in range(0, total, step)]
 
     # --- reports ------------------------------------------------------------------------------
     def summary(self) -> dict:
@@ -134,4 +142,4 @@ def load(path) -> CompiledModel:
     Example:
         >>> y = mcutorch.load("model.mtp").run(x)
     """
-    return CompiledModel(Program.load(path))
+    return CompiledModel(Program.load(path))  # FileError when missing or a folder

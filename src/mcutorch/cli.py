@@ -14,36 +14,169 @@ import importlib.util
 import json
 import sys
 import time
-from dataclasses import dataclass
+import traceback
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mcutorch.errors import McutorchError
+from mcutorch.errors import (FileError, McutorchError, RunError, ToolchainError,
+                             UsageError)
+
+EPILOG = """\
+exit status: 0 success; 2 mcutorch refused the command before doing the work (a usage error:
+options that do not go together, a missing or unreadable file, an input of the wrong shape,
+dtype or layout, a model it cannot compile, a program the board cannot run); 1 the work itself
+failed (the C runtime or the firmware reported an error, a tool such as gcc or QEMU failed,
+or an unexpected error). Errors are one line on stderr; --debug adds the traceback.
+"""
+
+
+def _source_line(exc: BaseException, path: Path) -> str:
+    """' (line N)' of the deepest traceback frame inside `path`, or ''."""
+    if isinstance(exc, SyntaxError) and exc.lineno:
+        return f" (line {exc.lineno})"
+    line, tb, target = None, exc.__traceback__, str(path.resolve())
+    while tb is not None:
+        if str(Path(tb.tb_frame.f_code.co_filename).resolve()) == target:
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return f" (line {line})" if line else ""
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _existing_file(path, what: str) -> Path:
+    """`path` as a Path, or FileError when it is missing or a folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise FileError(f"{what} {path} is a folder, not a file")
+    if not path.exists():
+        raise FileError(f"{what} {path} does not exist")
+    return path
+
+
+def _writable(path, what: str, folder: bool = False) -> Path:
+    """An output path whose folder exists (checked before any work is done)."""
+    path = Path(path)
+    if folder:
+        if path.exists() and not path.is_dir():
+            raise FileError(f"{what} {path} is a file; give a folder to write the project into")
+        parent = path.parent
+    else:
+        if path.is_dir():
+            raise FileError(f"{what} {path} is a folder; give a file name, e.g. {path / 'out'}")
+        parent = path.parent
+    if not parent.is_dir():
+        raise FileError(f"cannot write {what} {path}: folder {parent} does not exist "
+                        f"(create it first: mkdir -p {parent})")
+    return path
+
+
+def _numpy_file_kind(path: Path) -> str | None:
+    """"npy" or "npz" by the file's first bytes (numpy would try to unpickle anything else)."""
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(6)
+    except OSError as e:
+        raise FileError(f"cannot read {path}: {e.strerror or e}") from None
+    return "npy" if magic == b"\x93NUMPY" else "npz" if magic[:2] == b"PK" else None
+
+
+def _load_npy(path, what: str = "input file") -> np.ndarray:
+    """A numeric array from a .npy file, or FileError saying what the file is instead."""
+    path = _existing_file(path, what)
+    kind = _numpy_file_kind(path)
+    if kind == "npz":
+        raise FileError(f"{what} {path} is an .npz archive; --input takes one .npy file per "
+                        "model input (np.save)")
+    if kind != "npy":
+        raise FileError(f"{what} {path} is not a .npy file (no .npy header): save the input "
+                        "with np.save(path, x)")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise FileError(f"{what} {path} holds Python objects (an object array, which would "
+                            "need allow_pickle): save a numeric array, e.g. "
+                            "np.save(path, np.asarray(x, np.float32))") from None
+        raise FileError(f"{what} {path} is not a .npy array file ({e})") from None
+    except (OSError, EOFError) as e:
+        raise FileError(f"{what} {path} is not a .npy array file "
+                        f"({getattr(e, 'strerror', None) or e})") from None
+    if data.dtype.kind not in "biufc":
+        raise FileError(f"{what} {path} holds a {data.dtype} array "
+                        f"({'strings' if data.dtype.kind in 'US' else 'not numbers'}); save the "
+                        "numeric input, e.g. np.save(path, np.asarray(x, np.float32))")
+    return data
 
 
 def _load_model_file(path: Path):
     """Import a user's model file; it defines model(), example_inputs() and maybe calibration()."""
-    if not path.exists():
-        raise McutorchError(f"model file {path} does not exist")
+    path = _existing_file(path, "model file")
+    if path.suffix != ".py":
+        raise FileError(f"model file {path} is not a .py file: mcutorch compile takes a Python "
+                        "file defining model() and example_inputs()")
     spec = importlib.util.spec_from_file_location(path.stem, path)
     module = importlib.util.module_from_spec(spec)
     sys.path.insert(0, str(path.parent.resolve()))
     try:
         spec.loader.exec_module(module)
+    except Exception as exc:  # the user's code: name it, its file and line, in one line
+        raise UsageError(f"importing model file {path} raised "
+                         f"{_one_line(exc)}{_source_line(exc, path)}") from exc
     finally:
         sys.path.pop(0)
     for fn in ("model", "example_inputs"):
         if not callable(getattr(module, fn, None)):
-            raise McutorchError(f"{path} must define {fn}() (and optionally calibration())")
+            raise UsageError(f"{path} must define {fn}() (and optionally calibration())")
     return module
+
+
+def _call(module, fn: str, path: Path):
+    """module.fn(), with an exception in the user's code named in one line."""
+    try:
+        return getattr(module, fn)()
+    except Exception as exc:
+        raise UsageError(f"{fn}() in {path} raised {_one_line(exc)}"
+                         f"{_source_line(exc, path)}") from exc
 
 
 def _calibration_from_npz(path: str):
     import torch
 
-    with np.load(path) as data:
-        arrays = [data[k] for k in sorted(data.files)]
+    path = _existing_file(path, "calibration file")
+    if _numpy_file_kind(path) is None:
+        raise FileError(f"calibration file {path} is not an .npz archive (nor a .npy file): "
+                        "save the calibration inputs with np.savez(path, x=batch)")
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        raise FileError(f"calibration file {path} is not an .npz archive of arrays "
+                        f"({getattr(e, 'strerror', None) or e})") from None
+    if isinstance(data, np.ndarray):
+        arrays = [data]
+    else:
+        with data:
+            try:
+                arrays = [data[k] for k in sorted(data.files)]
+            except ValueError as e:
+                raise FileError(f"calibration file {path} holds Python objects "
+                                f"({e}); save numeric arrays with np.savez") from None
+    if not arrays:
+        raise FileError(f"calibration file {path} holds no arrays: save the calibration "
+                        "inputs with np.savez(path, x=batch), one array per model input, the "
+                        "samples on the first axis")
+    for k, a in enumerate(arrays):
+        if a.dtype.kind not in "biuf" or a.ndim == 0 or len(a) == 0:
+            raise FileError(f"calibration file {path}: array {k} is {a.dtype}{list(a.shape)}; "
+                            "expected a non-empty numeric array, samples on the first axis")
+    if len({len(a) for a in arrays}) > 1:
+        raise FileError(f"calibration file {path}: the arrays hold different numbers of "
+                        f"samples {[len(a) for a in arrays]}; each needs one per sample")
     n = len(arrays[0])
     return [tuple(torch.from_numpy(a[i:i + 1]).float() for a in arrays) for i in range(n)]
 
@@ -52,14 +185,21 @@ def cmd_compile(args) -> int:
     import mcutorch
 
     t0 = time.perf_counter()
-    module = _load_model_file(Path(args.model))
-    model, example = module.model(), module.example_inputs()
-    if args.calibration:
-        calibration = _calibration_from_npz(args.calibration)
-    elif callable(getattr(module, "calibration", None)):
-        calibration = module.calibration()
-    else:
-        calibration = None
+    output = _writable(args.output, "output")
+    from mcutorch.compiler import resolve_regions
+    from mcutorch.targets import parse_target
+
+    parse_target(args.target)  # target, board and memory checked before the slow part
+    resolve_regions(args.board, args.memory)
+    if args.emit_tosa and Path(args.emit_tosa).is_file():
+        raise FileError(f"--emit-tosa {args.emit_tosa} is a file; give a folder")
+    path = Path(args.model)
+    calibration = _calibration_from_npz(args.calibration) if args.calibration else None
+    module = _load_model_file(path)
+    model, example = _call(module, "model", path), _call(module, "example_inputs", path)
+    if calibration is None and callable(getattr(module, "calibration", None)):
+        calibration = _call(module, "calibration", path)
+    elif calibration is None:
         print("warning: no calibration data; calibrating on the example inputs only "
               "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
     qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=args.progress)
@@ -70,7 +210,7 @@ def cmd_compile(args) -> int:
                                progress=args.progress, verify=args.verify,
                                emit_tosa=args.emit_tosa, npu_fallback=args.npu_fallback,
                                npu_options=options or None)
-    out = program.save(args.output)
+    out = program.save(output)
     s = program.summary()
     ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
     print(f"{out}: {s['ops']} ops, {s['program_bytes']:,} B program, RAM {ram} "
@@ -95,32 +235,56 @@ def _print_offload(p) -> None:
 
 def cmd_run(args) -> int:
     import mcutorch
+    from mcutorch.program.boundary import float_inputs
 
-    program = mcutorch.load(args.program)
-    inputs = [np.load(p) for p in args.input]
+    if args.profile and not args.board:
+        raise UsageError("--profile counts instructions on an emulated board: add --board "
+                         "(e.g. --board mps3-an547)")
     if args.exact and not (args.board and args.profile):
-        raise McutorchError("--exact refines --profile on a --board run")
+        raise UsageError("--exact refines --profile on a --board run: add --board B --profile")
+    if args.output:
+        _writable(args.output, "--output")
+    program = mcutorch.load(args.program)
+    ports = program.ports("inputs")
+    if len(args.input) != len(ports):
+        raise UsageError(f"the model takes {len(ports)} input{'s' * (len(ports) != 1)} "
+                         f"({', '.join(p.name for p in ports)}): give --input once per input, "
+                         f"in that order (got {len(args.input)})")
+    inputs = [_load_npy(p) for p in args.input]
     if args.board:
-        q = inputs if args.int8 else program.quantize_inputs(inputs)
+        from mcutorch.device.firmware import check_board
+
+        check_board(program.program, args.board)  # before any conversion or build
         if args.exact:
             from mcutorch.device.exact import profile_exact
 
+            if args.int8:
+                q = _int8(program, inputs)
+            else:
+                _, count = float_inputs(program.program, inputs, "mcutorch run")
+                if count != 1:
+                    raise UsageError(f"--exact profiles one inference; the input holds "
+                                     f"{count}: give a batch-1 input, or drop --exact")
+                q = program.quantize_inputs(inputs)
             prof = profile_exact(program.program, q, args.board)
             outputs, run = prof.outputs, _Counts(prof.total, prof.per_op, "exact (QEMU plugin)")
+            if not args.int8:
+                outputs = program.dequantize_outputs(outputs)
         else:
-            outputs = program.run_on_board(q, args.board, profile=args.profile)
-            run = _Counts(program.last_run.instructions, program.last_run.per_op,
+            if args.int8:
+                outputs = program.run_on_board(inputs, args.board, profile=args.profile)
+            else:
+                outputs = _float_outputs(program.run(*inputs, board=args.board,
+                                                     profile=args.profile))
+            last = program.last_run
+            run = _Counts(last.instructions, last.per_op,
                           "SysTick under -icount: resolution one tick, 31.25-50 instructions "
-                          "depending on the board")
-        if not args.int8:
-            outputs = program.dequantize_outputs(outputs)
+                          "depending on the board", last.per_inference)
         _print_counts(program, args.board, run)
     elif args.int8:
         outputs = program.run_int8(inputs)
     else:
-        result = program.run(*inputs)
-        outputs = [result] if not isinstance(result, tuple) else list(result)
-        outputs = [o.numpy() for o in outputs]
+        outputs = _float_outputs(program.run(*inputs))
     for i, y in enumerate(outputs):
         if args.output:
             path = args.output if len(outputs) == 1 else f"{Path(args.output).with_suffix('')}_{i}.npy"
@@ -131,15 +295,32 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _int8(program, inputs):
+    from mcutorch.program.boundary import int8_inputs
+
+    return int8_inputs(program.program, inputs, "mcutorch run --int8")
+
+
+def _float_outputs(result) -> list[np.ndarray]:
+    outputs = [result] if not isinstance(result, tuple) else list(result)
+    return [o.numpy() for o in outputs]
+
+
 @dataclass
 class _Counts:
     instructions: int
     per_op: dict
     how: str
+    per_inference: list = field(default_factory=list)
 
 
 def _print_counts(program, board: str, run: _Counts) -> None:
-    print(f"{board}: {run.instructions:,} instructions per inference")
+    if len(run.per_inference) > 1:
+        each = ", ".join(f"{n:,}" for n in run.per_inference)
+        print(f"{board}: {len(run.per_inference)} inferences in one run, instructions of each: "
+              f"{each}" + ("; per op: the last one" if run.per_op else ""))
+    else:
+        print(f"{board}: {run.instructions:,} instructions per inference")
     if run.per_op:
         print(f"instructions per op ({run.how}):")
         for i, n in sorted(run.per_op.items()):
@@ -153,8 +334,9 @@ def cmd_build(args) -> int:
 
     import mcutorch
 
+    out = _writable(args.output, "output")
     program = mcutorch.load(args.program).program
-    elf = firmware.build(program, args.board, out=Path(args.output), profile=args.profile)
+    elf = firmware.build(program, args.board, out=out, profile=args.profile)
     split = firmware.flash_split(elf, program)
     stack = program_stack(program)
     print(f"{elf}: runtime core {split['runtime_core']:,} B, kernels {split['kernels']:,} B, "
@@ -177,16 +359,26 @@ def cmd_export_c(args) -> int:
 
     import mcutorch
 
-    out = export_c(mcutorch.load(args.program).program, args.output, target=args.target)
+    folder = _writable(args.output, "output folder", folder=True)
+    out = export_c(mcutorch.load(args.program).program, folder, target=args.target)
     print(f"{out}: runtime, kernels, program array, model_config.h, main.c, Makefile, "
           "CMakeLists.txt (build: make -C " + str(out) + ")")
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="mcutorch", description="PyTorch models on Arm MCUs")
+    ap = argparse.ArgumentParser(prog="mcutorch", description="PyTorch models on Arm MCUs",
+                                 epilog=EPILOG,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--debug", action="store_true",
+                    help="show the Python traceback of an error (as well as its one line)")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the Python traceback of an error")
     sub = ap.add_subparsers(dest="command", required=True)
-    c = sub.add_parser("compile", help="quantize and compile a model file to a program")
+    kw = {"parents": [common], "epilog": EPILOG,
+          "formatter_class": argparse.RawDescriptionHelpFormatter}
+    c = sub.add_parser("compile", help="quantize and compile a model file to a program", **kw)
     c.add_argument("model", help="a .py file defining model(), example_inputs(), calibration()")
     c.add_argument("--target", default="cortex-m55", help="e.g. cortex-m55, cortex-m33+nodsp")
     c.add_argument("--board", help="memory map of a named board, e.g. mps3-an547")
@@ -205,28 +397,31 @@ def build_parser() -> argparse.ArgumentParser:
                    "Ethos_U55_High_End_Embedded)")
     c.add_argument("--memory-mode", help="Vela memory mode (e.g. Shared_Sram)")
     c.set_defaults(fn=cmd_compile)
-    r = sub.add_parser("run", help="run a program on the host reference runtime")
+    r = sub.add_parser("run", help="run a program on the host reference runtime or, with "
+                       "--board, on an emulated board", **kw)
     r.add_argument("program")
-    r.add_argument("--input", action="append", required=True, help=".npy input (repeatable)")
-    r.add_argument("--output", help=".npy file for the output")
-    r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC")
+    r.add_argument("--input", action="append", required=True,
+                   help=".npy input, one per model input in order (repeatable): float in the "
+                        "model's layout (NCHW images); a batch runs inference by inference")
+    r.add_argument("-o", "--output", help=".npy file for the output (several outputs: NAME_<k>.npy)")
+    r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC (exactly its dtype and shape)")
     r.add_argument("--board", help="run with the C runtime on an emulated board (QEMU)")
     r.add_argument("--profile", action="store_true", help="instructions per op (with --board)")
     r.add_argument("--exact", action="store_true",
                    help="exact per-op counts with mcutorch's QEMU plugin (with --profile)")
     r.set_defaults(fn=cmd_run)
-    b = sub.add_parser("build", help="link board firmware (runtime + the model's kernels)")
+    b = sub.add_parser("build", help="link board firmware (runtime + the model's kernels)", **kw)
     b.add_argument("program")
     b.add_argument("--board", required=True, help="mps2-an385, mps2-an386, mps2-an500, "
                    "mps2-an505 or mps3-an547")
     b.add_argument("--profile", action="store_true", help="per-op instruction counts")
     b.add_argument("-o", "--output", default="model.elf")
     b.set_defaults(fn=cmd_build)
-    i = sub.add_parser("inspect", help="ops, shapes, qparams, MACs, memory plan")
+    i = sub.add_parser("inspect", help="ops, shapes, qparams, MACs, memory plan", **kw)
     i.add_argument("program")
     i.add_argument("--json", action="store_true")
     i.set_defaults(fn=cmd_inspect)
-    e = sub.add_parser("export-c", help="write a standalone C project (runtime + model)")
+    e = sub.add_parser("export-c", help="write a standalone C project (runtime + model)", **kw)
     e.add_argument("program")
     e.add_argument("--target", help="a check: the program's own target (same CPU and switches; "
                    "the Makefile's CPU flags always come from the program)")
@@ -236,12 +431,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Run the command; returns the exit status (see EPILOG). Errors are one line on stderr."""
     args = build_parser().parse_args(argv)
     try:
         return args.fn(args)
+    except KeyboardInterrupt:
+        print("mcutorch: interrupted", file=sys.stderr)
+        return 130
     except McutorchError as exc:
-        print(f"mcutorch: error: {exc}", file=sys.stderr)
-        return 2
+        code, message, error = 1 if isinstance(exc, (RunError, ToolchainError)) else 2, \
+            str(exc), exc
+    except Exception as exc:  # noqa: BLE001 - a bug or a library error: one line, not a traceback
+        code, message, error = 1, f"unexpected {_one_line(exc)}", exc
+        if not args.debug:
+            message += " (rerun with --debug for the traceback)"
+    if args.debug:
+        traceback.print_exception(error)
+    print(f"mcutorch: error: {message}", file=sys.stderr)  # details (a memory map) may follow
+    return code
 
 
 if __name__ == "__main__":

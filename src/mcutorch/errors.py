@@ -41,3 +41,22 @@ class TargetError(McutorchError):
 
 class ToolchainError(McutorchError):
     """arm-none-eabi-gcc, QEMU or another external tool is missing or failed."""
+
+
+class InputError(McutorchError, ValueError):
+    """Inputs to a run do not match the program: count, type, dtype, rank, shape, batch,
+    layout, or NaN/Inf values. The message names the input and what was expected."""
+
+
+class FileError(McutorchError):
+    """A file or folder the user named is missing, is a directory, or is not what it should be
+    (a program, a .npy array, an .npz archive, a folder to write into)."""
+
+
+class UsageError(McutorchError):
+    """Options that do not go together (`--profile` without `--board`, ...)."""
+
+
+class RunError(McutorchError):
+    """A run itself failed: the C runtime refused the program or a kernel, the firmware
+    faulted or timed out. The message names the status, signal or sanitizer report."""

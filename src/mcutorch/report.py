@@ -13,6 +13,12 @@ def _tensor(p: Program, i: int) -> dict:
             "scale": t.scale, "zero_point": t.zero_point, "bytes": t.nbytes, "at": where}
 
 
+def _port(p: Program, port) -> dict:
+    """A program input/output: its tensor plus the float side the host converts to."""
+    return {**_tensor(p, port.tensor), "io_name": port.name, "model_shape": list(port.model_shape),
+            "layout": port.layout}
+
+
 def _area(p: Program, a) -> str:
     return f"{p.regions[a.region].name}+{a.offset} ({a.size:,} B)" if a else "none"
 
@@ -61,8 +67,9 @@ def describe(p: Program) -> dict:
                      "npu": r.npu, "base": r.base} for r in p.regions],
         "lower_bound": meta.get("plan", {}).get("lower_bound"),
         "const_bytes": len(p.constants),
-        "inputs": [_tensor(p, i) for i in p.inputs],
-        "outputs": [_tensor(p, i) for i in p.outputs],
+        "inputs": [_port(p, port) for port in p.ports("inputs")],
+        "outputs": [_port(p, port) for port in p.ports("outputs")],
+        "stripped": set(meta) <= {"io"},
         "ops": ops,
         "total_macs": sum(o["macs"] for o in ops if o["cpu_version_of"] is None),
         "delegates": delegates,
@@ -79,7 +86,8 @@ def render(info: dict) -> str:
     """Human-readable tables of the description."""
     t = info["target"]
     lines = [f"model {info['model']!r} for {t['name']} "
-             f"(isa {t['isa']}, npu {t['npu']}, rounding {t['rounding']})",
+             f"(isa {t['isa']}, npu {t['npu']}, rounding {t['rounding']})"
+             + (" [stripped: no names, sources or plan notes]" if info["stripped"] else ""),
              f"{'#':>3} {'op':<17} {'variant':<7} {'input':<22} {'output':<22} {'qparams':<18} "
              f"{'MACs':>10} {'out bytes':>9}  at / source"]
     for op in info["ops"]:
@@ -99,11 +107,15 @@ def render(info: dict) -> str:
         base = f" @0x{r['base']:08x}" if r["base"] is not None else ""
         lines.append(f"  {r['name']:<8}{base} {r['bytes']:>10,} B{cap} (rank {r['rank']}"
                      f"{', NPU' if r['npu'] else ''})")
-    if info["lower_bound"] is not None:  # a stripped program has no plan metadata
-        lines.append(f"  live lower bound {info['lower_bound']:,} B")
+    bound = info["lower_bound"]
+    lines.append(f"  live lower bound {bound:,} B" if bound is not None else
+                 "  live lower bound unknown (not in this program's metadata)")
     for kind in ("inputs", "outputs"):
         for tt in info[kind]:
-            lines.append(f"{kind[:-1]} {tt['name']}: {tt['dtype']}{tt['shape']} {_qp(tt)} "
+            side = f"{tt['io_name']}: float {tt['model_shape']}"
+            if tt["layout"] != "none":
+                side += f" {tt['layout']}"
+            lines.append(f"{kind[:-1]} {side} <-> {tt['dtype']}{tt['shape']} {_qp(tt)} "
                          f"at {tt['at']}")
     return "\n".join(lines)
 

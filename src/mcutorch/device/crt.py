@@ -1,8 +1,9 @@
 """The C runtime from Python: its sources, a host build of the runner, firmware build values.
 
 The runner (`runtime/harness/mt_run.c`) loads a program file, reads raw int8 input files, runs
-the program once and writes the outputs; `mt_run --check` only validates. On the host it is
-built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
+the program once (or `-n COUNT` times over COUNT input sets stored back to back) and writes the
+outputs; `mt_run --check` only validates; `runner_failure` says what a non-zero exit means. On
+the host it is built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
 on a board the same runner is firmware (`mcutorch.device.firmware.build` uses `core_sources`,
 `runner_sources`, `firmware_defines`).
 
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -24,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from mcutorch.device import paths as P
-from mcutorch.errors import McutorchError, ToolchainError
+from mcutorch.errors import McutorchError, RunError, ToolchainError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
 
@@ -38,11 +41,70 @@ RUNTIME_STATUSES = {64: "bad_argument", 65: "no_kernel", 66: "bad_state",
                     67: "arena_too_small", 68: "npu_failed", 69: "no_npu"}
 
 
+EXIT_IO, EXIT_USAGE = 100, 101  # mt_run.h: MT_RUN_EXIT_IO, MT_RUN_EXIT_USAGE
+
+
 def status_name(code: int) -> str:
     """Name of an mt_status code (the C runtime's mt_status_name)."""
     if 0 <= code < len(STATUS_NAMES):
         return STATUS_NAMES[code]
     return RUNTIME_STATUSES.get(code, f"unknown status {code}")
+
+
+_SANITIZER_RE = re.compile(r"^(?:==\d+==)?ERROR: (\w+Sanitizer): (.*)$", re.M)
+_UBSAN_RE = re.compile(r"^(\S+): runtime error: (.*)$", re.M)
+_STATUS_RE = re.compile(r"^mt_status (\d+) (\S+)", re.M)
+
+
+def runner_failure(code: int | None, stdout: str = "", stderr: str = "") -> str:
+    """What a non-zero exit of the runner (mt_run.c, host or firmware) means, in one line.
+
+    The runner exits with its run's mt_status (1..63 a load error of schema.ERRORS, 64.. a
+    runtime status) after printing "mt_status <code> <name>", with EXIT_IO after a file it
+    could not read or write ("mt_run: ..."), with EXIT_USAGE on a bad command line. Other
+    exits are not the runner's: a sanitizer abort (AddressSanitizer and UBSan exit 1 after
+    their report, LeakSanitizer 23), a signal (negative `code` from subprocess), a board fault
+    (240 + exception number) or no exit at all (None: timed out).
+
+    >>> runner_failure(2, "mt_status 2 bad_magic\\n")
+    'load error 2 (bad_magic): the C runtime refused the program'
+    >>> runner_failure(-11)
+    'killed by signal 11 (SIGSEGV)'
+    """
+    from mcutorch.device.boards import FAULT_EXIT_CODES
+
+    if code is None:
+        return "no exit status (timed out)"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown signal"
+        return f"killed by signal {-code} ({name})"
+    m = _SANITIZER_RE.search(stderr)
+    if m:
+        where = re.search(r"^SUMMARY: \w+Sanitizer: (.*)$", stderr, re.M)
+        return (f"{m.group(1)} abort (exit {code}): {m.group(2).strip()}"
+                + (f"; {where.group(1).strip()}" if where else ""))
+    m = _UBSAN_RE.search(stderr)
+    if m:
+        return (f"UndefinedBehaviorSanitizer abort (exit {code}): runtime error: "
+                f"{m.group(2).strip()} at {m.group(1)}")
+    status = {int(a): b for a, b in _STATUS_RE.findall(stdout)}
+    if code == EXIT_IO and code not in status:
+        line = re.search(r"^mt_run: (.*)$", stdout, re.M)
+        return f"the runner could not read or write a file (exit {code}): " \
+               f"{line.group(1).strip() if line else 'no detail'}"
+    if code == EXIT_USAGE and code not in status:
+        return f"the runner refused its command line (usage error, exit {code})"
+    if code in status or 0 < code < len(STATUS_NAMES) or code in RUNTIME_STATUSES:
+        name = status.get(code, status_name(code))
+        if 0 < code < len(STATUS_NAMES):
+            return f"load error {code} ({name}): the C runtime refused the program"
+        return f"runtime status {code} ({name})"
+    if code in FAULT_EXIT_CODES:
+        return f"the board faulted ({FAULT_EXIT_CODES[code]}, exit {code})"
+    return f"unknown exit status {code}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,8 +226,9 @@ def run_host(program, inputs: Sequence[np.ndarray], runner: Path | None = None) 
         args += ["-o", *(f"out{i}.bin" for i in range(len(p.outputs)))]
         proc = subprocess.run(args, cwd=d, capture_output=True, text=True)
         if proc.returncode != 0:
-            raise McutorchError(f"C runtime failed (exit {proc.returncode}, "
-                                f"{status_name(proc.returncode)}):\n{proc.stdout}{proc.stderr}")
+            raise RunError(f"C runtime failed: "
+                           f"{runner_failure(proc.returncode, proc.stdout, proc.stderr)}\n"
+                           f"{proc.stdout}{proc.stderr}")
         outs = []
         for i, idx in enumerate(p.outputs):
             t = p.tensors[idx]

@@ -16,13 +16,16 @@ from pathlib import Path
 
 import numpy as np
 
-from mcutorch.device.kernels import kernel_table_c, sources_for
 from mcutorch.device import paths
-from mcutorch.device.crt import core_sources, firmware_defines, include_dirs, runner_sources
+from mcutorch.device.boards import get_board
+from mcutorch.device.crt import (core_sources, firmware_defines, include_dirs, runner_failure,
+                                 runner_sources)
 from mcutorch.device.export_c import used_kernels
+from mcutorch.device.kernels import kernel_table_c, sources_for
 from mcutorch.device.qemu import run_elf
 from mcutorch.device.toolchain import build_elf
-from mcutorch.errors import McutorchError
+from mcutorch.errors import InputError, RunError
+from mcutorch.program import schema as S
 from mcutorch.program.model import Program
 
 CACHE = paths.build_dir("firmware")
@@ -30,11 +33,15 @@ CACHE = paths.build_dir("firmware")
 
 @dataclass
 class BoardRun:
-    """Outputs and instruction counts of one inference on an emulated board."""
+    """Outputs and instruction counts of a run on an emulated board: `outputs` mirrors the
+    inputs given to `run` (one inference: a list of arrays; several: one such list each).
+    `instructions` and `per_op` are those of the run's last inference, `per_inference` lists
+    every inference's total."""
 
-    outputs: list[np.ndarray]
+    outputs: list
     instructions: int
     per_op: dict[int, int] = field(default_factory=dict)  # op index -> instructions (--profile)
+    per_inference: list[int] = field(default_factory=list)
 
 
 def build(program: Program, board: str, out: Path | None = None, profile: bool = False,
@@ -54,8 +61,10 @@ def build(program: Program, board: str, out: Path | None = None, profile: bool =
         defines["MT_PROFILE"] = None
     table_c = kernel_table_c(used)
     sources = core_sources() + runner_sources(board=True) + sources_for(used)
+    common = sorted((paths.BOARDS / "common").glob("*.[ch]"))  # start-up, semihosting, counter
     key = hashlib.sha256(repr((board, target.name, sorted(defines.items()), opt, table_c,
-                               [p.read_bytes() for p in sources + include_files()])).encode())
+                               [p.read_bytes() for p in sources + include_files() + common]))
+                         .encode())
     folder = CACHE / key.hexdigest()[:16]
     if out is None and (folder / "model.elf").exists():  # built, so build_elf accepted the pair
         return folder / "model.elf"
@@ -82,48 +91,89 @@ def include_files() -> list[Path]:
     return sorted({*(p for d in include_dirs() for p in d.glob("*.h")), *family})
 
 
-def runner_files(program: Program, inputs: list[np.ndarray]) -> tuple[dict[str, bytes], list[str]]:
-    """The host files a runner firmware reads (program + int8 inputs) and its arguments."""
+def _nested(inputs) -> bool:
+    """True for a list of input sets, False for one set (a list of arrays)."""
+    return bool(inputs) and all(isinstance(x, (list, tuple)) for x in inputs)
+
+
+def _as_sets(inputs) -> list[list[np.ndarray]]:
+    return [list(x) for x in inputs] if _nested(inputs) else [list(inputs)]
+
+
+def runner_files(program: Program, inputs) -> tuple[dict[str, bytes], list[str]]:
+    """The host files a runner firmware reads (program + int8 inputs) and its arguments.
+
+    `inputs`: one inference's int8 NHWC arrays, or a list of such lists: then in<k>.bin holds
+    every set's input k back to back and the runner (`-n COUNT`) runs them all in one go."""
+    sets = _as_sets(inputs)
     files = {"model.mtp": program.to_bytes()}
-    for i, x in enumerate(inputs):
-        t = program.tensors[program.inputs[i]]
-        x = np.ascontiguousarray(x, np.dtype(t.dtype))
-        if x.shape != tuple(t.shape):
-            raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, got {list(x.shape)}")
-        files[f"in{i}.bin"] = x.tobytes()
-    return files, ["model.mtp", *[f"in{i}.bin" for i in range(len(inputs))]]
+    for i, idx in enumerate(program.inputs):
+        t = program.tensors[idx]
+        want = np.dtype(S.DTYPE_NUMPY[t.dtype])
+        data = []
+        for xs in sets:
+            if len(xs) != len(program.inputs):
+                raise InputError(f"the program takes {len(program.inputs)} inputs, got "
+                                 f"{len(xs)}")
+            x = np.asarray(xs[i])
+            if x.shape != tuple(t.shape) or x.dtype != want:
+                raise InputError(f"input {i} must be {t.dtype}{list(t.shape)}, got "
+                                 f"{x.dtype}{list(x.shape)}")
+            data.append(np.ascontiguousarray(x).tobytes())
+        files[f"in{i}.bin"] = b"".join(data)
+    args = ["model.mtp", *[f"in{i}.bin" for i in range(len(program.inputs))]]
+    return files, args + (["-n", str(len(sets))] if len(sets) > 1 else [])
 
 
 def read_outputs(program: Program, folder: Path) -> list[np.ndarray]:
     """The runner's out<k>.bin files as int8 arrays of the program's output shapes."""
-    outputs = []
-    for k, idx in enumerate(program.outputs):
-        t = program.tensors[idx]
-        data = (Path(folder) / f"out{k}.bin").read_bytes()
-        outputs.append(np.frombuffer(data, np.dtype(t.dtype)).reshape(t.shape).copy())
-    return outputs
+    return read_output_sets(program, folder, 1)[0]
 
 
-def run(program: Program, inputs: list[np.ndarray], board: str, profile: bool = False,
+def read_output_sets(program: Program, folder: Path, count: int) -> list[list[np.ndarray]]:
+    """The out<k>.bin files of a `-n count` run: one list of outputs per inference."""
+    data = [(Path(folder) / f"out{k}.bin").read_bytes() for k in range(len(program.outputs))]
+    sets = []
+    for j in range(count):
+        outs = []
+        for k, idx in enumerate(program.outputs):
+            t = program.tensors[idx]
+            a = np.frombuffer(data[k], np.dtype(S.DTYPE_NUMPY[t.dtype]))
+            n = t.numel
+            outs.append(a[j * n:(j + 1) * n].reshape(t.shape).copy())
+        sets.append(outs)
+    return sets
+
+
+def run(program: Program, inputs, board: str, profile: bool = False,
         elf: Path | None = None) -> BoardRun:
-    """One inference of `program` on int8 NHWC `inputs` in QEMU's model of `board`.
+    """Inferences of `program` on int8 NHWC `inputs` in QEMU's model of `board`: one
+    inference's arrays, or a list of such lists, which all run in one QEMU run (the runner
+    loops; outputs come back the same way). RunError when the firmware fails.
 
     Without `elf`, builds (or reuses) the program's firmware, which checks the board; a given
     `elf` is checked against the program's target by `run_elf`."""
     target = None if elf is None else program.target.as_target()
     elf = elf or build(program, board, profile=profile)
-    files, args = runner_files(program, inputs)
+    sets = _as_sets(inputs)
+    files, args = runner_files(program, sets)
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)
-        result = run_elf(elf, board, args, cwd=tmp, target=target)
+        result = run_elf(elf, board, args, cwd=tmp, target=target, timeout=30.0 * len(sets))
         if not result.ok:
-            raise McutorchError(f"firmware run on {board} failed: {result.fault or ''}"
-                                f"{result.stdout[-400:]}")
-        outputs = read_outputs(program, Path(tmp))
+            why = ("timed out (QEMU killed)" if result.timed_out else
+                   f"faulted: {result.fault}" if result.fault else
+                   runner_failure(result.exit_code, result.stdout, result.stderr))
+            raise RunError(f"firmware run on {board} failed: {why}")
+        outputs = read_output_sets(program, Path(tmp), len(sets))
     per_op = {int(label[2:]): n for label, n in (result.counts or {}).items()
               if label.startswith("op")}
-    return BoardRun(outputs, int(result.instructions or 0), per_op)
+    ipt = get_board(board).instructions_per_tick
+    totals = [round(int(m.group(1)) * ipt)
+              for m in re.finditer(r"^mt_ticks (\d+)\s*$", result.stdout, re.M)]
+    return BoardRun(outputs if _nested(inputs) else outputs[0], int(result.instructions or 0),
+                    per_op, totals)
 
 
 def flash_split(elf: Path, program: Program) -> dict[str, int]:

@@ -8,11 +8,11 @@
 The layout is described once, in schema.py, which also generates runtime/include/mt_program.h
 (`python -m mcutorch.program --c-header > runtime/include/mt_program.h`).
 """
-from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
-                                    RegionInfo, TargetInfo, TensorInfo)
+from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Port,
+                                    Program, RegionInfo, TargetInfo, TensorInfo)
 from mcutorch.program.schema import ERRORS, VERSION_MAJOR, VERSION_MINOR
 
-__all__ = ["Area", "Binding", "ConstantPool", "DelegateInfo", "OpInfo", "Program", "RegionInfo",
+__all__ = ["Area", "Binding", "ConstantPool", "DelegateInfo", "OpInfo", "Port", "Program", "RegionInfo",
            "TargetInfo", "TensorInfo", "ERRORS", "VERSION_MAJOR", "VERSION_MINOR",
            "load", "save"]
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from mcutorch import ops
+from mcutorch.errors import FileError
 from mcutorch.program import schema as S
 
 
@@ -197,6 +198,34 @@ class DelegateInfo:
         self.cpu_ops = None if self.cpu_ops is None else tuple(int(v) for v in self.cpu_ops)
 
 
+@dataclass(frozen=True)
+class Port:
+    """A program input or output as the host sees it: its float side in the model's layout and
+    batch (`model_shape`, `layout`) and its int8 side in the program (`shape`, `dtype`, NHWC for
+    4-D tensors). `layout` is "NCHW" when the model's NCHW tensor is stored NHWC (the host
+    transposes), "NHWC" for a 4-D tensor the host passes as it is, "none" otherwise."""
+
+    kind: str  # "input" | "output"
+    index: int  # position among the program's inputs or outputs
+    tensor: int  # tensor index
+    name: str
+    model_shape: tuple[int, ...]
+    layout: str
+    shape: tuple[int, ...]
+    dtype: str
+    scale: float
+    zero_point: int
+
+    @property
+    def label(self) -> str:
+        """'input 0 (x)': how error messages name the port."""
+        return f"{self.kind} {self.index} ({self.name})"
+
+    @property
+    def nchw_as_nhwc(self) -> bool:
+        return self.layout == "NCHW"
+
+
 @dataclass
 class Program:
     """A compiled model. `constants` is the CONST blob (build it with ConstantPool); after
@@ -242,7 +271,8 @@ class Program:
 
     @classmethod
     def load(cls, path, verify_crc: bool = True) -> Program:
-        return cls.from_bytes(Path(path).read_bytes(), verify_crc=verify_crc)
+        """Read and validate a program file; FileError when `path` is missing or a folder."""
+        return cls.from_bytes(read_program_file(path), verify_crc=verify_crc)
 
     # --- helpers for executors and inspect ---
     def const_array(self, index: int) -> np.ndarray:
@@ -274,9 +304,57 @@ class Program:
             return ""
         return f"{sources[src].get('loc', '?')} ({sources[src].get('op', '?')})"
 
+    def ports(self, kind: str) -> list[Port]:
+        """The program's inputs (`kind` "inputs") or outputs ("outputs") as the host sees them:
+        from METADATA "io" (model layout and shapes) when present, else the program's own int8
+        tensors (a hand-built program)."""
+        indices = self.inputs if kind == "inputs" else self.outputs
+        entries = ((self.metadata or {}).get("io") or {}).get(kind) or []
+        out = []
+        for i, idx in enumerate(indices):
+            t = self.tensors[idx]
+            e = entries[i] if i < len(entries) else {}
+            shape = tuple(int(d) for d in e.get("shape", t.shape))
+            if e.get("nchw_as_nhwc"):
+                layout = "NCHW"
+            else:
+                layout = "NHWC" if len(shape) == 4 else "none"
+            out.append(Port(kind[:-1], i, idx, str(e.get("name") or self.tensor_name(idx)),
+                            shape, layout, tuple(t.shape), t.dtype, t.scale, t.zero_point))
+        return out
+
     def stripped(self) -> Program:
-        """The same program without METADATA (what a device build keeps)."""
-        return replace(self, metadata=None)
+        """The same program with METADATA cut down to the model boundary (what a device build
+        keeps): only the "io" key survives, when the program has one.
+
+        "io" holds what the host needs to talk to the program in the model's terms: each
+        input's and output's name, float shape and whether it is the model's NCHW tensor stored
+        NHWC. Without it `load(stripped).run(x)` could not know it must transpose, and would
+        silently feed NCHW bytes as NHWC. It stays inside METADATA, rather than in a new section
+        or in the IO records, because METADATA is the format's skippable section: the C runtime
+        skips it, so its validation and the bytes it reads are the same as for a program
+        stripped bare, no format version changes, and older readers read the file. It costs a
+        few hundred bytes of flash. A program without "io" strips to no METADATA at all; with
+        it, the ops lose their indices into the dropped "sources" list."""
+        io = (self.metadata or {}).get("io")
+        if io is None:
+            return replace(self, metadata=None)
+        ops_ = [replace(op, source=None) for op in self.ops]
+        return replace(self, ops=ops_, metadata={"io": io})
+
+
+def read_program_file(path) -> bytes:
+    """The bytes of a program file, or FileError naming what is wrong with `path`."""
+    path = Path(path)
+    if path.is_dir():
+        raise FileError(f"{path} is a folder, not a program file: pass the .mtp file "
+                        "`mcutorch compile` wrote")
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise FileError(f"program file {path} does not exist") from None
+    except OSError as e:
+        raise FileError(f"cannot read program file {path}: {e.strerror or e}") from None
 
 
 class ConstantPool:

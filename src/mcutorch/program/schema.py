@@ -93,7 +93,10 @@ Meaning of the records:
     shape and element size as Vela reports them. The tensor lives exactly there (no copies).
   * METADATA: a JSON object; known keys: "model" (str), "tensor_names" (list of str, one per
     tensor), "sources" (list of {"loc": "file:line", "op": torch op}; OP.source indexes it),
-    "options" (object). Other keys are kept as they are.
+    "options" (object), "io" ({"inputs": [...], "outputs": [...]}, one {"name", "shape",
+    "nchw_as_nhwc"} per program input / output: the model's float shape and whether it is the
+    model's NCHW tensor stored NHWC; Program.stripped keeps only this key). Other keys are kept
+    as they are.
 
 Validation (reader.py, then validate.py; the C loader does the same in the same order): header
 size, magic, version, file_size == buffer length, CRC, reserved fields; section table bounds,

@@ -40,6 +40,7 @@ def validate(p: Program) -> None:
     for i, op in enumerate(p.ops):
         check_op(p, i, op, i in subgraph)
     check_io(p)
+    check_metadata_io(p)
 
 
 def check_target(p: Program) -> None:
@@ -289,3 +290,38 @@ def check_metadata(p: Program) -> None:
     require(isinstance(sources, list) and all(
         isinstance(s, dict) and isinstance(s.get("loc"), str) and isinstance(s.get("op"), str)
         for s in sources), "bad_metadata", '"sources" must be a list of {"loc": str, "op": str}')
+
+
+def check_metadata_io(p: Program) -> None:
+    """METADATA "io" (the model boundary the host converts through, see Program.ports): one
+    entry per program input / output, each with a float shape of the tensor's element count,
+    and `nchw_as_nhwc` only on a 4-D tensor stored as that shape's NHWC transpose. Python-only
+    like all of METADATA (the C runtime skips the section)."""
+    io = (p.metadata or {}).get("io")
+    if io is None:
+        return
+    require(isinstance(io, dict), "bad_metadata", '"io" must be an object')
+    for kind, indices in (("inputs", p.inputs), ("outputs", p.outputs)):
+        entries = io.get(kind)
+        if entries is None:
+            continue
+        require(isinstance(entries, list) and len(entries) == len(indices), "bad_metadata",
+                f'"io" {kind} must be a list of {len(indices)} entries')
+        for k, (e, idx) in enumerate(zip(entries, indices)):
+            what = f'"io" {kind}[{k}]'
+            require(isinstance(e, dict), "bad_metadata", f"{what} must be an object")
+            shape, t = e.get("shape"), p.tensors[idx]
+            require(isinstance(shape, list) and len(shape) <= S.MAX_RANK
+                    and all(is_int(d) for d in shape), "bad_metadata",
+                    f"{what}: shape must be a list of at most {S.MAX_RANK} non-negative ints")
+            require(math.prod(shape) == t.numel, "bad_metadata",
+                    f"{what}: shape {shape} does not hold the {t.numel} elements of tensor {idx}")
+            require(isinstance(e.get("name", ""), str), "bad_metadata", f"{what}: name must be a "
+                    "string")
+            nchw = e.get("nchw_as_nhwc", False)
+            require(isinstance(nchw, bool), "bad_metadata", f"{what}: nchw_as_nhwc must be a bool")
+            if nchw:
+                require(len(shape) == 4 and tuple(t.shape) == tuple(shape[i] for i in (0, 2, 3, 1)),
+                        "bad_metadata", f"{what}: NCHW {shape} stored NHWC needs a tensor of shape "
+                        f"{[shape[i] for i in (0, 2, 3, 1)] if len(shape) == 4 else '(4-D)'}, "
+                        f"tensor {idx} is {list(t.shape)}")
