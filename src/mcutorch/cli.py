@@ -252,9 +252,9 @@ def cmd_run(args) -> int:
                          f"in that order (got {len(args.input)})")
     inputs = [_load_npy(p) for p in args.input]
     if args.board:
-        from mcutorch.device.firmware import check_board
+        from mcutorch.device.boards import require_can_run
 
-        check_board(program.program, args.board)  # before any conversion or build
+        require_can_run(args.board, program.program.target.as_target())  # before any build
         if args.exact:
             from mcutorch.device.exact import profile_exact
 
