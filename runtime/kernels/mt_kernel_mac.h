@@ -81,8 +81,8 @@ static MT_NOINLINE void mt_store_rows(const mt_out_stage *out, int32_t o, int32_
 /* acc[o] = init[o] + sum over i < n of x[i] * w[o * w_stride + i] for o < nc, wrapping on 32
  * bits (init may be acc), then stored by `out` (into acc when out->y is NULL). */
 static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t w_stride,
-                                       uint32_t n, int32_t nc, const uint32_t *init,
-                                       uint32_t *acc, const mt_out_stage *out)
+                                       uint32_t n, int32_t nc, const uint32_t *init, uint32_t *acc,
+                                       const mt_out_stage *out)
 {
   int32_t o = 0;
 #if MT_MVE
@@ -113,8 +113,7 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
     if (out->y == NULL) {
       vstrwq_p_s32((int32_t *)acc + o, v, p);
     } else {
-      mt_requantize4_v(v, out->mult + o, out->shift + o, nb, out->zp, out->lo, out->hi,
-                       out->y + o);
+      mt_requantize4_v(v, out->mult + o, out->shift + o, nb, out->zp, out->lo, out->hi, out->y + o);
     }
 #else /* !MT_MVE */
     uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, left = n;
@@ -122,6 +121,7 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
     if (left >= 4) { /* in asm: gcc spills two accumulators of this loop written in C */
       const int8_t *const x_end = xp + (left & ~3u);
       uint32_t t0, t1, t2, t3;
+/* clang-format off */
 #define MT_DOT4_STEP /* 4 bytes of x against 4 bytes of each row */                          \
   "ldr %[t0], [%[x]], #4\n sxtb16 %[t1], %[t0]\n sxtb16 %[t0], %[t0], ror #8\n"                 \
   "ldr %[t2], [%[w0]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a0], %[t1], %[t3], %[a0]\n"           \
@@ -138,12 +138,15 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
     [t2] "=&r"(t2), [t3] "=&r"(t3)                                                              \
   : [end] "r"(x_end)                                                                            \
   : "cc", "memory"
+      /* clang-format on */
       if (left & 4u) { /* an odd step first, then two per loop pass */
         __asm__ volatile(MT_DOT4_STEP MT_DOT4_OPERANDS);
       }
       if (xp != x_end) {
+        /* clang-format off */
         __asm__ volatile("1: " MT_DOT4_STEP MT_DOT4_STEP "cmp %[x], %[end]\n bne 1b\n"
                          MT_DOT4_OPERANDS);
+        /* clang-format on */
       }
 #undef MT_DOT4_STEP
 #undef MT_DOT4_OPERANDS
@@ -164,14 +167,15 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
 }
 
 /* sum[o] += sum over i < n of w[o * w_stride + i] for o < nc, wrapping on 32 bits. */
-static MT_NOINLINE void mt_wsum_rows_s8(const int8_t *w, size_t w_stride, uint32_t n,
-                                        int32_t nc, uint32_t *sum)
+static MT_NOINLINE void mt_wsum_rows_s8(const int8_t *w, size_t w_stride, uint32_t n, int32_t nc,
+                                        uint32_t *sum)
 {
   int32_t o = 0;
 #if MT_MVE
   for (; nc - o >= 4 && n > 0; o += 4, w += 4 * w_stride) { /* four rows per DLSTP loop */
     const int8_t *w0 = w, *w1 = w + w_stride, *w2 = w + 2 * w_stride, *w3 = w + 3 * w_stride;
     int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    /* clang-format off */
     __asm__ volatile("   dlstp.8 lr, %[n]\n"
                      "1: vldrb.8 q0, [%[w0]], #16\n"
                      "   vaddva.s8 %[s0], q0\n"
@@ -186,6 +190,7 @@ static MT_NOINLINE void mt_wsum_rows_s8(const int8_t *w, size_t w_stride, uint32
                        [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
                      : [n] "r"(n)
                      : "q0", "q1", "lr", "memory");
+    /* clang-format on */
     sum[o] += (uint32_t)s0;
     sum[o + 1] += (uint32_t)s1;
     sum[o + 2] += (uint32_t)s2;
@@ -224,6 +229,7 @@ static inline void mt_fill_s8(int8_t *dst, const int8_t *src, size_t n, int32_t 
   size_t i = 0;
 #if MT_MVE /* tail-predicated loops, skipped when n == 0 */
   if (src != NULL) {
+    /* clang-format off */
     __asm__ volatile("   wlstp.8 lr, %[n], 2f\n"
                      "1: vldrb.8 q0, [%[s]], #16\n"
                      "   vstrb.8 q0, [%[d]], #16\n"
@@ -232,7 +238,9 @@ static inline void mt_fill_s8(int8_t *dst, const int8_t *src, size_t n, int32_t 
                      : [s] "+r"(src), [d] "+r"(dst)
                      : [n] "r"(n)
                      : "q0", "lr", "memory");
+    /* clang-format on */
   } else {
+    /* clang-format off */
     __asm__ volatile("   vdup.8 q0, %[f]\n"
                      "   wlstp.8 lr, %[n], 2f\n"
                      "1: vstrb.8 q0, [%[d]], #16\n"
@@ -241,6 +249,7 @@ static inline void mt_fill_s8(int8_t *dst, const int8_t *src, size_t n, int32_t 
                      : [d] "+r"(dst)
                      : [n] "r"(n), [f] "r"(fill)
                      : "q0", "lr", "memory");
+    /* clang-format on */
   }
   i = n;
 #elif MT_DSP
@@ -284,7 +293,7 @@ typedef struct {
 #define MT_PX 2
 #endif /* MT_MVE */
 #if !MT_MVE && !MT_DSP && !defined(__ARM_ARCH_6M__) && !defined(__ARM_ARCH_8M_BASE__)
-#define MT_MUL64 1
+#define MT_MUL64    1
 #define MT_PACK_MAX 640 /* the longest window packed (words on the stack) */
 #else
 #define MT_MUL64 0
@@ -305,8 +314,8 @@ static inline void mt_split2x2(int64_t *a0, int64_t *a1, uint32_t s[4])
 
 /* s[2 * p + j] += sum over the window of pixel p (at src->x + p * ps) of x * w_j (wrapping),
  * p, j in {0, 1}; w_j: the weight row of channel j. DSP: src->rows == 1. */
-static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w0,
-                                const int8_t *w1, uint32_t s[4])
+static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w0, const int8_t *w1,
+                                uint32_t s[4])
 {
 #if MT_MUL64
   int64_t a0 = 0, a1 = 0; /* a_j = sum x0 * w_j + 2^23 * sum x1 * w_j over `used` products */
@@ -339,6 +348,7 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
       const int8_t *xp = x0, *wp = w0, *const x_end = x0 + (n & ~3u);
       const int32_t d = (int32_t)(x1 - x0);
       uint32_t t0, t1, t2, t3, t4, t5;
+/* clang-format off */
 #define MT_DOT2X2_STEP /* 4 bytes: rows w0, w1 unpacked once, x1 then x0 against both */      \
   "ldr %[t1], [%[w], %[d]]\n ldr %[t0], [%[w]], #4\n sxtb16 %[t2], %[t0]\n"                    \
   "sxtb16 %[t0], %[t0], ror #8\n sxtb16 %[t3], %[t1]\n sxtb16 %[t1], %[t1], ror #8\n"          \
@@ -354,12 +364,15 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
     [t5] "=&r"(t5)                                                                              \
   : [d] "r"(d), [end] "r"(x_end)                                                                \
   : "cc", "memory"
+      /* clang-format on */
       if (n & 4u) { /* an odd step first, then two per loop pass */
         __asm__ volatile(MT_DOT2X2_STEP MT_DOT2X2_OPERANDS);
       }
       if (xp != x_end) {
+        /* clang-format off */
         __asm__ volatile("1: " MT_DOT2X2_STEP MT_DOT2X2_STEP "cmp %[x], %[end]\n bne 1b\n"
                          MT_DOT2X2_OPERANDS);
+        /* clang-format on */
       }
 #undef MT_DOT2X2_STEP
 #undef MT_DOT2X2_OPERANDS
@@ -382,8 +395,7 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
 /* y[p * y_stride + o] = out(base[o] + sum over the window of pixel p of x * w_o), p < np,
  * o < nc (out->y: the first pixel's output channel 0). */
 static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
-                                     const uint32_t *base, const mt_out_stage *out,
-                                     size_t y_stride)
+                                     const uint32_t *base, const mt_out_stage *out, size_t y_stride)
 {
   const size_t k = (size_t)s->rows * s->run;
   const int32_t np = s->np;
@@ -392,8 +404,8 @@ static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_
   const int8_t *x0 = s->x, *x1 = x0 + (np > 1 ? ps : 0), *x2 = x0 + (np > 2 ? 2 * ps : 0);
   const int8_t *x3 = x0 + (size_t)(np - 1) * ps; /* pixels past np repeat the last one */
   /* pixel p's output at y + offs[p]: pixels past np store the last one's again */
-  const uint32x4_t offs = vmulq_n_u32(vminq_u32(vidupq_n_u32(0, 1), vdupq_n_u32((uint32_t)np - 1)),
-                                      (uint32_t)y_stride);
+  const uint32x4_t offs =
+      vmulq_n_u32(vminq_u32(vidupq_n_u32(0, 1), vdupq_n_u32((uint32_t)np - 1)), (uint32_t)y_stride);
   const int32x4_t vlo = vdupq_n_s32(out->lo - out->zp), vhi = vdupq_n_s32(out->hi - out->zp);
   const int32_t *mult = out->mult, *shift = out->shift, zp = out->zp;
   int8_t *y = out->y;
@@ -437,9 +449,8 @@ static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_
     const int32_t ch[2] = {oa, ob};
     for (int32_t q = 0; q < 2 * np; q++) {
       const int32_t c = ch[q & 1];
-      out->y[(size_t)(q >> 1) * y_stride + (size_t)c] =
-          mt_requantize(mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c], out->zp,
-                        out->lo, out->hi);
+      out->y[(size_t)(q >> 1) * y_stride + (size_t)c] = mt_requantize(
+          mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c], out->zp, out->lo, out->hi);
     }
   }
 #endif /* MT_MVE */

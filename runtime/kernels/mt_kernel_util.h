@@ -44,11 +44,11 @@
 #define MT_DSP 0
 #endif /* __ARM_FEATURE_DSP */
 
-#define MT_S8_MIN (-128)
-#define MT_S8_MAX 127
+#define MT_S8_MIN    (-128)
+#define MT_S8_MAX    127
 #define MT_MIN_SHIFT 2
 #define MT_MAX_SHIFT 62
-#define MT_DIM_MAX 0x3FFFFFFF /* spatial sizes, kernels, strides, pads: below 2^30 */
+#define MT_DIM_MAX   0x3FFFFFFF /* spatial sizes, kernels, strides, pads: below 2^30 */
 
 /* Keeps a hot inner loop in its own function, so that its accumulators get registers instead of
  * competing with the caller's loop state (gcc and clang otherwise inline it away); `unused`:
@@ -85,8 +85,8 @@ static inline int8_t mt_sat_s8(int64_t v, int32_t lo, int32_t hi)
  * Exact for every input. For shift > 32 (every scale below 1/2) only the product's high word is
  * shifted, in 32 bits: (p + 2^(s-1)) >> s == (hi(p) + 2^(s-33)) >> (s-32), since 2^(s-1) is a
  * multiple of 2^32 and the low word cannot carry into the result. */
-static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t zp,
-                                   int32_t lo, int32_t hi)
+static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t zp, int32_t lo,
+                                   int32_t hi)
 {
   const int64_t prod = (int64_t)acc * mult;
   if (shift > 32) { /* |hi(p)| < 2^30: no int32 overflow below */
@@ -133,8 +133,8 @@ static inline void mt_requantize4_v(int32x4_t acc, const int32_t *mult, const in
 {
   const mve_pred16_t p = vctp32q((uint32_t)n);
   const int32x4_t s = vldrwq_z_s32(shift, p);
-  const int32x4_t v = mt_requantize_v(acc, vldrwq_z_s32(mult, p),
-                                      vsubq_s32(vdupq_n_s32(32), s), vnegq_s32(s), zp, lo, hi);
+  const int32x4_t v = mt_requantize_v(acc, vldrwq_z_s32(mult, p), vsubq_s32(vdupq_n_s32(32), s),
+                                      vnegq_s32(s), zp, lo, hi);
   vstrbq_p_s32(y, v, p);
 }
 #endif /* MT_MVE */
@@ -145,11 +145,11 @@ static inline void mt_requantize4_v(int32x4_t acc, const int32_t *mult, const in
  * Always inlined, so that the four sums get even registers in the caller's loop. The MAC
  * kernels call it with one input run against four weight rows, or one weight row against four
  * pixels. */
-static MT_ALWAYS_INLINE int32x4_t mt_dot4_mve(const int8_t *a, const int8_t *b0,
-                                              const int8_t *b1, const int8_t *b2,
-                                              const int8_t *b3, uint32_t n)
+static MT_ALWAYS_INLINE int32x4_t mt_dot4_mve(const int8_t *a, const int8_t *b0, const int8_t *b1,
+                                              const int8_t *b2, const int8_t *b3, uint32_t n)
 {
   int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  /* clang-format off */
   __asm__ volatile("   dlstp.8 lr, %[n]\n"
                    "1: vldrb.8 q0, [%[a]], #16\n"
                    "   vldrb.8 q1, [%[b0]], #16\n"
@@ -165,11 +165,14 @@ static MT_ALWAYS_INLINE int32x4_t mt_dot4_mve(const int8_t *a, const int8_t *b0,
                      [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
                    : [n] "r"(n)
                    : "q0", "q1", "q2", "lr", "memory");
+  /* clang-format on */
   int32x4_t v; /* GNU as: VMOV Qd[2], Qd[0], Ra, Rb puts Ra in lane 0 and Rb in lane 2 */
+  /* clang-format off */
   __asm__("vmov %q0[2], %q0[0], %1, %3\n"
           "vmov %q0[3], %q0[1], %2, %4"
           : "=&w"(v)
           : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
+  /* clang-format on */
   return v;
 }
 #endif /* MT_MVE */
@@ -209,15 +212,17 @@ static inline int32_t mt_wrap_s32(uint32_t v)
 }
 
 /* A tensor dim as an int32 loop bound, or -1 when it is too large to be supported. */
-static inline int32_t mt_dim(uint32_t v) { return v <= MT_DIM_MAX ? (int32_t)v : -1; }
+static inline int32_t mt_dim(uint32_t v)
+{
+  return v <= MT_DIM_MAX ? (int32_t)v : -1;
+}
 
 /* ---- checks (each returns 1 when the argument is supported) -------------------------- */
 
-static inline int mt_args_ok(const mt_op_args *a, uint16_t n_in, uint16_t n_out,
-                             uint16_t n_attrs)
+static inline int mt_args_ok(const mt_op_args *a, uint16_t n_in, uint16_t n_out, uint16_t n_attrs)
 {
-  return a != NULL && a->in != NULL && a->out != NULL && a->n_in == n_in &&
-         a->n_out == n_out && a->n_attrs == n_attrs && (n_attrs == 0 || a->attrs != NULL);
+  return a != NULL && a->in != NULL && a->out != NULL && a->n_in == n_in && a->n_out == n_out &&
+         a->n_attrs == n_attrs && (n_attrs == 0 || a->attrs != NULL);
 }
 
 /* t has this dtype and rank, and data unless it is empty. */
@@ -254,7 +259,10 @@ static inline int mt_same_shape(const mt_tensor *a, const mt_tensor *b)
   return 1;
 }
 
-static inline int mt_zp_ok(int32_t zp) { return zp >= MT_S8_MIN && zp <= MT_S8_MAX; }
+static inline int mt_zp_ok(int32_t zp)
+{
+  return zp >= MT_S8_MIN && zp <= MT_S8_MAX;
+}
 
 static inline int mt_act_ok(int32_t lo, int32_t hi)
 {
@@ -303,9 +311,9 @@ typedef struct {
 static inline int mt_axis_init(mt_axis *ax, uint32_t size, int32_t kernel, int32_t stride,
                                int32_t dilation, int32_t pad0, int32_t pad1, uint32_t out)
 {
-  if (size > MT_DIM_MAX || kernel < 1 || kernel > MT_DIM_MAX || stride < 1 ||
-      stride > MT_DIM_MAX || dilation < 1 || dilation > MT_DIM_MAX || pad0 < 0 ||
-      pad0 > MT_DIM_MAX || pad1 < 0 || pad1 > MT_DIM_MAX) {
+  if (size > MT_DIM_MAX || kernel < 1 || kernel > MT_DIM_MAX || stride < 1 || stride > MT_DIM_MAX ||
+      dilation < 1 || dilation > MT_DIM_MAX || pad0 < 0 || pad0 > MT_DIM_MAX || pad1 < 0 ||
+      pad1 > MT_DIM_MAX) {
     return 0;
   }
   int64_t padded = (int64_t)size + pad0 + pad1;
@@ -362,8 +370,8 @@ static inline int mt_pool_axes(mt_axis *ah, mt_axis *aw, const mt_tensor *x, con
                                const int32_t *k)
 {
   return mt_tensor_ok(x, MT_DTYPE_INT8, 4) && mt_tensor_ok(y, MT_DTYPE_INT8, 4) &&
-         x->shape[0] == y->shape[0] && x->shape[3] == y->shape[3] &&
-         mt_dim(x->shape[0]) >= 0 && mt_dim(x->shape[3]) >= 0 &&
+         x->shape[0] == y->shape[0] && x->shape[3] == y->shape[3] && mt_dim(x->shape[0]) >= 0 &&
+         mt_dim(x->shape[3]) >= 0 &&
          mt_axis_init(ah, x->shape[1], k[0], k[2], 1, k[4], k[6], y->shape[1]) &&
          mt_axis_init(aw, x->shape[2], k[1], k[3], 1, k[5], k[7], y->shape[2]) &&
          mt_axis_windows_nonempty(ah) && mt_axis_windows_nonempty(aw);

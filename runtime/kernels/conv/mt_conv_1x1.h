@@ -38,14 +38,14 @@ typedef struct {
 /* The dot loop in asm, on DSP cores (SMLAD) and on Armv7-M / Armv8-M Mainline without DSP
  * (Cortex-M3: MLA). It pins all 14 registers, r7 included: gcc with the frame pointer omitted
  * (optimizing); other builds (clang keeps r7 reserved) run the C loop. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) && \
+#if defined(__GNUC__) && !defined(__clang__) && defined(__OPTIMIZE__) &&                           \
     defined(__ARM_ARCH_ISA_THUMB) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
 #define C1X1_DSP MT_DSP
-#define C1X1_T2 (!MT_DSP)
-#define C1X1_K (MT_DSP ? 8 : 4) /* input channels per pass of the asm loop */
+#define C1X1_T2  (!MT_DSP)
+#define C1X1_K   (MT_DSP ? 8 : 4) /* input channels per pass of the asm loop */
 #else
 #define C1X1_DSP 0
-#define C1X1_T2 0
+#define C1X1_T2  0
 #endif
 
 #define C1X1_BUF 512 /* int32 words of unpacked input: two pixels of up to 256 channels (C) */
@@ -142,6 +142,7 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
 /* The asm loop's frame: acc, pairs left, bytes of buf per pass, the step from the end of a
  * weight row to the same row of the next pair, bias (on the stack: every register is in use).
  * Per pair: accumulators from the biases, the steps over buf, a0, b0, a1, b1 stored. */
+/* clang-format off */
 #define C1X1_LOOP_HEAD                                                                         \
   "   push {r0, r1, r2, r3, r12}\n"                                                            \
   "2: ldr r12, [sp, #16]\n"                                                                    \
@@ -164,9 +165,11 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   "   str r12, [sp, #4]\n"                                                                     \
   "   bne 2b\n"                                                                                \
   "   add sp, sp, #20\n"
+/* clang-format on */
 /* One step of four words of buf (pixels a, b) against both weight rows, twice per pass:
  * DSP: four input channels (SXTB16 lanes, SMLAD); Cortex-M3: two (LDRSB, MLA). */
 #if C1X1_DSP
+/* clang-format off */
 #define C1X1_STEP                                                                              \
   "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
   "   ldr r12, [r6], #4\n"                                                                     \
@@ -183,7 +186,9 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   "   smlad r10, r1, r12, r10\n"                                                               \
   "   smlad r11, r2, lr, r11\n"                                                                \
   "   smlad r11, r3, r12, r11\n"
+/* clang-format on */
 #else
+/* clang-format off */
 #define C1X1_STEP                                                                              \
   "   ldm r4!, {r0, r1, r2, r3}\n"                                                             \
   "   ldrsb r12, [r6], #1\n"                                                                   \
@@ -198,14 +203,15 @@ static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int
   "   ldrsb r12, [r7], #1\n"                                                                   \
   "   mla r10, r2, r12, r10\n"                                                                 \
   "   mla r11, r3, r12, r11\n"
+/* clang-format on */
 #endif /* C1X1_DSP */
 #endif /* C1X1_DSP || C1X1_T2 */
 
 /* acc[4j .. 4j+3] = (a0, b0, a1, b1): bias[2j] (0) or bias[2j+1] (1) plus the sums x * w of
  * pixels a, b of buf with weight rows w + 2j * Cin (0) and the next one (1; the same row when
  * `same`), j < n. Every operand of the asm sits in a fixed register (gcc finds no 14 itself). */
-static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int32_t cin,
-                                       int32_t n, int same, const int32_t *bias, uint32_t *acc)
+static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int32_t cin, int32_t n,
+                                       int same, const int32_t *bias, uint32_t *acc)
 {
   int32_t k0 = 0;
   if (n == 0) {
@@ -222,15 +228,13 @@ static MT_ALWAYS_INLINE void c1x1_dots(const int32_t *buf, const int8_t *w, int3
     register uint32_t a0 __asm__("r8"), b0 __asm__("r9"), a1 __asm__("r10"), b1 __asm__("r11");
     register const int32_t *t __asm__("r12") = bias;
     register uint32_t u __asm__("lr");
-#if C1X1_DSP
+    /* clang-format off */
     __asm__ volatile(C1X1_LOOP_HEAD "1:" C1X1_STEP C1X1_STEP C1X1_LOOP_TAIL
-#else
-    __asm__ volatile(C1X1_LOOP_HEAD "1:" C1X1_STEP C1X1_STEP C1X1_LOOP_TAIL
-#endif /* C1X1_DSP */
                      : "+r"(r0), "+r"(r1), "+r"(r2), "+r"(r3), "+r"(xr), "+r"(wa), "+r"(wb),
                        "=&r"(a0), "=&r"(b0), "=&r"(a1), "=&r"(b1), "+r"(t), "=&r"(u)
                      : "r"(end)
                      : "cc", "memory");
+    /* clang-format on */
     k0 = k_asm;
     buf += words;
   } else
@@ -273,8 +277,8 @@ static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, 
       c1x1_dots(buf, w + (size_t)(nc - 1) * (size_t)cin, cin, 1, 1, last, acc + 2 * (nc - 1));
     }
     for (int32_t c = 0; c < nc; c++) {
-      c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, fast,
-                ya + o0 + c, yb + o0 + c);
+      c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, fast, ya + o0 + c,
+                yb + o0 + c);
     }
   }
 }

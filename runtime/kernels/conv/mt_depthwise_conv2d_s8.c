@@ -23,11 +23,11 @@ typedef struct {
   int32_t batch, c, m, kw;
   int32_t x_off, out_zp, act_min, act_max;
   size_t x_tap, x_row, w_row; /* bytes per kernel column / row step of x and of w */
-  int32_t rq_hi_only;         /* every shift > 32 */
+  int32_t rq_hi_only; /* every shift > 32 */
 #if !MT_MVE && !MT_DSP
-  int32_t n_taps;         /* KH * KW when xw holds the sums below, else 0 */
+  int32_t n_taps; /* KH * KW when xw holds the sums below, else 0 */
   uint32_t xw[DW_XW_MAX]; /* x_off * the sum of channel c's weights (M == 1) */
-#endif                    /* !MT_MVE && !MT_DSP */
+#endif /* !MT_MVE && !MT_DSP */
 } dw_ctx;
 
 /* How the in-bounds taps of one window are walked: rows runs of cols taps; per tap x steps xt
@@ -95,9 +95,8 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
     c->rq_hi_only &= c->shift[o] > 32;
   }
 #if !MT_MVE && !MT_DSP
-  c->n_taps = c->m == 1 && c->c <= DW_XW_MAX && wd[0] <= 64 && wd[1] <= 64
-                  ? (int32_t)(wd[0] * wd[1])
-                  : 0;
+  c->n_taps =
+      c->m == 1 && c->c <= DW_XW_MAX && wd[0] <= 64 && wd[1] <= 64 ? (int32_t)(wd[0] * wd[1]) : 0;
   for (int32_t ch = 0; ch < c->c && c->n_taps > 0; ch++) {
     uint32_t s = 0;
     for (int32_t t = 0; t < c->n_taps; t++) {
@@ -117,12 +116,11 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
          mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, wd[2]);
 }
 
-
 /* y[o] from the window sum acc of output channel o (bias not yet added). */
 static inline int8_t dw_out(const dw_ctx *c, uint32_t acc, int32_t o)
 {
-  return mt_requantize(mt_wrap_s32(acc + (uint32_t)c->bias[o]), c->mult[o], c->shift[o],
-                       c->out_zp, c->act_min, c->act_max);
+  return mt_requantize(mt_wrap_s32(acc + (uint32_t)c->bias[o]), c->mult[o], c->shift[o], c->out_zp,
+                       c->act_min, c->act_max);
 }
 
 /* The window sum of one output channel: x, w at its first in-bounds tap. */
@@ -156,15 +154,15 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
 #if MT_DSP
   const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
   const int32_t o = off;
-#else  /* !MT_DSP */
+#else /* !MT_DSP */
   const int folded = c->n_taps > 0 && rows * cols == c->n_taps;
   const int32_t o = folded ? 0 : off;
 #endif /* MT_DSP */
 /* Four channels' products of one tap, x + x_off: xp[i] + O. */
-#define DW_MAC4(O)                                                                                \
-  a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                      \
-  a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                      \
-  a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                      \
+#define DW_MAC4(O)                                                                                 \
+  a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                         \
+  a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                         \
+  a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                         \
   a3 += (uint32_t)((xp[3] + (O)) * wp[3])
   for (; n - ch >= 4; ch += 4) {
     const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
@@ -182,6 +180,7 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
 #if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
       if (x_tap == cm) {
         uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
+        /* clang-format off */
         __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
                          "   ldr %[t1], [%[wp]]\n"
                          "   add %[xp], %[xp], %[cm]\n"
@@ -202,9 +201,10 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
                            [t1] "=&r"(t1), [t2] "=&r"(t2)
                          : [cm] "r"(cm), [off] "r"(off2)
                          : "cc", "memory");
+        /* clang-format on */
         continue;
       }
-#else  /* !MT_DSP */
+#else /* !MT_DSP */
       if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
         const int8_t *const x_end = xp + (size_t)cols * cm;
         if (folded) {

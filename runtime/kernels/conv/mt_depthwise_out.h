@@ -51,7 +51,7 @@ static MT_NOINLINE void dw_store4_hi(const dw_ctx *c, uint32_t a0, uint32_t a1, 
   (void)__ssub8((int32_t)hi4, (int32_t)v); /* GE where v <= hi */
   v = (uint32_t)__sel((int32_t)v, (int32_t)hi4);
   __builtin_memcpy(y, &v, 4);
-#else  /* !MT_DSP */
+#else /* !MT_DSP */
   const int32_t lo = c->act_min, hi = c->act_max;
   const int32_t v[4] = {dw_rq_hi(a0, m[0], s[0], zp), dw_rq_hi(a1, m[1], s[1], zp),
                         dw_rq_hi(a2, m[2], s[2], zp), dw_rq_hi(a3, m[3], s[3], zp)};

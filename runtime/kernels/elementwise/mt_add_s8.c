@@ -28,7 +28,10 @@
 #define ADD_T2 0
 #endif
 
-static int add_in_int32(int64_t v) { return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF; }
+static int add_in_int32(int64_t v)
+{
+  return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF;
+}
 
 /* The reference's static domain: rq(a - a_zp) + rq(b - b_zp) and its rescale fit int32. */
 static int add_attrs_ok(const int32_t *at)
@@ -72,6 +75,7 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
   /* q0 = (a - a_zp) << sa, q1 = (b - b_zp) << sb; q0 = rq(a) + rq(b) (no saturation in the
    * domain); q0 = (2 * q0 * mo + (co << 32)) >> 32 >> k, which can saturate only where the
    * clamp to int8 decides anyway (k <= 23) */
+  /* clang-format off */
   __asm__ volatile("   dlstp.32 lr, %[n]\n"
                    "1: vldrb.s32 q0, [%[a]], #4\n"
                    "   vldrb.s32 q1, [%[b]], #4\n"
@@ -90,6 +94,7 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
                      [hi] "w"(hi), [ca] "r"(ca), [cb] "r"(cb), [ma] "r"(ma), [mb] "r"(mb),
                      [co] "r"(co), [nk] "r"(nk)
                    : "q0", "q1", "lr", "memory");
+  /* clang-format on */
 }
 #else
 /* (x * m + 2^31) >> 32, acc + (x * m + 2^31) >> 32 and acc + (x * m) >> 32: exact */
@@ -123,8 +128,10 @@ static inline int32_t add_mulhr(int32_t x, int32_t m)
 {
   int32_t hi;
   uint32_t lo;
+  /* clang-format off */
   __asm__("mov %0, #0x80000000\n\tmov %1, #0\n\tsmlal %0, %1, %2, %3"
           : "=&r"(lo), "=&r"(hi) : "r"(x), "r"(m));
+  /* clang-format on */
   return hi;
 }
 static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)

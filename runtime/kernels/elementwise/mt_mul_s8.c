@@ -31,6 +31,7 @@ static MT_NOINLINE void mul_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
   const int32x4_t lo = vdupq_n_s32(at[MT_MUL_ACT_MIN]), hi = vdupq_n_s32(at[MT_MUL_ACT_MAX]);
   /* q0 = ((a - a_zp) << l) * (b - b_zp); q0 = (2 * q0 * m + (co << 32)) >> 32 >> k (no
    * saturation: |2 * q0 * m| < 2^62 and the sum's high word fits) */
+  /* clang-format off */
   __asm__ volatile("   dlstp.32 lr, %[n]\n"
                    "1: vldrb.s32 q0, [%[a]], #4\n"
                    "   vldrb.s32 q1, [%[b]], #4\n"
@@ -47,6 +48,7 @@ static MT_NOINLINE void mul_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
                    : [n] "r"(n), [ka] "w"(ka), [m] "w"(m), [lo] "w"(lo), [hi] "w"(hi),
                      [ca] "r"(ca), [zb] "r"(zb), [co] "r"(co), [nk] "r"(nk)
                    : "q0", "q1", "lr", "memory");
+  /* clang-format on */
 }
 #else
 /* acc + (x * m) >> 32, exact (64-bit product) */

@@ -12,9 +12,10 @@
 #include "mt_kernels.h"
 
 /* mt_pool_axes reads the window attributes from attrs[0..7] */
-typedef char mt_avg_pool_attr_order[(MT_AVG_POOL2D_KERNEL_H == 0 && MT_AVG_POOL2D_KERNEL_W == 1 &&
-                                      MT_AVG_POOL2D_STRIDE_H == 2 && MT_AVG_POOL2D_PAD_TOP == 4 &&
-                                      MT_AVG_POOL2D_PAD_RIGHT == 7) ? 1 : -1];
+#define AVG_ATTR_ORDER_OK                                                                          \
+  (MT_AVG_POOL2D_KERNEL_H == 0 && MT_AVG_POOL2D_KERNEL_W == 1 && MT_AVG_POOL2D_STRIDE_H == 2 &&    \
+   MT_AVG_POOL2D_PAD_TOP == 4 && MT_AVG_POOL2D_PAD_RIGHT == 7)
+typedef char mt_avg_pool_attr_order[AVG_ATTR_ORDER_OK ? 1 : -1];
 
 #define AVG_MAX_COUNT (1 << 30) /* larger counts need a multiplier >= 2^31 */
 
@@ -58,9 +59,9 @@ static int avg_init(avg_ctx *c, const mt_op_args *a)
   c->lo = at[MT_AVG_POOL2D_ACT_MIN];
   c->hi = at[MT_AVG_POOL2D_ACT_MAX];
   c->count = 0;
-  if (!mt_pool_axes(&c->ah, &c->aw, &a->in[MT_AVG_POOL2D_IN_X], &a->out[MT_AVG_POOL2D_OUT_Y],
-                    at) || (cip != 0 && cip != 1) || divisor < 0 || divisor > AVG_MAX_COUNT ||
-      !mt_zp_ok(c->in_zp) || !mt_zp_ok(c->out_zp) || !mt_act_ok(c->lo, c->hi)) {
+  if (!mt_pool_axes(&c->ah, &c->aw, &a->in[MT_AVG_POOL2D_IN_X], &a->out[MT_AVG_POOL2D_OUT_Y], at) ||
+      (cip != 0 && cip != 1) || divisor < 0 || divisor > AVG_MAX_COUNT || !mt_zp_ok(c->in_zp) ||
+      !mt_zp_ok(c->out_zp) || !mt_act_ok(c->lo, c->hi)) {
     return 0;
   }
   /* count <= kernel_h * kernel_w unless a divisor overrides it */
@@ -103,14 +104,18 @@ static void avg_pixel(avg_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, s
     }
     const int32x4_t z = vdupq_n_s32(-(int32_t)zp_sum);
     int8_t *y = y_px + ch;
-    vstrbq_scatter_offset_s32(y, ev, mt_requantize_v(vaddq_s32(z, vmovlbq_s16(s0)), mult, sh_hi,
-                                                     sh_lo, c->out_zp, c->lo, c->hi));
-    vstrbq_scatter_offset_s32(y, od, mt_requantize_v(vaddq_s32(z, vmovltq_s16(s0)), mult, sh_hi,
-                                                     sh_lo, c->out_zp, c->lo, c->hi));
-    vstrbq_scatter_offset_s32(y + 8, ev, mt_requantize_v(vaddq_s32(z, vmovlbq_s16(s1)), mult,
-                                                         sh_hi, sh_lo, c->out_zp, c->lo, c->hi));
-    vstrbq_scatter_offset_s32(y + 8, od, mt_requantize_v(vaddq_s32(z, vmovltq_s16(s1)), mult,
-                                                         sh_hi, sh_lo, c->out_zp, c->lo, c->hi));
+    vstrbq_scatter_offset_s32(y, ev,
+                              mt_requantize_v(vaddq_s32(z, vmovlbq_s16(s0)), mult, sh_hi, sh_lo,
+                                              c->out_zp, c->lo, c->hi));
+    vstrbq_scatter_offset_s32(y, od,
+                              mt_requantize_v(vaddq_s32(z, vmovltq_s16(s0)), mult, sh_hi, sh_lo,
+                                              c->out_zp, c->lo, c->hi));
+    vstrbq_scatter_offset_s32(y + 8, ev,
+                              mt_requantize_v(vaddq_s32(z, vmovlbq_s16(s1)), mult, sh_hi, sh_lo,
+                                              c->out_zp, c->lo, c->hi));
+    vstrbq_scatter_offset_s32(y + 8, od,
+                              mt_requantize_v(vaddq_s32(z, vmovltq_s16(s1)), mult, sh_hi, sh_lo,
+                                              c->out_zp, c->lo, c->hi));
   }
   for (; ch < ch_n; ch += 8) { /* 8 channels as two int32x4 lanes, the tail predicated */
     const uint32_t left = (uint32_t)(ch_n - ch);
@@ -163,8 +168,8 @@ static void avg_pixel(avg_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, s
     }
     const uint32_t sums[4] = {a0, a1, a2, a3};
     for (int32_t b = 0; b < 4; b++) {
-      y_px[ch + (size_t)b] = mt_requantize(mt_wrap_s32(sums[b]), c->mult, c->shift, c->out_zp,
-                                           c->lo, c->hi);
+      y_px[ch + (size_t)b] =
+          mt_requantize(mt_wrap_s32(sums[b]), c->mult, c->shift, c->out_zp, c->lo, c->hi);
     }
   }
 #endif /* MT_MVE */

@@ -1,0 +1,48 @@
+"""Cheap guards for the C tree: one clang-format style (.clang-format). No compiler or board
+needed, only Debian's clang-format (`make toolchain`)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime"
+# Written by tools, not by hand: neither formatted nor counted.
+GENERATED = {
+    RUNTIME / "include" / "mt_program.h",  # python -m mcutorch.program --c-header (make header)
+    RUNTIME / "kernels" / "mt_kernels.h",  # the kernel table's declarations
+    RUNTIME / "kernels" / "mt_kernels_all.c",  # the table of every kernel
+}
+FORMATTED = ("runtime", "boards/common", "tests/c", "tests/target/programs", "tools/qemu_plugin")
+CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines out differently
+
+
+def c_files(*dirs: str) -> list[Path]:
+    """The hand-written .c and .h files under `dirs` (relative to the repository root)."""
+    files = {p for d in dirs for ext in ("*.c", "*.h") for p in (ROOT / d).rglob(ext)}
+    return sorted(files - GENERATED)
+
+
+def test_c_sources_are_clang_formatted():
+    tool = shutil.which("clang-format")
+    if tool is None:
+        pytest.fail("clang-format not found: run `make toolchain` (Debian package clang-format)")
+    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    major = re.search(r"version (\d+)", version)
+    if major is None or int(major.group(1)) != CLANG_FORMAT_MAJOR:
+        pytest.skip(f"the style is checked with clang-format {CLANG_FORMAT_MAJOR}, found: "
+                    f"{version.strip()}")
+    files = c_files(*FORMATTED)
+    assert len(files) > 40, files
+    r = subprocess.run([tool, "--dry-run", "--Werror", *map(str, files)], cwd=ROOT,
+                       capture_output=True, text=True)
+    bad = sorted({Path(m).resolve().relative_to(ROOT).as_posix()
+                  for m in re.findall(r"^(.+?):\d+:\d+: error", r.stderr, re.M)})
+    assert r.returncode == 0 and not bad, (
+        f"{len(bad)} C files differ from .clang-format:\n  " + "\n  ".join(bad) +
+        f"\nfix them with:\n  clang-format -i {' '.join(bad)}\n" + r.stderr[:2000])
+
