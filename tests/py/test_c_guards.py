@@ -1,5 +1,6 @@
-"""Cheap guards for the C tree: one clang-format style (.clang-format). No compiler or board
-needed, only Debian's clang-format (`make toolchain`)."""
+"""Cheap guards for the C tree: one clang-format style (.clang-format), a line budget for the
+runtime core, and at most KERNEL_FILE_MAX lines per kernel file (STYLE.md: "a kernel file <= 300
+lines"). No compiler or board needed, only Debian's clang-format (`make toolchain`)."""
 from __future__ import annotations
 
 import re
@@ -20,11 +21,30 @@ GENERATED = {
 FORMATTED = ("runtime", "boards/common", "tests/c", "tests/target/programs", "tools/qemu_plugin")
 CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines out differently
 
+# Lines of the runtime core (runtime/src, runtime/include without mt_program.h, runtime/port):
+# the loader, validator, interpreter and port hooks a newcomer reads first. Raise it only in a
+# commit that says why the core had to grow.
+CORE_LINE_BUDGET = 1250
+KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
+
 
 def c_files(*dirs: str) -> list[Path]:
     """The hand-written .c and .h files under `dirs` (relative to the repository root)."""
     files = {p for d in dirs for ext in ("*.c", "*.h") for p in (ROOT / d).rglob(ext)}
     return sorted(files - GENERATED)
+
+
+def core_files() -> list[Path]:
+    return sorted({*c_files("runtime/src", "runtime/port"),
+                   *(p for p in (RUNTIME / "include").glob("*.h") if p not in GENERATED)})
+
+
+def lines(p: Path) -> int:
+    return p.read_bytes().count(b"\n")  # what `wc -l` counts
+
+
+def table(files) -> str:
+    return "\n".join(f"{lines(p):6d} {p.relative_to(ROOT)}" for p in files)
 
 
 def test_c_sources_are_clang_formatted():
@@ -46,3 +66,18 @@ def test_c_sources_are_clang_formatted():
         f"{len(bad)} C files differ from .clang-format:\n  " + "\n  ".join(bad) +
         f"\nfix them with:\n  clang-format -i {' '.join(bad)}\n" + r.stderr[:2000])
 
+
+def test_core_line_budget():
+    files = core_files()
+    total = sum(map(lines, files))
+    assert total <= CORE_LINE_BUDGET, (
+        f"the C runtime core has {total} lines, over its budget of {CORE_LINE_BUDGET} "
+        f"(tests/py/test_c_guards.py; raise it only in a commit that says why):\n{table(files)}")
+
+
+def test_kernel_files_fit_300_lines():
+    files = c_files("runtime/kernels")
+    long = [p for p in files if lines(p) > KERNEL_FILE_MAX]
+    assert not long, (
+        f"kernel files over {KERNEL_FILE_MAX} lines (split them into focused headers, e.g. one "
+        f"per ISA helper group):\n{table(long)}\nall kernel files:\n{table(files)}")

@@ -13,6 +13,7 @@
  */
 #include "mt_conv_1x1.h"
 #include "mt_kernel_mac.h"
+#include "mt_kernel_mac_px.h"
 #include "mt_kernels.h"
 
 #define CONV_CHUNK   MT_MAC_CHUNK /* output channels per pass */
