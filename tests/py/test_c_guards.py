@@ -1,6 +1,7 @@
 """Cheap guards for the C tree: one clang-format style (.clang-format), a line budget for the
-runtime core, and at most KERNEL_FILE_MAX lines per kernel file (STYLE.md: "a kernel file <= 300
-lines"). No compiler or board needed, only Debian's clang-format (`make toolchain`)."""
+runtime core, at most KERNEL_FILE_MAX lines per kernel file (STYLE.md: "a kernel file <= 300
+lines"), and every kernel header seen by the firmware cache key and by export-c. No compiler or
+board needed, only Debian's clang-format (`make toolchain`)."""
 from __future__ import annotations
 
 import re
@@ -81,3 +82,16 @@ def test_kernel_files_fit_300_lines():
     assert not long, (
         f"kernel files over {KERNEL_FILE_MAX} lines (split them into focused headers, e.g. one "
         f"per ISA helper group):\n{table(long)}\nall kernel files:\n{table(files)}")
+
+
+def test_kernel_headers_reach_every_build():
+    """Each header under runtime/kernels is in the firmware cache key (firmware.include_files)
+    and sits where export-c copies it from: runtime/kernels itself (an include dir) or the folder
+    of a kernel source (a family's private headers, copied with the family)."""
+    from mcutorch.device import crt, firmware
+
+    headers = sorted((RUNTIME / "kernels").rglob("*.h"))
+    keyed = set(firmware.include_files())
+    folders = {RUNTIME / "kernels", *(p.parent for p in crt.kernel_sources())}
+    missing = [p.relative_to(ROOT) for p in headers if p not in keyed or p.parent not in folders]
+    assert not missing, f"kernel headers no firmware build or export-c would see: {missing}"
