@@ -136,75 +136,41 @@ static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const dw_walk *k, const int8
   return a;
 }
 
-#include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
-
-#include "mt_depthwise_out.h" /* dw_store, dw_store4_hi: the DSP/C output stage */
-
-/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
-static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
-                                         const int8_t *w, dw_blk *par, int8_t *y)
-{
-#if MT_MVE
-  dw_pixel_mve(c, k, x, w, par, y);
-#else /* !MT_MVE: four channels per pass */
-  (void)par;
-  int32_t ch = 0;
-  const size_t x_tap = k->xt, cm = k->wt, xrs = k->xrs, wrs = k->wrs;
-  const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
-#if MT_DSP
-  const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
-  const int32_t o = off;
-#else /* !MT_DSP */
-  const int folded = c->n_taps > 0 && rows * cols == c->n_taps;
-  const int32_t o = folded ? 0 : off;
-#endif /* MT_DSP */
-/* Four channels' products of one tap, x + x_off: xp[i] + O. */
+/* Four channels' products of one tap, x + x_off: xp[i] + O (a0..a3, xp, wp in scope). */
 #define DW_MAC4(O)                                                                                 \
   a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                         \
   a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                         \
   a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                         \
   a3 += (uint32_t)((xp[3] + (O)) * wp[3])
+
+#include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
+
+#include "mt_depthwise_out.h" /* dw_store, dw_store4_hi, dw_store_4, dw_tail: the DSP/C output */
+
+#include "mt_depthwise_dsp.h" /* dw_pixel_dsp: M == 1, four channels per pass on DSP */
+
+#if !MT_MVE && !MT_DSP
+/* M == 1 in C: y[0, C) of one pixel, x and w at its first in-bounds tap, four channels per
+ * pass; a full window adds x_off * sum(w) once (xw) instead of x_off per tap. */
+static MT_ALWAYS_INLINE void dw_pixel_c(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                        const int8_t *w, int8_t *y)
+{
+  int32_t ch = 0;
+  const size_t x_tap = k->xt, cm = k->wt, xrs = k->xrs, wrs = k->wrs;
+  const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
+  const int folded = c->n_taps > 0 && rows * cols == c->n_taps;
+  const int32_t o = folded ? 0 : off;
   for (; n - ch >= 4; ch += 4) {
     const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
     uint32_t a0 = (uint32_t)b[0], a1 = (uint32_t)b[1], a2 = (uint32_t)b[2], a3 = (uint32_t)b[3];
     const int8_t *xp = x + ch, *wp = w + ch;
-#if !MT_MVE && !MT_DSP
     if (folded) { /* a full window: x_off * sum(w) added here, x taken as it is below */
       a0 += c->xw[ch];
       a1 += c->xw[ch + 1];
       a2 += c->xw[ch + 2];
       a3 += c->xw[ch + 3];
     }
-#endif /* !MT_MVE && !MT_DSP */
     for (int32_t ky = 0; ky < rows; ky++, xp += xrs, wp += wrs) {
-#if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
-      if (x_tap == cm) {
-        uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
-        /* clang-format off */
-        __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
-                         "   ldr %[t1], [%[wp]]\n"
-                         "   add %[xp], %[xp], %[cm]\n"
-                         "   sxtab16 %[t2], %[off], %[t0]\n"
-                         "   sxtb16 %[t1], %[t1]\n"
-                         "   smlabb %[a0], %[t2], %[t1], %[a0]\n"
-                         "   smlatt %[a2], %[t2], %[t1], %[a2]\n"
-                         "   ldr %[t1], [%[wp]]\n"
-                         "   add %[wp], %[wp], %[cm]\n"
-                         "   sxtab16 %[t0], %[off], %[t0], ror #8\n"
-                         "   sxtb16 %[t1], %[t1], ror #8\n"
-                         "   smlabb %[a1], %[t0], %[t1], %[a1]\n"
-                         "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
-                         "   subs %[k], %[k], #1\n"
-                         "   bne 1b\n"
-                         : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(n_taps), [a0] "+r"(a0),
-                           [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0),
-                           [t1] "=&r"(t1), [t2] "=&r"(t2)
-                         : [cm] "r"(cm), [off] "r"(off2)
-                         : "cc", "memory");
-        /* clang-format on */
-        continue;
-      }
-#else /* !MT_DSP */
       if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
         const int8_t *const x_end = xp + (size_t)cols * cm;
         if (folded) {
@@ -218,23 +184,29 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
         }
         continue;
       }
-#endif /* MT_DSP */
       for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
         DW_MAC4(o);
       }
     }
-    if (c->rq_hi_only) {
-      dw_store4_hi(c, a0, a1, a2, a3, ch, y + ch);
-      continue;
-    }
-    const uint32_t acc[4] = {a0, a1, a2, a3};
-    dw_store(c, acc, ch, 4, y + ch);
+    dw_store_4(c, a0, a1, a2, a3, ch, y);
   }
-  for (; ch < n; ch++) {
-    const uint32_t acc = dw_one(c, k, x + ch, w + ch) + (uint32_t)c->bias[ch];
-    dw_store(c, &acc, ch, 1, y + ch);
-  }
-#endif /* MT_MVE */
+  dw_tail(c, k, x, w, ch, n, y);
+}
+#endif /* !MT_MVE && !MT_DSP */
+
+/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
+static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                         const int8_t *w, dw_blk *par, int8_t *y)
+{
+#if MT_MVE
+  dw_pixel_mve(c, k, x, w, par, y);
+#elif MT_DSP
+  (void)par;
+  dw_pixel_dsp(c, k, x, w, y);
+#else /* !MT_MVE && !MT_DSP */
+  (void)par;
+  dw_pixel_c(c, k, x, w, y);
+#endif /* MT_MVE, MT_DSP */
 }
 
 /* One output row of image n: the kernel rows in bounds are the same for every pixel. */
