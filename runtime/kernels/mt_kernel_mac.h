@@ -20,6 +20,15 @@
 
 #include "mt_kernel_util.h"
 
+/* One input run against four weight rows: the bytes of x and of each w_j not yet summed, and
+ * the four sums a_j so far (wrapping). */
+typedef struct {
+  const int8_t *x, *w0, *w1, *w2, *w3;
+  uint32_t a0, a1, a2, a3;
+} mt_dot4_run;
+
+#include "mt_kernel_mac_dsp.h" /* mt_dot_block_dsp, mt_dot2x2_dsp: the DSP dot loops in asm */
+
 #define MT_MAC_CHUNK 64 /* output channels whose accumulators a kernel keeps (256 B of stack) */
 
 /* Where mt_dot_rows_s8 puts its results: requantized into y (y[o] = clamp(rq(acc[o], mult[o],
@@ -57,7 +66,59 @@ static inline int mt_mac_scales_ok(const int32_t *mult, const int32_t *shift, ui
   return (bad >> 31) == 0;
 }
 
-#if !MT_MVE
+#if MT_MVE
+/* Channels [0, nc & ~3) of mt_dot_rows_s8 when it requantizes (out->y, n > 0): whole blocks
+ * of four, the output stage's constants hoisted; returns the channels done. */
+static MT_ALWAYS_INLINE int32_t mt_dot_rows4_mve(const int8_t *x, const int8_t *w, size_t w_stride,
+                                                 uint32_t n, int32_t nc, const uint32_t *init,
+                                                 const mt_out_stage *out)
+{
+  int32_t o = 0;
+  const int32x4_t v32 = vdupq_n_s32(32), vlo = vdupq_n_s32(out->lo - out->zp);
+  const int32x4_t vhi = vdupq_n_s32(out->hi - out->zp);
+  const int32_t zp = out->zp, *mult = out->mult, *shift = out->shift;
+  const int32_t *in = (const int32_t *)init;
+  int8_t *y = out->y;
+  for (; nc - o >= 4; o += 4, w += 4 * w_stride) {
+    int32x4_t v = mt_dot4_mve(x, w, w + w_stride, w + 2 * w_stride, w + 3 * w_stride, n);
+    v = vaddq_s32(v, vldrwq_s32(in + o));
+    const int32x4_t s = vldrwq_s32(shift + o);
+    v = mt_rq_v(v, vldrwq_s32(mult + o), vsubq_s32(v32, s), vnegq_s32(s));
+    vstrbq_s32(y + o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
+  }
+  return o;
+}
+
+/* Channels o + b, b < nb <= 4, of mt_dot_rows_s8 (rows w0..w3, predicated lanes). */
+static MT_ALWAYS_INLINE void mt_dot_block_mve(const mt_dot4_run *r, uint32_t n, int32_t o,
+                                              int32_t nb, const uint32_t *init, uint32_t *acc,
+                                              const mt_out_stage *out)
+{
+  const mve_pred16_t p = vctp32q((uint32_t)nb);
+  int32x4_t v = n > 0 ? mt_dot4_mve(r->x, r->w0, r->w1, r->w2, r->w3, n) : vdupq_n_s32(0);
+  v = vaddq_s32(v, vldrwq_z_s32((const int32_t *)init + o, p));
+  if (out->y == NULL) {
+    vstrwq_p_s32((int32_t *)acc + o, v, p);
+  } else {
+    mt_requantize4_v(v, out->mult + o, out->shift + o, nb, out->zp, out->lo, out->hi, out->y + o);
+  }
+}
+#else /* !MT_MVE */
+/* r->a_j += sum over i < n of r->x[i] * r->w_j[i], one byte per step (the tail of DSP). */
+static MT_ALWAYS_INLINE void mt_dot_block_c(mt_dot4_run *r, uint32_t n)
+{
+  const int8_t *x = r->x, *w0 = r->w0, *w1 = r->w1, *w2 = r->w2, *w3 = r->w3;
+  uint32_t a0 = r->a0, a1 = r->a1, a2 = r->a2, a3 = r->a3;
+  for (uint32_t i = 0; i < n; i++) {
+    const int32_t xv = x[i];
+    a0 += (uint32_t)(xv * w0[i]);
+    a1 += (uint32_t)(xv * w1[i]);
+    a2 += (uint32_t)(xv * w2[i]);
+    a3 += (uint32_t)(xv * w3[i]);
+  }
+  r->a0 = a0, r->a1 = a1, r->a2 = a2, r->a3 = a3;
+}
+
 /* The output stage of nb <= 4 channels o + b from init[b] + a[b] (see mt_dot_rows_s8); out of
  * the caller's loop: its pointer registers would be spilled around the inlined stage. */
 static MT_NOINLINE void mt_store_rows(const mt_out_stage *out, int32_t o, int32_t nb,
@@ -76,7 +137,7 @@ static MT_NOINLINE void mt_store_rows(const mt_out_stage *out, int32_t o, int32_
     y[b] = mt_requantize(mt_wrap_s32(init[b] + a[b]), mult[b], shift[b], zp, lo, hi);
   }
 }
-#endif /* !MT_MVE */
+#endif /* MT_MVE */
 
 /* acc[o] = init[o] + sum over i < n of x[i] * w[o * w_stride + i] for o < nc, wrapping on 32
  * bits (init may be acc), then stored by `out` (into acc when out->y is NULL). */
@@ -86,81 +147,24 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
 {
   int32_t o = 0;
 #if MT_MVE
-  if (out->y != NULL && n > 0) { /* whole blocks of four, the output stage's constants hoisted */
-    const int32x4_t v32 = vdupq_n_s32(32), vlo = vdupq_n_s32(out->lo - out->zp);
-    const int32x4_t vhi = vdupq_n_s32(out->hi - out->zp);
-    const int32_t zp = out->zp, *mult = out->mult, *shift = out->shift;
-    const int32_t *in = (const int32_t *)init;
-    int8_t *y = out->y;
-    for (; nc - o >= 4; o += 4, w += 4 * w_stride) {
-      int32x4_t v = mt_dot4_mve(x, w, w + w_stride, w + 2 * w_stride, w + 3 * w_stride, n);
-      v = vaddq_s32(v, vldrwq_s32(in + o));
-      const int32x4_t s = vldrwq_s32(shift + o);
-      v = mt_rq_v(v, vldrwq_s32(mult + o), vsubq_s32(v32, s), vnegq_s32(s));
-      vstrbq_s32(y + o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
-    }
+  if (out->y != NULL && n > 0) {
+    o = mt_dot_rows4_mve(x, w, w_stride, n, nc, init, out);
+    w += (size_t)o * w_stride;
   }
 #endif /* MT_MVE */
   for (; o < nc; o += 4, w += 4 * w_stride) {
     const int32_t nb = nc - o < 4 ? nc - o : 4; /* rows past nb repeat the last one */
-    const int8_t *w0 = w, *w1 = w + (nb > 1 ? w_stride : 0);
-    const int8_t *w2 = w + (nb > 2 ? 2 * w_stride : 0), *w3 = w + (size_t)(nb - 1) * w_stride;
-    const int8_t *xp = x;
+    const int8_t *w1 = w + (nb > 1 ? w_stride : 0), *w2 = w + (nb > 2 ? 2 * w_stride : 0);
+    mt_dot4_run r = {x, w, w1, w2, w + (size_t)(nb - 1) * w_stride, 0, 0, 0, 0};
 #if MT_MVE
-    const mve_pred16_t p = vctp32q((uint32_t)nb);
-    int32x4_t v = n > 0 ? mt_dot4_mve(xp, w0, w1, w2, w3, n) : vdupq_n_s32(0);
-    v = vaddq_s32(v, vldrwq_z_s32((const int32_t *)init + o, p));
-    if (out->y == NULL) {
-      vstrwq_p_s32((int32_t *)acc + o, v, p);
-    } else {
-      mt_requantize4_v(v, out->mult + o, out->shift + o, nb, out->zp, out->lo, out->hi, out->y + o);
-    }
+    mt_dot_block_mve(&r, n, o, nb, init, acc, out);
 #else /* !MT_MVE */
-    uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, left = n;
+    uint32_t left = n;
 #if MT_DSP
-    if (left >= 4) { /* in asm: gcc spills two accumulators of this loop written in C */
-      const int8_t *const x_end = xp + (left & ~3u);
-      uint32_t t0, t1, t2, t3;
-/* clang-format off */
-#define MT_DOT4_STEP /* 4 bytes of x against 4 bytes of each row */                          \
-  "ldr %[t0], [%[x]], #4\n sxtb16 %[t1], %[t0]\n sxtb16 %[t0], %[t0], ror #8\n"                 \
-  "ldr %[t2], [%[w0]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a0], %[t1], %[t3], %[a0]\n"           \
-  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a0], %[t0], %[t2], %[a0]\n"                             \
-  "ldr %[t2], [%[w1]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a1], %[t1], %[t3], %[a1]\n"           \
-  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a1], %[t0], %[t2], %[a1]\n"                             \
-  "ldr %[t2], [%[w2]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a2], %[t1], %[t3], %[a2]\n"           \
-  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a2], %[t0], %[t2], %[a2]\n"                             \
-  "ldr %[t2], [%[w3]], #4\n sxtb16 %[t3], %[t2]\n smlad %[a3], %[t1], %[t3], %[a3]\n"           \
-  "sxtb16 %[t2], %[t2], ror #8\n smlad %[a3], %[t0], %[t2], %[a3]\n"
-#define MT_DOT4_OPERANDS                                                                        \
-  : [x] "+r"(xp), [w0] "+r"(w0), [w1] "+r"(w1), [w2] "+r"(w2), [w3] "+r"(w3), [a0] "+r"(a0),    \
-    [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0), [t1] "=&r"(t1),               \
-    [t2] "=&r"(t2), [t3] "=&r"(t3)                                                              \
-  : [end] "r"(x_end)                                                                            \
-  : "cc", "memory"
-      /* clang-format on */
-      if (left & 4u) { /* an odd step first, then two per loop pass */
-        __asm__ volatile(MT_DOT4_STEP MT_DOT4_OPERANDS);
-      }
-      if (xp != x_end) {
-        /* clang-format off */
-        __asm__ volatile("1: " MT_DOT4_STEP MT_DOT4_STEP "cmp %[x], %[end]\n bne 1b\n"
-                         MT_DOT4_OPERANDS);
-        /* clang-format on */
-      }
-#undef MT_DOT4_STEP
-#undef MT_DOT4_OPERANDS
-      left &= 3u;
-    }
+    left = mt_dot_block_dsp(&r, n);
 #endif /* MT_DSP */
-    for (uint32_t i = 0; i < left; i++) {
-      const int32_t xv = xp[i];
-      a0 += (uint32_t)(xv * w0[i]);
-      a1 += (uint32_t)(xv * w1[i]);
-      a2 += (uint32_t)(xv * w2[i]);
-      a3 += (uint32_t)(xv * w3[i]);
-    }
-    const uint32_t a[4] = {a0, a1, a2, a3};
+    mt_dot_block_c(&r, left);
+    const uint32_t a[4] = {r.a0, r.a1, r.a2, r.a3};
     mt_store_rows(out, o, nb, init + o, a, acc + o);
 #endif /* MT_MVE */
   }

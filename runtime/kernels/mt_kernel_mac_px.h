@@ -31,15 +31,15 @@ typedef struct {
 
 #if MT_MVE
 #define MT_PX 4
-#else
+#else /* !MT_MVE */
 #define MT_PX 2
 #endif /* MT_MVE */
 #if !MT_MVE && !MT_DSP && !defined(__ARM_ARCH_6M__) && !defined(__ARM_ARCH_8M_BASE__)
 #define MT_MUL64    1
 #define MT_PACK_MAX 640 /* the longest window packed (words on the stack) */
-#else
+#else /* MVE, DSP, or no 64-bit multiply-accumulate */
 #define MT_MUL64 0
-#endif
+#endif /* a 64-bit multiply-accumulate, no SIMD */
 
 #if !MT_MVE
 #if MT_MUL64
@@ -54,12 +54,11 @@ static inline void mt_split2x2(int64_t *a0, int64_t *a1, uint32_t s[4])
 }
 #endif /* MT_MUL64 */
 
-/* s[2 * p + j] += sum over the window of pixel p (at src->x + p * ps) of x * w_j (wrapping),
- * p, j in {0, 1}; w_j: the weight row of channel j. DSP: src->rows == 1. */
-static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w0, const int8_t *w1,
-                                uint32_t s[4])
-{
 #if MT_MUL64
+/* mt_dot2x2_s8 with a 32x32->64 multiply-accumulate: both pixels in one product (see above). */
+static MT_ALWAYS_INLINE void mt_dot2x2_mul64(const mt_px_src *src, size_t ps, const int8_t *w0,
+                                             const int8_t *w1, uint32_t s[4])
+{
   int64_t a0 = 0, a1 = 0; /* a_j = sum x0 * w_j + 2^23 * sum x1 * w_j over `used` products */
   uint32_t used = 0;
   for (int32_t r = 0; r < src->rows; r++) {
@@ -79,48 +78,24 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
     }
   }
   mt_split2x2(&a0, &a1, s);
+}
 #else /* !MT_MUL64 */
-  uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+/* mt_dot2x2_s8 on 32-bit accumulators: per run the DSP loop (mt_dot2x2_dsp) when the pixel and
+ * row steps agree, then one byte per step. */
+static MT_ALWAYS_INLINE void mt_dot2x2_32(const mt_px_src *src, size_t ps, const int8_t *w0,
+                                          const int8_t *w1, uint32_t s[4])
+{
+  uint32_t a[4] = {0, 0, 0, 0};
   for (int32_t r = 0; r < src->rows; r++, w0 += src->run, w1 += src->run) {
     const int8_t *x0 = src->x + (size_t)r * src->row_stride, *x1 = x0 + ps;
     const uint32_t n = src->run;
     uint32_t i = 0;
 #if MT_DSP
     if (n >= 4 && x1 - x0 == w1 - w0) { /* x1 = x0 + d, w1 = w0 + d: 14 registers in all */
-      const int8_t *xp = x0, *wp = w0, *const x_end = x0 + (n & ~3u);
-      const int32_t d = (int32_t)(x1 - x0);
-      uint32_t t0, t1, t2, t3, t4, t5;
-/* clang-format off */
-#define MT_DOT2X2_STEP /* 4 bytes: rows w0, w1 unpacked once, x1 then x0 against both */      \
-  "ldr %[t1], [%[w], %[d]]\n ldr %[t0], [%[w]], #4\n sxtb16 %[t2], %[t0]\n"                    \
-  "sxtb16 %[t0], %[t0], ror #8\n sxtb16 %[t3], %[t1]\n sxtb16 %[t1], %[t1], ror #8\n"          \
-  "ldr %[t4], [%[x], %[d]]\n sxtb16 %[t5], %[t4]\n sxtb16 %[t4], %[t4], ror #8\n"              \
-  "smlad %[a2], %[t2], %[t5], %[a2]\n smlad %[a2], %[t0], %[t4], %[a2]\n"                       \
-  "smlad %[a3], %[t3], %[t5], %[a3]\n smlad %[a3], %[t1], %[t4], %[a3]\n"                       \
-  "ldr %[t4], [%[x]], #4\n sxtb16 %[t5], %[t4]\n sxtb16 %[t4], %[t4], ror #8\n"                \
-  "smlad %[a0], %[t2], %[t5], %[a0]\n smlad %[a0], %[t0], %[t4], %[a0]\n"                       \
-  "smlad %[a1], %[t3], %[t5], %[a1]\n smlad %[a1], %[t1], %[t4], %[a1]\n"
-#define MT_DOT2X2_OPERANDS                                                                      \
-  : [x] "+r"(xp), [w] "+r"(wp), [a0] "+r"(a0), [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3),    \
-    [t0] "=&r"(t0), [t1] "=&r"(t1), [t2] "=&r"(t2), [t3] "=&r"(t3), [t4] "=&r"(t4),            \
-    [t5] "=&r"(t5)                                                                              \
-  : [d] "r"(d), [end] "r"(x_end)                                                                \
-  : "cc", "memory"
-      /* clang-format on */
-      if (n & 4u) { /* an odd step first, then two per loop pass */
-        __asm__ volatile(MT_DOT2X2_STEP MT_DOT2X2_OPERANDS);
-      }
-      if (xp != x_end) {
-        /* clang-format off */
-        __asm__ volatile("1: " MT_DOT2X2_STEP MT_DOT2X2_STEP "cmp %[x], %[end]\n bne 1b\n"
-                         MT_DOT2X2_OPERANDS);
-        /* clang-format on */
-      }
-#undef MT_DOT2X2_STEP
-#undef MT_DOT2X2_OPERANDS
-      i = n & ~3u;
+      i = mt_dot2x2_dsp(x0, w0, (int32_t)(x1 - x0), n, a);
     }
 #endif /* MT_DSP */
+    uint32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     for (; i < n; i++) {
       const int32_t u = x0[i], v = x1[i];
       a0 += (uint32_t)(u * w0[i]);
@@ -128,20 +103,33 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
       a2 += (uint32_t)(v * w0[i]);
       a3 += (uint32_t)(v * w1[i]);
     }
+    a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
   }
-  s[0] += a0, s[1] += a1, s[2] += a2, s[3] += a3;
+  s[0] += a[0], s[1] += a[1], s[2] += a[2], s[3] += a[3];
+}
+#endif /* MT_MUL64 */
+
+/* s[2 * p + j] += sum over the window of pixel p (at src->x + p * ps) of x * w_j (wrapping),
+ * p, j in {0, 1}; w_j: the weight row of channel j. DSP: src->rows == 1. */
+static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w0, const int8_t *w1,
+                                uint32_t s[4])
+{
+#if MT_MUL64
+  mt_dot2x2_mul64(src, ps, w0, w1, s);
+#else /* !MT_MUL64 */
+  mt_dot2x2_32(src, ps, w0, w1, s);
 #endif /* MT_MUL64 */
 }
 #endif /* !MT_MVE */
 
-/* y[p * y_stride + o] = out(base[o] + sum over the window of pixel p of x * w_o), p < np,
- * o < nc (out->y: the first pixel's output channel 0). */
-static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
-                                     const uint32_t *base, const mt_out_stage *out, size_t y_stride)
+#if MT_MVE
+/* mt_dot_px_s8 on MVE: one channel of the (up to) four pixels per pass, in four lanes. */
+static MT_ALWAYS_INLINE void mt_dot_px_mve(const mt_px_src *s, const int8_t *w, int32_t nc,
+                                           const uint32_t *base, const mt_out_stage *out,
+                                           size_t y_stride)
 {
   const size_t k = (size_t)s->rows * s->run;
   const int32_t np = s->np;
-#if MT_MVE
   const size_t ps = s->px_stride;
   const int8_t *x0 = s->x, *x1 = x0 + (np > 1 ? ps : 0), *x2 = x0 + (np > 2 ? 2 * ps : 0);
   const int8_t *x3 = x0 + (size_t)(np - 1) * ps; /* pixels past np repeat the last one */
@@ -157,7 +145,15 @@ static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_
     v = mt_rq_n_v(v, mult[o], shift[o]);
     vstrbq_scatter_offset_s32(y + o, offs, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
   }
+}
 #else /* !MT_MVE */
+/* mt_dot_px_s8 on DSP and in C: two channels of the (up to) two pixels per pass. */
+static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, int32_t nc,
+                                         const uint32_t *base, const mt_out_stage *out,
+                                         size_t y_stride)
+{
+  const size_t k = (size_t)s->rows * s->run;
+  const int32_t np = s->np;
   const size_t ps = s->px_stride;
 #if MT_MUL64
   int32_t xx[MT_PACK_MAX]; /* x0 + 2^23 * x1 over both windows, packed once for all channels */
@@ -195,6 +191,18 @@ static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_
           mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c], out->zp, out->lo, out->hi);
     }
   }
+}
+#endif /* MT_MVE */
+
+/* y[p * y_stride + o] = out(base[o] + sum over the window of pixel p of x * w_o), p < np,
+ * o < nc (out->y: the first pixel's output channel 0). */
+static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
+                                     const uint32_t *base, const mt_out_stage *out, size_t y_stride)
+{
+#if MT_MVE
+  mt_dot_px_mve(s, w, nc, base, out, y_stride);
+#else /* !MT_MVE */
+  mt_dot_px_c(s, w, nc, base, out, y_stride);
 #endif /* MT_MVE */
 }
 
