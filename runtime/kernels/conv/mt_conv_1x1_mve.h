@@ -128,7 +128,7 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
   }
 }
 
-#else
+#else /* !__OPTIMIZE__ */
 #define C1X1_SMALL 0
 #define c1x1_small c1x1_any
 #endif /* __OPTIMIZE__ */

@@ -24,9 +24,9 @@
 /* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
 #if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
 #define ADD_T2 1
-#else
+#else /* no SSAT, Thumb-1 or MT_NO_SIMD */
 #define ADD_T2 0
-#endif
+#endif /* __ARM_FEATURE_SAT */
 
 static int add_in_int32(int64_t v)
 {
@@ -96,7 +96,7 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
                    : "q0", "q1", "lr", "memory");
   /* clang-format on */
 }
-#else
+#else /* !MT_MVE */
 /* (x * m + 2^31) >> 32, acc + (x * m + 2^31) >> 32 and acc + (x * m) >> 32: exact */
 #if MT_DSP
 static inline int32_t add_mulhr(int32_t x, int32_t m)
@@ -138,7 +138,7 @@ static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
 {
   return acc + (int32_t)(((int64_t)x * m) >> 32);
 }
-#else
+#else /* !MT_DSP && !ADD_T2 */
 static inline int32_t add_mulhr(int32_t x, int32_t m)
 {
   return (int32_t)(((int64_t)x * m + 0x80000000) >> 32);
@@ -158,7 +158,7 @@ static inline int8_t add_sat_s8(int32_t v)
 #if ADD_T2
   __asm__("ssat %0, #8, %0" : "+r"(v));
   return (int8_t)v;
-#else
+#else /* !ADD_T2 */
   return (int8_t)(v < MT_S8_MIN ? MT_S8_MIN : (v > MT_S8_MAX ? MT_S8_MAX : v));
 #endif /* ADD_T2 */
 }
@@ -204,7 +204,7 @@ mt_status mt_add_s8(const mt_op_args *args)
     if (n > 0) {
       add_fast_mve(a, b, y, n, at);
     }
-#else
+#else /* !MT_MVE */
     add_fast_scalar(a, b, y, n, at);
     const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
     for (uint32_t i = 0; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {
