@@ -85,17 +85,18 @@ static MT_ALWAYS_INLINE void mt_dot2x2_mul64(const mt_px_src *src, size_t ps, co
 static MT_ALWAYS_INLINE void mt_dot2x2_32(const mt_px_src *src, size_t ps, const int8_t *w0,
                                           const int8_t *w1, uint32_t s[4])
 {
-  uint32_t a[4] = {0, 0, 0, 0};
+  uint32_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
   for (int32_t r = 0; r < src->rows; r++, w0 += src->run, w1 += src->run) {
     const int8_t *x0 = src->x + (size_t)r * src->row_stride, *x1 = x0 + ps;
     const uint32_t n = src->run;
     uint32_t i = 0;
 #if MT_DSP
     if (n >= 4 && x1 - x0 == w1 - w0) { /* x1 = x0 + d, w1 = w0 + d: 14 registers in all */
+      uint32_t a[4] = {a0, a1, a2, a3};
       i = mt_dot2x2_dsp(x0, w0, (int32_t)(x1 - x0), n, a);
+      a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     }
 #endif /* MT_DSP */
-    uint32_t a0 = a[0], a1 = a[1], a2 = a[2], a3 = a[3];
     for (; i < n; i++) {
       const int32_t u = x0[i], v = x1[i];
       a0 += (uint32_t)(u * w0[i]);
@@ -103,9 +104,8 @@ static MT_ALWAYS_INLINE void mt_dot2x2_32(const mt_px_src *src, size_t ps, const
       a2 += (uint32_t)(v * w0[i]);
       a3 += (uint32_t)(v * w1[i]);
     }
-    a[0] = a0, a[1] = a1, a[2] = a2, a[3] = a3;
   }
-  s[0] += a[0], s[1] += a[1], s[2] += a[2], s[3] += a[3];
+  s[0] += a0, s[1] += a1, s[2] += a2, s[3] += a3;
 }
 #endif /* MT_MUL64 */
 
