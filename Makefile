@@ -15,7 +15,8 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e '.[npu,test]'
 	touch $@
 
-# Arm GCC + newlib + QEMU (Debian packages) and clang for fuzzing; installed when missing.
+# Arm GCC + newlib + QEMU (Debian packages), clang for fuzzing and clang-format for the C style;
+# installed when missing.
 toolchain:
 	@./tools/install_toolchain.sh
 

@@ -5,6 +5,8 @@ need=()
 command -v arm-none-eabi-gcc >/dev/null || need+=(gcc-arm-none-eabi libnewlib-arm-none-eabi)
 command -v qemu-system-arm >/dev/null || need+=(qemu-system-arm)
 command -v clang >/dev/null || need+=(clang)
+# the C style check (.clang-format, tests/py/test_c_guards.py)
+command -v clang-format >/dev/null || need+=(clang-format)
 # libFuzzer's runtime (clang -fsanitize=fuzzer) for the loader fuzzing test
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
   || need+=(libclang-rt-14-dev)

@@ -25,39 +25,39 @@ static volatile uint32_t mt_wraps; /* completed periods of RELOAD + 1 ticks */
 
 void mt_systick_handler(void)
 {
-    mt_wraps++;
+  mt_wraps++;
 }
 
 void mt_counter_start(void)
 {
-    SYST_CSR = 0;
-    SYST_RVR = RELOAD;
-    SYST_CVR = 0; /* any write clears the counter to 0; it reloads on the next tick */
-    mt_wraps = 0;
-    SYST_CSR = CSR_CLKSOURCE | CSR_TICKINT | CSR_ENABLE;
+  SYST_CSR = 0;
+  SYST_RVR = RELOAD;
+  SYST_CVR = 0; /* any write clears the counter to 0; it reloads on the next tick */
+  mt_wraps = 0;
+  SYST_CSR = CSR_CLKSOURCE | CSR_TICKINT | CSR_ENABLE;
 }
 
 uint64_t mt_counter_read(void)
 {
-    uint32_t hi, val;
-    /* Re-read if a wrap was counted between the two reads. */
-    do {
-        hi = mt_wraps;
-        val = SYST_CVR;
-    } while (hi != mt_wraps);
-    /* After the clear the counter reads 0, then RELOAD, RELOAD-1, ..., 1, 0:
-     * the wrap to 0 ends a period (and counts in mt_wraps). */
-    uint32_t in_period = val == 0 ? 0 : RELOAD + 1u - val;
-    return (uint64_t)hi * (RELOAD + 1ull) + in_period;
+  uint32_t hi, val;
+  /* Re-read if a wrap was counted between the two reads. */
+  do {
+    hi = mt_wraps;
+    val = SYST_CVR;
+  } while (hi != mt_wraps);
+  /* After the clear the counter reads 0, then RELOAD, RELOAD-1, ..., 1, 0:
+   * the wrap to 0 ends a period (and counts in mt_wraps). */
+  uint32_t in_period = val == 0 ? 0 : RELOAD + 1u - val;
+  return (uint64_t)hi * (RELOAD + 1ull) + in_period;
 }
 
 void mt_counter_report(const char *label, uint64_t ticks)
 {
-    mt_sh_write0("mt_ticks ");
-    if (label != 0) {
-        mt_sh_write0(label);
-        mt_sh_write0(" ");
-    }
-    mt_print_u64(ticks);
-    mt_sh_write0("\n");
+  mt_sh_write0("mt_ticks ");
+  if (label != 0) {
+    mt_sh_write0(label);
+    mt_sh_write0(" ");
+  }
+  mt_print_u64(ticks);
+  mt_sh_write0("\n");
 }

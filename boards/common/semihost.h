@@ -20,10 +20,10 @@ extern "C" {
 #endif
 
 /* File open modes (semihosting SYS_OPEN mode numbers, ISO C fopen names). */
-#define MT_SH_MODE_RB 1  /* "rb": read, binary          */
+#define MT_SH_MODE_RB  1 /* "rb": read, binary          */
 #define MT_SH_MODE_RPB 3 /* "r+b": read and write, binary */
-#define MT_SH_MODE_WB 5  /* "wb": create/truncate, binary */
-#define MT_SH_MODE_AB 9  /* "ab": append, binary        */
+#define MT_SH_MODE_WB  5 /* "wb": create/truncate, binary */
+#define MT_SH_MODE_AB  9 /* "ab": append, binary        */
 
 /* Raw call: op in r0, arg in r1; returns r0. */
 int32_t mt_sh_call(int32_t op, const void *arg);

@@ -44,6 +44,7 @@ void mt_fault_entry(void);
 
 /* Vector table: 16 system entries; no device interrupts are used. */
 typedef void (*mt_vector)(void);
+/* clang-format off */
 __attribute__((section(".mt_vectors"), used)) static const mt_vector mt_vectors[16] = {
     (mt_vector)(uintptr_t)&__StackTop, /* 0  initial main stack pointer */
     mt_reset_handler,                  /* 1  Reset */
@@ -60,6 +61,7 @@ __attribute__((section(".mt_vectors"), used)) static const mt_vector mt_vectors[
     mt_fault_entry,                    /* 14 PendSV */
     mt_systick_handler,                /* 15 SysTick (instruction counter) */
 };
+/* clang-format on */
 
 /* argv storage: the semihosting command line split at spaces. */
 #ifndef MT_CMDLINE_SIZE
@@ -71,60 +73,60 @@ static char *mt_argv[MT_MAX_ARGS + 1];
 
 static int mt_split_args(void)
 {
-    int argc = 0;
-    if (mt_sh_cmdline(mt_cmdline, sizeof mt_cmdline) < 0) {
-        return 0;
+  int argc = 0;
+  if (mt_sh_cmdline(mt_cmdline, sizeof mt_cmdline) < 0) {
+    return 0;
+  }
+  char *p = mt_cmdline;
+  while (*p != '\0' && argc < MT_MAX_ARGS) {
+    while (*p == ' ') {
+      *p++ = '\0';
     }
-    char *p = mt_cmdline;
-    while (*p != '\0' && argc < MT_MAX_ARGS) {
-        while (*p == ' ') {
-            *p++ = '\0';
-        }
-        if (*p == '\0') {
-            break;
-        }
-        mt_argv[argc++] = p;
-        while (*p != '\0' && *p != ' ') {
-            p++;
-        }
+    if (*p == '\0') {
+      break;
     }
-    mt_argv[argc] = 0;
-    return argc;
+    mt_argv[argc++] = p;
+    while (*p != '\0' && *p != ' ') {
+      p++;
+    }
+  }
+  mt_argv[argc] = 0;
+  return argc;
 }
 
 void mt_reset_handler(void)
 {
 #if defined(__ARM_ARCH_8M_MAIN__) || defined(__ARM_ARCH_8_1M_MAIN__)
-    /* Stack overflow raises a UsageFault (STKOF) instead of corrupting .bss. */
-    __asm__ volatile("msr msplim, %0" : : "r"(&__StackLimit));
+  /* Stack overflow raises a UsageFault (STKOF) instead of corrupting .bss. */
+  __asm__ volatile("msr msplim, %0" : : "r"(&__StackLimit));
 #endif
 #if defined(__ARM_FP) || defined(__ARM_FEATURE_MVE)
-    /* Full access to CP10/CP11 (FPU and MVE) before any FP/MVE instruction. */
-    SCB_CPACR |= 0xFu << 20;
-    __asm__ volatile("dsb\n\tisb" ::: "memory");
+  /* Full access to CP10/CP11 (FPU and MVE) before any FP/MVE instruction. */
+  SCB_CPACR |= 0xFu << 20;
+  __asm__ volatile("dsb\n\tisb" ::: "memory");
 #endif
 #if MT_BASELINE
-    /* Behave like the real core: word/halfword accesses must be aligned.
-     * (An Armv6-M build run on a v7-M board would otherwise not fault.) */
-    SCB_CCR |= CCR_UNALIGN_TRP;
+  /* Behave like the real core: word/halfword accesses must be aligned.
+   * (An Armv6-M build run on a v7-M board would otherwise not fault.) */
+  SCB_CCR |= CCR_UNALIGN_TRP;
 #else
-    SCB_VTOR = (uint32_t)(uintptr_t)mt_vectors;
-    /* Report MemManage/BusFault/UsageFault as themselves, not as HardFault. */
-    SCB_SHCSR |= (1u << 16) | (1u << 17) | (1u << 18);
+  SCB_VTOR = (uint32_t)(uintptr_t)mt_vectors;
+  /* Report MemManage/BusFault/UsageFault as themselves, not as HardFault. */
+  SCB_SHCSR |= (1u << 16) | (1u << 17) | (1u << 18);
 #endif
-    __asm__ volatile("dsb\n\tisb" ::: "memory");
+  __asm__ volatile("dsb\n\tisb" ::: "memory");
 
-    /* Initialised data from its load address in code memory, then zeros. */
-    uint32_t *src = &__data_load__;
-    for (uint32_t *dst = &__data_start__; dst < &__data_end__;) {
-        *dst++ = *src++;
-    }
-    for (uint32_t *dst = &__bss_start__; dst < &__bss_end__;) {
-        *dst++ = 0;
-    }
+  /* Initialised data from its load address in code memory, then zeros. */
+  uint32_t *src = &__data_load__;
+  for (uint32_t *dst = &__data_start__; dst < &__data_end__;) {
+    *dst++ = *src++;
+  }
+  for (uint32_t *dst = &__bss_start__; dst < &__bss_end__;) {
+    *dst++ = 0;
+  }
 
-    int argc = mt_split_args();
-    mt_sh_exit(main(argc, mt_argv));
+  int argc = mt_split_args();
+  mt_sh_exit(main(argc, mt_argv));
 }
 
 /* Fault entry: find the stacked exception frame (MSP or PSP, from bit 2 of
@@ -132,59 +134,62 @@ void mt_reset_handler(void)
  * only, so it assembles for Armv6-M too. */
 __attribute__((naked)) void mt_fault_entry(void)
 {
-    __asm__ volatile(
-        "movs r0, #4\n\t"
-        "mov  r1, lr\n\t"
-        "tst  r0, r1\n\t"
-        "beq  1f\n\t"
-        "mrs  r0, psp\n\t"
-        "b    2f\n"
-        "1:\n\t"
-        "mrs  r0, msp\n"
-        "2:\n\t"
-        "ldr  r2, =mt_fault_report\n\t"
-        "bx   r2\n\t"
-        ".ltorg\n");
+  /* clang-format off */
+  __asm__ volatile(
+      "movs r0, #4\n\t"
+      "mov  r1, lr\n\t"
+      "tst  r0, r1\n\t"
+      "beq  1f\n\t"
+      "mrs  r0, psp\n\t"
+      "b    2f\n"
+      "1:\n\t"
+      "mrs  r0, msp\n"
+      "2:\n\t"
+      "ldr  r2, =mt_fault_report\n\t"
+      "bx   r2\n\t"
+      ".ltorg\n");
+  /* clang-format on */
 }
 
 static const char *const mt_exception_names[16] = {
-    "Thread", "Reset", "NMI", "HardFault", "MemManage", "BusFault", "UsageFault", "SecureFault",
-    "Reserved", "Reserved", "Reserved", "SVCall", "DebugMonitor", "Reserved", "PendSV", "SysTick",
+    "Thread",       "Reset",       "NMI",      "HardFault", "MemManage", "BusFault",
+    "UsageFault",   "SecureFault", "Reserved", "Reserved",  "Reserved",  "SVCall",
+    "DebugMonitor", "Reserved",    "PendSV",   "SysTick",
 };
 
 static void mt_print_reg(const char *name, uint32_t v)
 {
-    mt_sh_write0(" ");
-    mt_sh_write0(name);
-    mt_sh_write0("=");
-    mt_print_hex32(v);
+  mt_sh_write0(" ");
+  mt_sh_write0(name);
+  mt_sh_write0("=");
+  mt_print_hex32(v);
 }
 
 /* frame: r0, r1, r2, r3, r12, lr, pc, xpsr as stacked on exception entry. */
 __attribute__((used, noreturn)) void mt_fault_report(const uint32_t *frame)
 {
-    uint32_t ipsr;
-    __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
-    ipsr &= 0x1FFu;
+  uint32_t ipsr;
+  __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
+  ipsr &= 0x1FFu;
 
-    mt_sh_write0("\nmt_fault: ");
-    if (ipsr < 16) {
-        mt_sh_write0(mt_exception_names[ipsr]);
-    } else {
-        mt_sh_write0("IRQ");
-        mt_print_i32((int32_t)ipsr - 16);
-    }
-    mt_print_reg("pc", frame[6]);
-    mt_print_reg("lr", frame[5]);
-    mt_print_reg("xpsr", frame[7]);
+  mt_sh_write0("\nmt_fault: ");
+  if (ipsr < 16) {
+    mt_sh_write0(mt_exception_names[ipsr]);
+  } else {
+    mt_sh_write0("IRQ");
+    mt_print_i32((int32_t)ipsr - 16);
+  }
+  mt_print_reg("pc", frame[6]);
+  mt_print_reg("lr", frame[5]);
+  mt_print_reg("xpsr", frame[7]);
 #if !MT_BASELINE
-    mt_print_reg("cfsr", SCB_CFSR);
-    mt_print_reg("hfsr", SCB_HFSR);
-    mt_print_reg("mmfar", SCB_MMFAR);
-    mt_print_reg("bfar", SCB_BFAR);
+  mt_print_reg("cfsr", SCB_CFSR);
+  mt_print_reg("hfsr", SCB_HFSR);
+  mt_print_reg("mmfar", SCB_MMFAR);
+  mt_print_reg("bfar", SCB_BFAR);
 #endif
-    mt_sh_write0("\n");
-    mt_sh_exit(ipsr < 16 ? MT_EXIT_FAULT_BASE + (int32_t)ipsr : MT_EXIT_UNEXPECTED_IRQ);
+  mt_sh_write0("\n");
+  mt_sh_exit(ipsr < 16 ? MT_EXIT_FAULT_BASE + (int32_t)ipsr : MT_EXIT_UNEXPECTED_IRQ);
 }
 
 /* newlib's libc may reference these when linked without crt0. */

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MT_RUN_EXIT_IO 100
+#define MT_RUN_EXIT_IO    100
 #define MT_RUN_EXIT_USAGE 101
 
 /* Read the whole program file into a 16-byte aligned buffer; NULL on failure. The buffer

@@ -83,9 +83,9 @@ typedef struct {
   uint32_t n_regions, n_tensors, n_ops, n_operands, n_attrs;
   uint32_t n_inputs, n_outputs, n_delegates, n_bindings, const_size;
   uint32_t max_operands; /* most operands (inputs + outputs) of one op */
-  void **arenas;         /* state: base of each bound arena (NULL = not bound) */
-  mt_tensor *views;      /* state: input views, output views, then the running op's */
-  uint8_t stage;         /* MT_STAGE_* below */
+  void **arenas; /* state: base of each bound arena (NULL = not bound) */
+  mt_tensor *views; /* state: input views, output views, then the running op's */
+  uint8_t stage; /* MT_STAGE_* below */
 } mt_model;
 
 enum { MT_STAGE_EMPTY = 0, MT_STAGE_LOADED = 1, MT_STAGE_READY = 2 };

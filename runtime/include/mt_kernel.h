@@ -40,11 +40,11 @@ extern "C" {
 typedef enum {
   MT_STATUS_OK = 0,
   MT_STATUS_BAD_ARGUMENT = 64, /* a kernel got operands it does not support */
-  MT_STATUS_NO_KERNEL = 65,    /* the model's kernel table lacks (opcode, variant) */
-  MT_STATUS_BAD_STATE = 66,    /* API called out of order (e.g. invoke before arenas bound) */
+  MT_STATUS_NO_KERNEL = 65, /* the model's kernel table lacks (opcode, variant) */
+  MT_STATUS_BAD_STATE = 66, /* API called out of order (e.g. invoke before arenas bound) */
   MT_STATUS_ARENA_TOO_SMALL = 67,
-  MT_STATUS_NPU_FAILED = 68,   /* the Ethos-U driver hook returned an error */
-  MT_STATUS_NO_NPU = 69        /* a delegate without CPU version and no NPU driver linked */
+  MT_STATUS_NPU_FAILED = 68, /* the Ethos-U driver hook returned an error */
+  MT_STATUS_NO_NPU = 69 /* a delegate without CPU version and no NPU driver linked */
 } mt_status;
 
 /* A tensor as a kernel sees it: data pointer and logical shape (rank <= 6, NHWC for 4-D). */
@@ -59,9 +59,9 @@ typedef struct {
 
 typedef struct {
   const mt_tensor *in; /* n_in operand views, ops.py operand order */
-  mt_tensor *out;      /* n_out */
+  mt_tensor *out; /* n_out */
   const int32_t *attrs; /* n_attrs, ops.py order */
-  void *scratch;       /* planned scratch (NULL when the op needs none) */
+  void *scratch; /* planned scratch (NULL when the op needs none) */
   uint32_t scratch_size;
   uint16_t n_in;
   uint16_t n_out;

@@ -3,8 +3,8 @@
  *
  *   requantize   mt_rq (the single-rounding multiply-shift of docs/numerics.md), mt_requantize
  *                (rq + zero point + activation clamp, the output stage of every arithmetic op)
- *   vectors      (MVE) mt_rq_v / mt_requantize_v / mt_requantize4_v: the same on int32 lanes;
- *                (DSP) mt_read_s8x4; the dot products of the MAC ops are in mt_kernel_mac.h
+ *   vectors      the same on int32 lanes (MVE, mt_kernel_mve.h), the DSP loads (mt_kernel_dsp.h);
+ *                the dot products of the MAC ops are in mt_kernel_mac.h and mt_kernel_mac_px.h
  *   check        operand dtype/rank/shape, zero points, activation ranges, (mult, shift) pairs
  *   geometry     mt_axis: one spatial axis of a window op (conv, depthwise, pools)
  *
@@ -12,11 +12,7 @@
  * accumulator fits int32 (docs/numerics.md, "Domain"), so the wrapped sum is the exact value.
  * Outside that domain the reference raises and the kernels return some int8 value, never trap.
  *
- * ISA level (compile time, from the target flags): MT_MVE (integer Helium, Cortex-M55/M85),
- * MT_DSP (SIMD MAC, Cortex-M4/M7/M33/M55), neither (host, M0/M0+/M3/M23: pure C). Kernels keep
- * one function per step with the variants around the inner loop only:
- *     #if MT_MVE ... #else #if MT_DSP ... #endif #endif, then a scalar tail shared by all.
- * Building with -DMT_NO_SIMD forces the pure-C path on any core.
+ * ISA level: MT_MVE, MT_DSP or neither (mt_kernel_isa.h, which says how kernels keep variants).
  *
  * The pure-C path makes byte accesses to int8 data and aligned word accesses to int32 constants
  * (bias, mult, shift, tables: 4-aligned by the program format) only, so it runs on Armv6-M with
@@ -31,40 +27,15 @@
 
 #include "mt_kernel.h"
 
-#if defined(__ARM_FEATURE_MVE) && (__ARM_FEATURE_MVE & 1) && !defined(MT_NO_SIMD)
-#define MT_MVE 1
-#include <arm_mve.h>
-#else
-#define MT_MVE 0
-#endif /* __ARM_FEATURE_MVE */
-#if defined(__ARM_FEATURE_DSP) && defined(__ARM_FEATURE_SIMD32) && !defined(MT_NO_SIMD)
-#define MT_DSP 1
-#include <arm_acle.h>
-#else
-#define MT_DSP 0
-#endif /* __ARM_FEATURE_DSP */
+#include "mt_kernel_isa.h" /* MT_MVE, MT_DSP, MT_NOINLINE, MT_ALWAYS_INLINE */
+#include "mt_kernel_mve.h" /* the output stage on vectors, mt_dot4_mve */
+#include "mt_kernel_dsp.h" /* unaligned word reads, SXTB16 */
 
-#define MT_S8_MIN (-128)
-#define MT_S8_MAX 127
+#define MT_S8_MIN    (-128)
+#define MT_S8_MAX    127
 #define MT_MIN_SHIFT 2
 #define MT_MAX_SHIFT 62
-#define MT_DIM_MAX 0x3FFFFFFF /* spatial sizes, kernels, strides, pads: below 2^30 */
-
-/* Keeps a hot inner loop in its own function, so that its accumulators get registers instead of
- * competing with the caller's loop state (gcc and clang otherwise inline it away); `unused`:
- * a helper of this header that a kernel does not call is no warning. */
-#if defined(__GNUC__)
-#define MT_NOINLINE __attribute__((noinline, unused))
-#else
-#define MT_NOINLINE
-#endif
-
-/* Inlined into each caller, so that a constant argument (a variant flag) specialises the body. */
-#if defined(__GNUC__)
-#define MT_ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define MT_ALWAYS_INLINE inline
-#endif
+#define MT_DIM_MAX   0x3FFFFFFF /* spatial sizes, kernels, strides, pads: below 2^30 */
 
 /* ---- requantize ---------------------------------------------------------------------- */
 
@@ -85,8 +56,8 @@ static inline int8_t mt_sat_s8(int64_t v, int32_t lo, int32_t hi)
  * Exact for every input. For shift > 32 (every scale below 1/2) only the product's high word is
  * shifted, in 32 bits: (p + 2^(s-1)) >> s == (hi(p) + 2^(s-33)) >> (s-32), since 2^(s-1) is a
  * multiple of 2^32 and the low word cannot carry into the result. */
-static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t zp,
-                                   int32_t lo, int32_t hi)
+static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int32_t zp, int32_t lo,
+                                   int32_t hi)
 {
   const int64_t prod = (int64_t)acc * mult;
   if (shift > 32) { /* |hi(p)| < 2^30: no int32 overflow below */
@@ -96,112 +67,6 @@ static inline int8_t mt_requantize(int32_t acc, int32_t mult, int32_t shift, int
   return mt_sat_s8(((prod + ((int64_t)1 << (shift - 1))) >> shift) + zp, lo, hi);
 }
 
-#if MT_MVE
-/* rq on four lanes, exact for every shift in 2..62. With p = acc * mult = hi * 2^32 + lo (lo
- * unsigned) and rshr(v, k) = (v + 2^(k-1)) >> k (a left shift for k <= 0):
- *     (p + 2^(s-1)) >> s == rshr(hi, s - 32) + rshr(lo, s)   (mod 2^32)
- * for s <= 32 because 2^s divides hi * 2^32, and for s > 32 because 2^(s-1) is a multiple of
- * 2^32 (lo cannot carry; rshr(lo, s) is then 0). VRSHL rounds with full precision, so this is
- * exact whenever rq(acc) fits int32 (the domain). sh_hi = 32 - shift, sh_lo = -shift. */
-static inline int32x4_t mt_rq_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi, int32x4_t sh_lo)
-{
-  const int32x4_t hi = vrshlq_s32(vmulhq_s32(acc, mult), sh_hi);
-  const uint32x4_t lo = vreinterpretq_u32_s32(vmulq_s32(acc, mult));
-  return vaddq_s32(hi, vreinterpretq_s32_u32(vrshlq_u32(lo, sh_lo)));
-}
-
-/* mt_rq_v with one (mult, shift) for all four lanes (four pixels of one output channel). */
-static inline int32x4_t mt_rq_n_v(int32x4_t acc, int32_t mult, int32_t shift)
-{
-  const int32x4_t hi = vrshlq_n_s32(vmulhq_s32(acc, vdupq_n_s32(mult)), 32 - shift);
-  const uint32x4_t lo = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(acc, mult)), -shift);
-  return vaddq_s32(hi, vreinterpretq_s32_u32(lo));
-}
-
-/* clamp(rq + zp, lo, hi) on four lanes, as clamp(rq, lo - zp, hi - zp) + zp (no int32 wrap). */
-static inline int32x4_t mt_requantize_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi,
-                                        int32x4_t sh_lo, int32_t zp, int32_t lo, int32_t hi)
-{
-  const int32x4_t r = mt_rq_v(acc, mult, sh_hi, sh_lo);
-  return vaddq_n_s32(vminq_s32(vmaxq_s32(r, vdupq_n_s32(lo - zp)), vdupq_n_s32(hi - zp)), zp);
-}
-
-/* The output stage of n <= 4 adjacent channels: y[j] from acc (lanes) with per-channel
- * mult[j], shift[j]; lanes >= n are neither read nor written. */
-static inline void mt_requantize4_v(int32x4_t acc, const int32_t *mult, const int32_t *shift,
-                                    int32_t n, int32_t zp, int32_t lo, int32_t hi, int8_t *y)
-{
-  const mve_pred16_t p = vctp32q((uint32_t)n);
-  const int32x4_t s = vldrwq_z_s32(shift, p);
-  const int32x4_t v = mt_requantize_v(acc, vldrwq_z_s32(mult, p),
-                                      vsubq_s32(vdupq_n_s32(32), s), vnegq_s32(s), zp, lo, hi);
-  vstrbq_p_s32(y, v, p);
-}
-#endif /* MT_MVE */
-
-#if MT_MVE
-/* One vector against four: lane j of the result is sum over i < n of a[i] * b_j[i] (n > 0),
- * 16 bytes per step with the tail predicated (DLSTP/LETP), each load of a feeding four VMLADAVA.
- * Always inlined, so that the four sums get even registers in the caller's loop. The MAC
- * kernels call it with one input run against four weight rows, or one weight row against four
- * pixels. */
-static MT_ALWAYS_INLINE int32x4_t mt_dot4_mve(const int8_t *a, const int8_t *b0,
-                                              const int8_t *b1, const int8_t *b2,
-                                              const int8_t *b3, uint32_t n)
-{
-  int32_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  __asm__ volatile("   dlstp.8 lr, %[n]\n"
-                   "1: vldrb.8 q0, [%[a]], #16\n"
-                   "   vldrb.8 q1, [%[b0]], #16\n"
-                   "   vmladava.s8 %[s0], q0, q1\n"
-                   "   vldrb.8 q2, [%[b1]], #16\n"
-                   "   vmladava.s8 %[s1], q0, q2\n"
-                   "   vldrb.8 q1, [%[b2]], #16\n"
-                   "   vmladava.s8 %[s2], q0, q1\n"
-                   "   vldrb.8 q2, [%[b3]], #16\n"
-                   "   vmladava.s8 %[s3], q0, q2\n"
-                   "   letp lr, 1b\n"
-                   : [a] "+r"(a), [b0] "+r"(b0), [b1] "+r"(b1), [b2] "+r"(b2), [b3] "+r"(b3),
-                     [s0] "+Te"(s0), [s1] "+Te"(s1), [s2] "+Te"(s2), [s3] "+Te"(s3)
-                   : [n] "r"(n)
-                   : "q0", "q1", "q2", "lr", "memory");
-  int32x4_t v; /* GNU as: VMOV Qd[2], Qd[0], Ra, Rb puts Ra in lane 0 and Rb in lane 2 */
-  __asm__("vmov %q0[2], %q0[0], %1, %3\n"
-          "vmov %q0[3], %q0[1], %2, %4"
-          : "=&w"(v)
-          : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
-  return v;
-}
-#endif /* MT_MVE */
-
-#if MT_DSP
-/* Four int8 at any address as one word (unaligned LDR: Armv7E-M / Armv8-M Mainline only). */
-static inline uint32_t mt_read_s8x4(const int8_t *p)
-{
-  uint32_t v;
-  __builtin_memcpy(&v, p, 4);
-  return v;
-}
-
-/* Four int8 at *p as one word (unaligned LDR), then *p += 4: a post-indexed load that keeps gcc
- * from rewriting the pointer walk of a hot loop into base - counter addressing. */
-static inline uint32_t mt_read_s8x4_inc(const int8_t **p)
-{
-  uint32_t v;
-  __asm__("ldr %0, [%1], #4" : "=r"(v), "+r"(*p) : "m"(*(const int8_t(*)[4]) * p));
-  return v;
-}
-
-/* Bytes 1 and 3 of v sign-extended to two halfwords: SXTB16 with ROR #8 (one instruction;
- * gcc does not fold a rotate into __sxtb16). */
-static inline int32_t mt_sxtb16_ror8(uint32_t v)
-{
-  int32_t r;
-  __asm__("sxtb16 %0, %1, ror #8" : "=r"(r) : "r"(v));
-  return r;
-}
-#endif /* MT_DSP */
-
 /* The int32 whose two's-complement bits are v (no implementation-defined conversion). */
 static inline int32_t mt_wrap_s32(uint32_t v)
 {
@@ -209,15 +74,17 @@ static inline int32_t mt_wrap_s32(uint32_t v)
 }
 
 /* A tensor dim as an int32 loop bound, or -1 when it is too large to be supported. */
-static inline int32_t mt_dim(uint32_t v) { return v <= MT_DIM_MAX ? (int32_t)v : -1; }
+static inline int32_t mt_dim(uint32_t v)
+{
+  return v <= MT_DIM_MAX ? (int32_t)v : -1;
+}
 
 /* ---- checks (each returns 1 when the argument is supported) -------------------------- */
 
-static inline int mt_args_ok(const mt_op_args *a, uint16_t n_in, uint16_t n_out,
-                             uint16_t n_attrs)
+static inline int mt_args_ok(const mt_op_args *a, uint16_t n_in, uint16_t n_out, uint16_t n_attrs)
 {
-  return a != NULL && a->in != NULL && a->out != NULL && a->n_in == n_in &&
-         a->n_out == n_out && a->n_attrs == n_attrs && (n_attrs == 0 || a->attrs != NULL);
+  return a != NULL && a->in != NULL && a->out != NULL && a->n_in == n_in && a->n_out == n_out &&
+         a->n_attrs == n_attrs && (n_attrs == 0 || a->attrs != NULL);
 }
 
 /* t has this dtype and rank, and data unless it is empty. */
@@ -254,7 +121,10 @@ static inline int mt_same_shape(const mt_tensor *a, const mt_tensor *b)
   return 1;
 }
 
-static inline int mt_zp_ok(int32_t zp) { return zp >= MT_S8_MIN && zp <= MT_S8_MAX; }
+static inline int mt_zp_ok(int32_t zp)
+{
+  return zp >= MT_S8_MIN && zp <= MT_S8_MAX;
+}
 
 static inline int mt_act_ok(int32_t lo, int32_t hi)
 {
@@ -303,9 +173,9 @@ typedef struct {
 static inline int mt_axis_init(mt_axis *ax, uint32_t size, int32_t kernel, int32_t stride,
                                int32_t dilation, int32_t pad0, int32_t pad1, uint32_t out)
 {
-  if (size > MT_DIM_MAX || kernel < 1 || kernel > MT_DIM_MAX || stride < 1 ||
-      stride > MT_DIM_MAX || dilation < 1 || dilation > MT_DIM_MAX || pad0 < 0 ||
-      pad0 > MT_DIM_MAX || pad1 < 0 || pad1 > MT_DIM_MAX) {
+  if (size > MT_DIM_MAX || kernel < 1 || kernel > MT_DIM_MAX || stride < 1 || stride > MT_DIM_MAX ||
+      dilation < 1 || dilation > MT_DIM_MAX || pad0 < 0 || pad0 > MT_DIM_MAX || pad1 < 0 ||
+      pad1 > MT_DIM_MAX) {
     return 0;
   }
   int64_t padded = (int64_t)size + pad0 + pad1;
@@ -362,8 +232,8 @@ static inline int mt_pool_axes(mt_axis *ah, mt_axis *aw, const mt_tensor *x, con
                                const int32_t *k)
 {
   return mt_tensor_ok(x, MT_DTYPE_INT8, 4) && mt_tensor_ok(y, MT_DTYPE_INT8, 4) &&
-         x->shape[0] == y->shape[0] && x->shape[3] == y->shape[3] &&
-         mt_dim(x->shape[0]) >= 0 && mt_dim(x->shape[3]) >= 0 &&
+         x->shape[0] == y->shape[0] && x->shape[3] == y->shape[3] && mt_dim(x->shape[0]) >= 0 &&
+         mt_dim(x->shape[3]) >= 0 &&
          mt_axis_init(ah, x->shape[1], k[0], k[2], 1, k[4], k[6], y->shape[1]) &&
          mt_axis_init(aw, x->shape[2], k[1], k[3], 1, k[5], k[7], y->shape[2]) &&
          mt_axis_windows_nonempty(ah) && mt_axis_windows_nonempty(aw);

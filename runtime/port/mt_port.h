@@ -29,21 +29,21 @@ extern "C" {
  * at the offsets Vela chose (bindings[k].offset), so the driver copies nothing: when the hook
  * returns, the outputs must be written. */
 typedef struct {
-  uint32_t index;             /* delegate record index in the program */
-  uint16_t npu;               /* mt_npu_t the command stream was compiled for */
-  uint16_t n_inputs;          /* delegate inputs (then n_outputs outputs) */
+  uint32_t index; /* delegate record index in the program */
+  uint16_t npu; /* mt_npu_t the command stream was compiled for */
+  uint16_t n_inputs; /* delegate inputs (then n_outputs outputs) */
   uint16_t n_outputs;
   uint16_t reserved;
   const void *command_stream; /* in the program (16-aligned), command_size bytes */
   uint32_t command_size;
-  const void *weights;        /* in the program (16-aligned); NULL when weights_size is 0 */
+  const void *weights; /* in the program (16-aligned); NULL when weights_size is 0 */
   uint32_t weights_size;
-  void *scratch;              /* Vela's scratch area in an NPU-reachable arena */
+  void *scratch; /* Vela's scratch area in an NPU-reachable arena */
   uint32_t scratch_size;
-  void *fast_scratch;         /* NULL when the delegate has none */
+  void *fast_scratch; /* NULL when the delegate has none */
   uint32_t fast_scratch_size;
-  const mt_tensor *inputs;    /* n_inputs views (data inside scratch) */
-  const mt_tensor *outputs;   /* n_outputs views */
+  const mt_tensor *inputs; /* n_inputs views (data inside scratch) */
+  const mt_tensor *outputs; /* n_outputs views */
   const mt_binding_t *bindings; /* n_inputs then n_outputs: offset, Vela 6-D shape, elem size */
 } mt_delegate_call;
 

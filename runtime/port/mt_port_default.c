@@ -6,21 +6,21 @@
 
 MT_WEAK mt_status mt_ethosu_invoke(const mt_delegate_call *call)
 {
-    (void)call;
-    return MT_STATUS_NO_NPU;
+  (void)call;
+  return MT_STATUS_NO_NPU;
 }
 
 MT_WEAK void mt_port_op_begin(uint32_t op)
 {
-    (void)op;
+  (void)op;
 }
 
 MT_WEAK void mt_port_op_end(uint32_t op)
 {
-    (void)op;
+  (void)op;
 }
 
 MT_WEAK void mt_port_log(const char *line)
 {
-    (void)line;
+  (void)line;
 }

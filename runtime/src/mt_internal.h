@@ -9,28 +9,28 @@
 #endif
 
 /* Return `err` (an MT_ERR_* or MT_STATUS_*) unless `cond` holds. */
-#define MT_REQUIRE(cond, err)            \
-    do {                                 \
-        if (!(cond)) {                   \
-            return (mt_status)(err);     \
-        }                                \
-    } while (0)
+#define MT_REQUIRE(cond, err)                                                                      \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      return (mt_status)(err);                                                                     \
+    }                                                                                              \
+  } while (0)
 
 /* Return the status of `call` unless it is MT_STATUS_OK. */
-#define MT_TRY(call)                            \
-    do {                                        \
-        mt_status mt_try_ = (call);             \
-        if (mt_try_ != MT_STATUS_OK) {          \
-            return mt_try_;                     \
-        }                                       \
-    } while (0)
+#define MT_TRY(call)                                                                               \
+  do {                                                                                             \
+    mt_status mt_try_ = (call);                                                                    \
+    if (mt_try_ != MT_STATUS_OK) {                                                                 \
+      return mt_try_;                                                                              \
+    }                                                                                              \
+  } while (0)
 
 /* Counts per opcode from ops.py (MT_VARIADIC = -1: any number >= 1). */
 typedef struct {
-    int8_t n_inputs;
-    int8_t n_outputs;
-    uint8_t n_attrs;
-    uint8_t n_variants;
+  int8_t n_inputs;
+  int8_t n_outputs;
+  uint8_t n_attrs;
+  uint8_t n_variants;
 } mt_op_counts;
 
 extern const mt_op_counts mt_op_table[MT_OP_COUNT];

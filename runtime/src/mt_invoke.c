@@ -10,223 +10,223 @@
 
 size_t mt_state_size(const mt_model *m)
 {
-    uint64_t n;
-    if (m == NULL || m->stage == MT_STAGE_EMPTY) {
-        return 0;
-    }
-    n = (uint64_t)m->n_regions * sizeof(void *) +
-        ((uint64_t)m->n_inputs + m->n_outputs + m->max_operands) * sizeof(mt_tensor);
-    return n > (size_t)-1 ? (size_t)-1 : (size_t)n;
+  uint64_t n;
+  if (m == NULL || m->stage == MT_STAGE_EMPTY) {
+    return 0;
+  }
+  n = (uint64_t)m->n_regions * sizeof(void *) +
+      ((uint64_t)m->n_inputs + m->n_outputs + m->max_operands) * sizeof(mt_tensor);
+  return n > (size_t)-1 ? (size_t)-1 : (size_t)n;
 }
 
 mt_status mt_bind_state(mt_model *m, void *state, size_t size)
 {
-    MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-    MT_REQUIRE(m->stage != MT_STAGE_EMPTY, MT_STATUS_BAD_STATE);
-    MT_REQUIRE(state != NULL && (uintptr_t)state % sizeof(void *) == 0, MT_STATUS_BAD_ARGUMENT);
-    MT_REQUIRE(size >= mt_state_size(m), MT_STATUS_ARENA_TOO_SMALL);
-    m->arenas = (void **)state;
-    memset(m->arenas, 0, m->n_regions * sizeof(void *));
-    m->views = (mt_tensor *)(void *)(m->arenas + m->n_regions);
-    m->stage = MT_STAGE_READY;
-    return MT_STATUS_OK;
+  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(m->stage != MT_STAGE_EMPTY, MT_STATUS_BAD_STATE);
+  MT_REQUIRE(state != NULL && (uintptr_t)state % sizeof(void *) == 0, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(size >= mt_state_size(m), MT_STATUS_ARENA_TOO_SMALL);
+  m->arenas = (void **)state;
+  memset(m->arenas, 0, m->n_regions * sizeof(void *));
+  m->views = (mt_tensor *)(void *)(m->arenas + m->n_regions);
+  m->stage = MT_STAGE_READY;
+  return MT_STATUS_OK;
 }
 
 uint32_t mt_region_count(const mt_model *m)
 {
-    return m != NULL && m->stage != MT_STAGE_EMPTY ? m->n_regions : 0;
+  return m != NULL && m->stage != MT_STAGE_EMPTY ? m->n_regions : 0;
 }
 
 const mt_region_t *mt_region(const mt_model *m, uint32_t region)
 {
-    return region < mt_region_count(m) ? &m->regions[region] : NULL;
+  return region < mt_region_count(m) ? &m->regions[region] : NULL;
 }
 
 uint32_t mt_arena_size(const mt_model *m, uint32_t region)
 {
-    return region < mt_region_count(m) ? m->regions[region].size : 0;
+  return region < mt_region_count(m) ? m->regions[region].size : 0;
 }
 
 mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size)
 {
-    const mt_region_t *r;
-    MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-    MT_REQUIRE(m->stage == MT_STAGE_READY, MT_STATUS_BAD_STATE);
-    MT_REQUIRE(region < m->n_regions, MT_STATUS_BAD_ARGUMENT);
-    r = &m->regions[region];
-    MT_REQUIRE(mem != NULL && (uintptr_t)mem % r->alignment == 0, MT_STATUS_BAD_ARGUMENT);
-    MT_REQUIRE(size >= r->size, MT_STATUS_ARENA_TOO_SMALL);
-    m->arenas[region] = mem;
-    return MT_STATUS_OK;
+  const mt_region_t *r;
+  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(m->stage == MT_STAGE_READY, MT_STATUS_BAD_STATE);
+  MT_REQUIRE(region < m->n_regions, MT_STATUS_BAD_ARGUMENT);
+  r = &m->regions[region];
+  MT_REQUIRE(mem != NULL && (uintptr_t)mem % r->alignment == 0, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(size >= r->size, MT_STATUS_ARENA_TOO_SMALL);
+  m->arenas[region] = mem;
+  return MT_STATUS_OK;
 }
 
 /* Address of bytes [offset, ...) of the arena of `region`; NULL while it is unbound. */
 static void *mt_arena_at(const mt_model *m, uint32_t region, uint32_t offset)
 {
-    uint8_t *base = (uint8_t *)m->arenas[region];
-    return base != NULL ? base + offset : NULL;
+  uint8_t *base = (uint8_t *)m->arenas[region];
+  return base != NULL ? base + offset : NULL;
 }
 
 static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
 {
-    const mt_tensor_t *t = &m->tensors[index];
-    uint32_t k;
-    if (t->storage == MT_STORAGE_CONST) {
-        v->data = (void *)(uintptr_t)(m->constants + t->offset); /* kernels only read it */
-    } else {
-        v->data = mt_arena_at(m, t->region, t->offset);
-    }
-    for (k = 0; k < MT_MAX_RANK; k++) {
-        v->shape[k] = t->shape[k];
-    }
-    v->rank = t->rank;
-    v->dtype = t->dtype;
-    v->zero_point = t->zero_point;
-    v->size = t->size;
+  const mt_tensor_t *t = &m->tensors[index];
+  uint32_t k;
+  if (t->storage == MT_STORAGE_CONST) {
+    v->data = (void *)(uintptr_t)(m->constants + t->offset); /* kernels only read it */
+  } else {
+    v->data = mt_arena_at(m, t->region, t->offset);
+  }
+  for (k = 0; k < MT_MAX_RANK; k++) {
+    v->shape[k] = t->shape[k];
+  }
+  v->rank = t->rank;
+  v->dtype = t->dtype;
+  v->zero_point = t->zero_point;
+  v->size = t->size;
 }
 
 uint32_t mt_input_count(const mt_model *m)
 {
-    return m != NULL && m->stage != MT_STAGE_EMPTY ? m->n_inputs : 0;
+  return m != NULL && m->stage != MT_STAGE_EMPTY ? m->n_inputs : 0;
 }
 
 uint32_t mt_output_count(const mt_model *m)
 {
-    return m != NULL && m->stage != MT_STAGE_EMPTY ? m->n_outputs : 0;
+  return m != NULL && m->stage != MT_STAGE_EMPTY ? m->n_outputs : 0;
 }
 
 mt_tensor *mt_input(mt_model *m, uint32_t i)
 {
-    if (m == NULL || m->stage != MT_STAGE_READY || i >= m->n_inputs) {
-        return NULL;
-    }
-    mt_view(m, m->io[i], &m->views[i]);
-    return &m->views[i];
+  if (m == NULL || m->stage != MT_STAGE_READY || i >= m->n_inputs) {
+    return NULL;
+  }
+  mt_view(m, m->io[i], &m->views[i]);
+  return &m->views[i];
 }
 
 const mt_tensor *mt_output(mt_model *m, uint32_t i)
 {
-    if (m == NULL || m->stage != MT_STAGE_READY || i >= m->n_outputs) {
-        return NULL;
-    }
-    mt_view(m, m->io[m->n_inputs + i], &m->views[m->n_inputs + i]);
-    return &m->views[m->n_inputs + i];
+  if (m == NULL || m->stage != MT_STAGE_READY || i >= m->n_outputs) {
+    return NULL;
+  }
+  mt_view(m, m->io[m->n_inputs + i], &m->views[m->n_inputs + i]);
+  return &m->views[m->n_inputs + i];
 }
 
 /* Views of op `op`'s operands (inputs then outputs) in the state's op buffer. */
 static mt_tensor *mt_op_views(mt_model *m, const mt_op_t *op)
 {
-    mt_tensor *v = m->views + m->n_inputs + m->n_outputs;
-    uint32_t k, n = (uint32_t)op->n_inputs + op->n_outputs;
-    for (k = 0; k < n; k++) {
-        mt_view(m, m->operands[op->first_operand + k], &v[k]);
-    }
-    return v;
+  mt_tensor *v = m->views + m->n_inputs + m->n_outputs;
+  uint32_t k, n = (uint32_t)op->n_inputs + op->n_outputs;
+  for (k = 0; k < n; k++) {
+    mt_view(m, m->operands[op->first_operand + k], &v[k]);
+  }
+  return v;
 }
 
 static mt_status mt_run_op(mt_model *m, uint32_t i)
 {
-    const mt_op_t *op = &m->ops[i];
-    mt_op_args args;
-    mt_status status;
-    args.in = mt_op_views(m, op);
-    args.out = (mt_tensor *)args.in + op->n_inputs;
-    args.attrs = m->attrs + op->first_attr;
-    args.scratch = NULL;
-    args.scratch_size = 0;
-    if (op->scratch_region != MT_NONE16) {
-        args.scratch = mt_arena_at(m, op->scratch_region, op->scratch_offset);
-        args.scratch_size = op->scratch_size;
-    }
-    args.n_in = op->n_inputs;
-    args.n_out = op->n_outputs;
-    args.n_attrs = op->n_attrs;
+  const mt_op_t *op = &m->ops[i];
+  mt_op_args args;
+  mt_status status;
+  args.in = mt_op_views(m, op);
+  args.out = (mt_tensor *)args.in + op->n_inputs;
+  args.attrs = m->attrs + op->first_attr;
+  args.scratch = NULL;
+  args.scratch_size = 0;
+  if (op->scratch_region != MT_NONE16) {
+    args.scratch = mt_arena_at(m, op->scratch_region, op->scratch_offset);
+    args.scratch_size = op->scratch_size;
+  }
+  args.n_in = op->n_inputs;
+  args.n_out = op->n_outputs;
+  args.n_attrs = op->n_attrs;
 #ifdef MT_PROFILE
-    mt_port_op_begin(i);
+  mt_port_op_begin(i);
 #endif
-    status = m->kernels->rows[op->opcode].variants[op->variant](&args);
+  status = m->kernels->rows[op->opcode].variants[op->variant](&args);
 #ifdef MT_PROFILE
-    mt_port_op_end(i);
+  mt_port_op_end(i);
 #endif
-    return status;
+  return status;
 }
 
 static void mt_delegate_call_of(mt_model *m, const mt_op_t *op, mt_delegate_call *call)
 {
-    uint32_t index = (uint32_t)m->attrs[op->first_attr + MT_DELEGATE_INDEX];
-    const mt_delegate_t *d = &m->delegates[index];
-    memset(call, 0, sizeof *call);
-    call->index = index;
-    call->npu = d->npu;
-    call->n_inputs = d->n_inputs;
-    call->n_outputs = d->n_outputs;
-    call->command_stream = m->constants + d->command_offset;
-    call->command_size = d->command_size;
-    call->weights = d->weights_size != 0 ? m->constants + d->weights_offset : NULL;
-    call->weights_size = d->weights_size;
-    call->scratch = mt_arena_at(m, d->scratch_region, d->scratch_offset);
-    call->scratch_size = d->scratch_size;
-    if (d->fast_scratch_region != MT_NONE16) {
-        call->fast_scratch = mt_arena_at(m, d->fast_scratch_region, d->fast_scratch_offset);
-        call->fast_scratch_size = d->fast_scratch_size;
-    }
-    call->inputs = mt_op_views(m, op);
-    call->outputs = call->inputs + d->n_inputs;
-    call->bindings = m->bindings + d->first_binding;
+  uint32_t index = (uint32_t)m->attrs[op->first_attr + MT_DELEGATE_INDEX];
+  const mt_delegate_t *d = &m->delegates[index];
+  memset(call, 0, sizeof *call);
+  call->index = index;
+  call->npu = d->npu;
+  call->n_inputs = d->n_inputs;
+  call->n_outputs = d->n_outputs;
+  call->command_stream = m->constants + d->command_offset;
+  call->command_size = d->command_size;
+  call->weights = d->weights_size != 0 ? m->constants + d->weights_offset : NULL;
+  call->weights_size = d->weights_size;
+  call->scratch = mt_arena_at(m, d->scratch_region, d->scratch_offset);
+  call->scratch_size = d->scratch_size;
+  if (d->fast_scratch_region != MT_NONE16) {
+    call->fast_scratch = mt_arena_at(m, d->fast_scratch_region, d->fast_scratch_offset);
+    call->fast_scratch_size = d->fast_scratch_size;
+  }
+  call->inputs = mt_op_views(m, op);
+  call->outputs = call->inputs + d->n_inputs;
+  call->bindings = m->bindings + d->first_binding;
 }
 
 /* The NPU hook first; without an NPU, the delegate's CPU version (ops that are never
  * delegates themselves: the loader refuses nesting, so this does not recurse). */
 static mt_status mt_run_delegate(mt_model *m, uint32_t i)
 {
-    mt_delegate_call call;
-    const mt_delegate_t *d;
-    mt_status status;
-    uint32_t j;
-    mt_delegate_call_of(m, &m->ops[i], &call);
-    d = &m->delegates[call.index];
+  mt_delegate_call call;
+  const mt_delegate_t *d;
+  mt_status status;
+  uint32_t j;
+  mt_delegate_call_of(m, &m->ops[i], &call);
+  d = &m->delegates[call.index];
 #ifdef MT_PROFILE
-    mt_port_op_begin(i);
+  mt_port_op_begin(i);
 #endif
-    status = mt_ethosu_invoke(&call);
+  status = mt_ethosu_invoke(&call);
 #ifdef MT_PROFILE
-    mt_port_op_end(i);
+  mt_port_op_end(i);
 #endif
-    if (status == MT_STATUS_NO_NPU && d->cpu_first_op != MT_NONE32) {
-        for (j = d->cpu_first_op; j < d->cpu_first_op + d->cpu_n_ops; j++) {
-            MT_TRY(mt_run_op(m, j));
-        }
-        return MT_STATUS_OK;
+  if (status == MT_STATUS_NO_NPU && d->cpu_first_op != MT_NONE32) {
+    for (j = d->cpu_first_op; j < d->cpu_first_op + d->cpu_n_ops; j++) {
+      MT_TRY(mt_run_op(m, j));
     }
-    if (status == MT_STATUS_OK || status == MT_STATUS_NO_NPU) {
-        return status;
-    }
-    return MT_STATUS_NPU_FAILED;
+    return MT_STATUS_OK;
+  }
+  if (status == MT_STATUS_OK || status == MT_STATUS_NO_NPU) {
+    return status;
+  }
+  return MT_STATUS_NPU_FAILED;
 }
 
 static int mt_arenas_bound(const mt_model *m)
 {
-    uint32_t r;
-    for (r = 0; r < m->n_regions; r++) {
-        if (m->arenas[r] == NULL && m->regions[r].size != 0) {
-            return 0;
-        }
+  uint32_t r;
+  for (r = 0; r < m->n_regions; r++) {
+    if (m->arenas[r] == NULL && m->regions[r].size != 0) {
+      return 0;
     }
-    return 1;
+  }
+  return 1;
 }
 
 mt_status mt_invoke(mt_model *m)
 {
-    uint32_t i;
-    MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-    MT_REQUIRE(m->stage == MT_STAGE_READY && m->kernels != NULL && mt_arenas_bound(m),
-               MT_STATUS_BAD_STATE);
-    for (i = 0; i < m->n_ops; i++) {
-        const mt_op_t *op = &m->ops[i];
-        if (op->flags & MT_OP_FLAG_SUBGRAPH) {
-            continue;
-        }
-        MT_TRY(op->opcode == MT_OP_DELEGATE ? mt_run_delegate(m, i) : mt_run_op(m, i));
+  uint32_t i;
+  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(m->stage == MT_STAGE_READY && m->kernels != NULL && mt_arenas_bound(m),
+             MT_STATUS_BAD_STATE);
+  for (i = 0; i < m->n_ops; i++) {
+    const mt_op_t *op = &m->ops[i];
+    if (op->flags & MT_OP_FLAG_SUBGRAPH) {
+      continue;
     }
-    return MT_STATUS_OK;
+    MT_TRY(op->opcode == MT_OP_DELEGATE ? mt_run_delegate(m, i) : mt_run_op(m, i));
+  }
+  return MT_STATUS_OK;
 }

@@ -10,228 +10,224 @@
 
 static int mt_name_ok(const char *name) /* [A-Za-z0-9_]{1,8}, zero padded */
 {
-    uint32_t k;
-    for (k = 0; k < 8 && name[k] != 0; k++) {
-        char c = name[k];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '_')) {
-            return 0;
-        }
+  uint32_t k;
+  for (k = 0; k < 8 && name[k] != 0; k++) {
+    char c = name[k];
+    if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) {
+      return 0;
     }
-    return k > 0;
+  }
+  return k > 0;
 }
 
 static mt_status mt_check_regions(const mt_model *m)
 {
-    uint32_t i, j;
-    MT_REQUIRE(m->n_regions < MT_NONE16, MT_ERR_BAD_REGION);
-    for (i = 0; i < m->n_regions; i++) {
-        const mt_region_t *r = &m->regions[i];
-        uint32_t a = r->alignment;
-        MT_REQUIRE(mt_name_ok(r->name), MT_ERR_BAD_REGION);
-        for (j = 0; j < i; j++) {
-            MT_REQUIRE(memcmp(r->name, m->regions[j].name, sizeof r->name) != 0,
-                       MT_ERR_BAD_REGION);
-        }
-        MT_REQUIRE(a >= MT_REGION_ALIGN_MIN && a <= MT_REGION_ALIGN_MAX && (a & (a - 1)) == 0,
-                   MT_ERR_BAD_REGION);
-        MT_REQUIRE(r->capacity == 0 || r->size <= r->capacity, MT_ERR_BAD_REGION);
+  uint32_t i, j;
+  MT_REQUIRE(m->n_regions < MT_NONE16, MT_ERR_BAD_REGION);
+  for (i = 0; i < m->n_regions; i++) {
+    const mt_region_t *r = &m->regions[i];
+    uint32_t a = r->alignment;
+    MT_REQUIRE(mt_name_ok(r->name), MT_ERR_BAD_REGION);
+    for (j = 0; j < i; j++) {
+      MT_REQUIRE(memcmp(r->name, m->regions[j].name, sizeof r->name) != 0, MT_ERR_BAD_REGION);
     }
-    return MT_STATUS_OK;
+    MT_REQUIRE(a >= MT_REGION_ALIGN_MIN && a <= MT_REGION_ALIGN_MAX && (a & (a - 1)) == 0,
+               MT_ERR_BAD_REGION);
+    MT_REQUIRE(r->capacity == 0 || r->size <= r->capacity, MT_ERR_BAD_REGION);
+  }
+  return MT_STATUS_OK;
 }
 
 /* f32 bits of a finite scale >= 0 (-0.0 included, as in Python). No float code needed. */
 static int mt_qscale_ok(const float *scale)
 {
-    uint32_t bits;
-    memcpy(&bits, scale, sizeof bits);
-    return bits < 0x7F800000u || bits == 0x80000000u;
+  uint32_t bits;
+  memcpy(&bits, scale, sizeof bits);
+  return bits < 0x7F800000u || bits == 0x80000000u;
 }
 
 static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
 {
-    static const int32_t lo[4] = {-128, 0, -32768, INT32_MIN};
-    static const int32_t hi[4] = {127, 255, 32767, INT32_MAX};
-    return zp >= lo[dtype] && zp <= hi[dtype];
+  static const int32_t lo[4] = {-128, 0, -32768, INT32_MIN};
+  static const int32_t hi[4] = {127, 255, 32767, INT32_MAX};
+  return zp >= lo[dtype] && zp <= hi[dtype];
 }
 
 static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
 {
-    MT_REQUIRE(mt_qscale_ok(&t->scale), MT_ERR_BAD_TENSOR);
-    MT_REQUIRE(mt_zero_point_ok(t->dtype, t->zero_point), MT_ERR_BAD_TENSOR);
-    if (t->storage == MT_STORAGE_ARENA) {
-        MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
-        MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);
-        MT_REQUIRE((uint64_t)t->offset + t->size <= m->regions[t->region].size,
-                   MT_ERR_BAD_OFFSET);
-    } else {
-        MT_REQUIRE(t->offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
-        MT_REQUIRE((uint64_t)t->offset + t->size <= m->const_size, MT_ERR_BAD_OFFSET);
-    }
-    return MT_STATUS_OK;
+  MT_REQUIRE(mt_qscale_ok(&t->scale), MT_ERR_BAD_TENSOR);
+  MT_REQUIRE(mt_zero_point_ok(t->dtype, t->zero_point), MT_ERR_BAD_TENSOR);
+  if (t->storage == MT_STORAGE_ARENA) {
+    MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
+    MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);
+    MT_REQUIRE((uint64_t)t->offset + t->size <= m->regions[t->region].size, MT_ERR_BAD_OFFSET);
+  } else {
+    MT_REQUIRE(t->offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
+    MT_REQUIRE((uint64_t)t->offset + t->size <= m->const_size, MT_ERR_BAD_OFFSET);
+  }
+  return MT_STATUS_OK;
 }
 
 /* A scratch area: a region index (else `err`) and bytes inside its arena (else bad_offset). */
-static mt_status mt_check_area(const mt_model *m, uint32_t region, uint32_t offset,
-                               uint32_t size, int err)
+static mt_status mt_check_area(const mt_model *m, uint32_t region, uint32_t offset, uint32_t size,
+                               int err)
 {
-    MT_REQUIRE(region < m->n_regions, err);
-    MT_REQUIRE((uint64_t)offset + size <= m->regions[region].size, MT_ERR_BAD_OFFSET);
-    return MT_STATUS_OK;
+  MT_REQUIRE(region < m->n_regions, err);
+  MT_REQUIRE((uint64_t)offset + size <= m->regions[region].size, MT_ERR_BAD_OFFSET);
+  return MT_STATUS_OK;
 }
 
 static mt_status mt_check_npu_area(const mt_model *m, uint32_t region, uint32_t offset,
                                    uint32_t size)
 {
-    if (region == MT_NONE16) {
-        return MT_STATUS_OK;
-    }
-    MT_TRY(mt_check_area(m, region, offset, size, MT_ERR_BAD_DELEGATE));
-    MT_REQUIRE(m->regions[region].flags & MT_REGION_FLAG_NPU, MT_ERR_BAD_DELEGATE);
+  if (region == MT_NONE16) {
     return MT_STATUS_OK;
+  }
+  MT_TRY(mt_check_area(m, region, offset, size, MT_ERR_BAD_DELEGATE));
+  MT_REQUIRE(m->regions[region].flags & MT_REGION_FLAG_NPU, MT_ERR_BAD_DELEGATE);
+  return MT_STATUS_OK;
 }
 
 static mt_status mt_check_const_range(const mt_model *m, uint32_t offset, uint32_t size)
 {
-    MT_REQUIRE(offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
-    MT_REQUIRE((uint64_t)offset + size <= m->const_size, MT_ERR_BAD_OFFSET);
-    return MT_STATUS_OK;
+  MT_REQUIRE(offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
+  MT_REQUIRE((uint64_t)offset + size <= m->const_size, MT_ERR_BAD_OFFSET);
+  return MT_STATUS_OK;
 }
 
 /* Each bound tensor lives exactly at its binding's offset in the delegate's scratch area. */
 static mt_status mt_check_bindings(const mt_model *m, const mt_delegate_t *d)
 {
-    uint32_t k, n = (uint32_t)d->n_inputs + d->n_outputs;
-    MT_REQUIRE(d->n_inputs >= 1 && d->n_outputs >= 1, MT_ERR_BAD_DELEGATE);
-    MT_REQUIRE(d->scratch_region != MT_NONE16, MT_ERR_BAD_DELEGATE);
-    for (k = 0; k < n; k++) {
-        const mt_binding_t *b = &m->bindings[d->first_binding + k];
-        const mt_tensor_t *t;
-        MT_REQUIRE(b->tensor >= 0 && (uint32_t)b->tensor < m->n_tensors, MT_ERR_BAD_DELEGATE);
-        t = &m->tensors[b->tensor];
-        MT_REQUIRE(b->elem_size == mt_dtype_bytes(t->dtype) &&
-                       mt_shape_numel(b->shape, MT_MAX_RANK) == mt_shape_numel(t->shape, t->rank),
-                   MT_ERR_BAD_DELEGATE);
-        MT_REQUIRE((uint64_t)b->offset + t->size <= d->scratch_size, MT_ERR_BAD_OFFSET);
-        MT_REQUIRE(t->storage == MT_STORAGE_ARENA && t->region == d->scratch_region &&
-                       (uint64_t)t->offset == (uint64_t)d->scratch_offset + b->offset,
-                   MT_ERR_BAD_DELEGATE);
-    }
-    return MT_STATUS_OK;
+  uint32_t k, n = (uint32_t)d->n_inputs + d->n_outputs;
+  MT_REQUIRE(d->n_inputs >= 1 && d->n_outputs >= 1, MT_ERR_BAD_DELEGATE);
+  MT_REQUIRE(d->scratch_region != MT_NONE16, MT_ERR_BAD_DELEGATE);
+  for (k = 0; k < n; k++) {
+    const mt_binding_t *b = &m->bindings[d->first_binding + k];
+    const mt_tensor_t *t;
+    MT_REQUIRE(b->tensor >= 0 && (uint32_t)b->tensor < m->n_tensors, MT_ERR_BAD_DELEGATE);
+    t = &m->tensors[b->tensor];
+    MT_REQUIRE(b->elem_size == mt_dtype_bytes(t->dtype) &&
+                   mt_shape_numel(b->shape, MT_MAX_RANK) == mt_shape_numel(t->shape, t->rank),
+               MT_ERR_BAD_DELEGATE);
+    MT_REQUIRE((uint64_t)b->offset + t->size <= d->scratch_size, MT_ERR_BAD_OFFSET);
+    MT_REQUIRE(t->storage == MT_STORAGE_ARENA && t->region == d->scratch_region &&
+                   (uint64_t)t->offset == (uint64_t)d->scratch_offset + b->offset,
+               MT_ERR_BAD_DELEGATE);
+  }
+  return MT_STATUS_OK;
 }
 
 /* The CPU version: ops [first, first + n) exist, and no other delegate claims any of them. */
 static mt_status mt_check_cpu_ops(const mt_model *m, uint32_t k)
 {
-    const mt_delegate_t *d = &m->delegates[k];
-    uint64_t first = d->cpu_first_op, end = first + d->cpu_n_ops;
-    uint32_t j;
-    if (d->cpu_first_op == MT_NONE32) {
-        return MT_STATUS_OK;
-    }
-    MT_REQUIRE(d->cpu_n_ops >= 1, MT_ERR_BAD_DELEGATE);
-    MT_REQUIRE(end <= m->n_ops, MT_ERR_BAD_OFFSET);
-    for (j = 0; j < k; j++) {
-        const mt_delegate_t *o = &m->delegates[j];
-        if (o->cpu_first_op != MT_NONE32) {
-            MT_REQUIRE(o->cpu_first_op >= end || first >= (uint64_t)o->cpu_first_op + o->cpu_n_ops,
-                       MT_ERR_BAD_DELEGATE);
-        }
-    }
+  const mt_delegate_t *d = &m->delegates[k];
+  uint64_t first = d->cpu_first_op, end = first + d->cpu_n_ops;
+  uint32_t j;
+  if (d->cpu_first_op == MT_NONE32) {
     return MT_STATUS_OK;
+  }
+  MT_REQUIRE(d->cpu_n_ops >= 1, MT_ERR_BAD_DELEGATE);
+  MT_REQUIRE(end <= m->n_ops, MT_ERR_BAD_OFFSET);
+  for (j = 0; j < k; j++) {
+    const mt_delegate_t *o = &m->delegates[j];
+    if (o->cpu_first_op != MT_NONE32) {
+      MT_REQUIRE(o->cpu_first_op >= end || first >= (uint64_t)o->cpu_first_op + o->cpu_n_ops,
+                 MT_ERR_BAD_DELEGATE);
+    }
+  }
+  return MT_STATUS_OK;
 }
 
 static mt_status mt_check_delegate(const mt_model *m, uint32_t k)
 {
-    const mt_delegate_t *d = &m->delegates[k];
-    MT_REQUIRE(d->npu != MT_NPU_NONE && d->npu == m->target->npu, MT_ERR_BAD_DELEGATE);
-    MT_TRY(mt_check_const_range(m, d->command_offset, d->command_size));
-    MT_REQUIRE(d->command_size > 0, MT_ERR_BAD_DELEGATE);
-    MT_TRY(mt_check_const_range(m, d->weights_offset, d->weights_size));
-    MT_TRY(mt_check_npu_area(m, d->scratch_region, d->scratch_offset, d->scratch_size));
-    MT_TRY(mt_check_npu_area(m, d->fast_scratch_region, d->fast_scratch_offset,
-                             d->fast_scratch_size));
-    MT_TRY(mt_check_bindings(m, d));
-    return mt_check_cpu_ops(m, k);
+  const mt_delegate_t *d = &m->delegates[k];
+  MT_REQUIRE(d->npu != MT_NPU_NONE && d->npu == m->target->npu, MT_ERR_BAD_DELEGATE);
+  MT_TRY(mt_check_const_range(m, d->command_offset, d->command_size));
+  MT_REQUIRE(d->command_size > 0, MT_ERR_BAD_DELEGATE);
+  MT_TRY(mt_check_const_range(m, d->weights_offset, d->weights_size));
+  MT_TRY(mt_check_npu_area(m, d->scratch_region, d->scratch_offset, d->scratch_size));
+  MT_TRY(
+      mt_check_npu_area(m, d->fast_scratch_region, d->fast_scratch_offset, d->fast_scratch_size));
+  MT_TRY(mt_check_bindings(m, d));
+  return mt_check_cpu_ops(m, k);
 }
 
 int mt_in_subgraph(const mt_model *m, uint32_t i)
 {
-    uint32_t k;
-    for (k = 0; k < m->n_delegates; k++) {
-        const mt_delegate_t *d = &m->delegates[k];
-        if (d->cpu_first_op != MT_NONE32 && i >= d->cpu_first_op &&
-            i - d->cpu_first_op < d->cpu_n_ops) {
-            return 1;
-        }
+  uint32_t k;
+  for (k = 0; k < m->n_delegates; k++) {
+    const mt_delegate_t *d = &m->delegates[k];
+    if (d->cpu_first_op != MT_NONE32 && i >= d->cpu_first_op &&
+        i - d->cpu_first_op < d->cpu_n_ops) {
+      return 1;
     }
-    return 0;
+  }
+  return 0;
 }
 
 static mt_status mt_check_operands(const mt_model *m, const int32_t *idx, uint32_t n, int want)
 {
-    uint32_t k;
-    MT_REQUIRE(want == MT_VARIADIC ? n >= 1 : n == (uint32_t)want, MT_ERR_BAD_OP);
-    for (k = 0; k < n; k++) {
-        MT_REQUIRE(idx[k] >= 0 && (uint32_t)idx[k] < m->n_tensors, MT_ERR_BAD_OP);
-    }
-    return MT_STATUS_OK;
+  uint32_t k;
+  MT_REQUIRE(want == MT_VARIADIC ? n >= 1 : n == (uint32_t)want, MT_ERR_BAD_OP);
+  for (k = 0; k < n; k++) {
+    MT_REQUIRE(idx[k] >= 0 && (uint32_t)idx[k] < m->n_tensors, MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
 }
 
 /* A delegate op names a delegate, is not inside a CPU version, and its operands are the
  * delegate's bound tensors, in binding order. */
 static mt_status mt_check_delegate_op(const mt_model *m, uint32_t i, const int32_t *operands)
 {
-    const mt_op_t *op = &m->ops[i];
-    int32_t index = m->attrs[op->first_attr + MT_DELEGATE_INDEX];
-    const mt_delegate_t *d;
-    uint32_t k;
-    MT_REQUIRE(index >= 0 && (uint32_t)index < m->n_delegates, MT_ERR_BAD_DELEGATE);
-    MT_REQUIRE(!mt_in_subgraph(m, i), MT_ERR_BAD_DELEGATE);
-    d = &m->delegates[index];
-    MT_REQUIRE(op->n_inputs == d->n_inputs && op->n_outputs == d->n_outputs,
-               MT_ERR_BAD_DELEGATE);
-    for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
-        MT_REQUIRE(operands[k] == m->bindings[d->first_binding + k].tensor, MT_ERR_BAD_DELEGATE);
-    }
-    return MT_STATUS_OK;
+  const mt_op_t *op = &m->ops[i];
+  int32_t index = m->attrs[op->first_attr + MT_DELEGATE_INDEX];
+  const mt_delegate_t *d;
+  uint32_t k;
+  MT_REQUIRE(index >= 0 && (uint32_t)index < m->n_delegates, MT_ERR_BAD_DELEGATE);
+  MT_REQUIRE(!mt_in_subgraph(m, i), MT_ERR_BAD_DELEGATE);
+  d = &m->delegates[index];
+  MT_REQUIRE(op->n_inputs == d->n_inputs && op->n_outputs == d->n_outputs, MT_ERR_BAD_DELEGATE);
+  for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
+    MT_REQUIRE(operands[k] == m->bindings[d->first_binding + k].tensor, MT_ERR_BAD_DELEGATE);
+  }
+  return MT_STATUS_OK;
 }
 
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
-    const mt_op_t *op = &m->ops[i];
-    const mt_op_counts *c = &mt_op_table[op->opcode];
-    const int32_t *in = m->operands + op->first_operand, *out = in + op->n_inputs;
-    uint32_t k;
-    MT_TRY(mt_check_operands(m, in, op->n_inputs, c->n_inputs));
-    MT_TRY(mt_check_operands(m, out, op->n_outputs, c->n_outputs));
-    for (k = 0; k < op->n_outputs; k++) {
-        MT_REQUIRE(m->tensors[out[k]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_OP);
-    }
-    if (op->scratch_region != MT_NONE16) {
-        MT_TRY(mt_check_area(m, op->scratch_region, op->scratch_offset, op->scratch_size,
-                             MT_ERR_BAD_OP));
-    }
-    if (op->opcode == MT_OP_DELEGATE) {
-        MT_TRY(mt_check_delegate_op(m, i, in));
-    }
-    return MT_STATUS_OK;
+  const mt_op_t *op = &m->ops[i];
+  const mt_op_counts *c = &mt_op_table[op->opcode];
+  const int32_t *in = m->operands + op->first_operand, *out = in + op->n_inputs;
+  uint32_t k;
+  MT_TRY(mt_check_operands(m, in, op->n_inputs, c->n_inputs));
+  MT_TRY(mt_check_operands(m, out, op->n_outputs, c->n_outputs));
+  for (k = 0; k < op->n_outputs; k++) {
+    MT_REQUIRE(m->tensors[out[k]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_OP);
+  }
+  if (op->scratch_region != MT_NONE16) {
+    MT_TRY(
+        mt_check_area(m, op->scratch_region, op->scratch_offset, op->scratch_size, MT_ERR_BAD_OP));
+  }
+  if (op->opcode == MT_OP_DELEGATE) {
+    MT_TRY(mt_check_delegate_op(m, i, in));
+  }
+  return MT_STATUS_OK;
 }
 
 /* Program inputs/outputs: distinct arena tensors, at least one output. Every failure here is
  * bad_io, so the order of the checks within this step does not change the verdict. */
 static mt_status mt_check_io_list(const mt_model *m, const int32_t *idx, uint32_t n)
 {
-    uint32_t i, j;
-    MT_REQUIRE(n <= m->n_tensors, MT_ERR_BAD_IO); /* more would repeat a tensor */
-    for (i = 0; i < n; i++) {
-        MT_REQUIRE(idx[i] >= 0 && (uint32_t)idx[i] < m->n_tensors, MT_ERR_BAD_IO);
-        MT_REQUIRE(m->tensors[idx[i]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_IO);
-        for (j = 0; j < i; j++) {
-            MT_REQUIRE(idx[i] != idx[j], MT_ERR_BAD_IO);
-        }
+  uint32_t i, j;
+  MT_REQUIRE(n <= m->n_tensors, MT_ERR_BAD_IO); /* more would repeat a tensor */
+  for (i = 0; i < n; i++) {
+    MT_REQUIRE(idx[i] >= 0 && (uint32_t)idx[i] < m->n_tensors, MT_ERR_BAD_IO);
+    MT_REQUIRE(m->tensors[idx[i]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_IO);
+    for (j = 0; j < i; j++) {
+      MT_REQUIRE(idx[i] != idx[j], MT_ERR_BAD_IO);
     }
-    return MT_STATUS_OK;
+  }
+  return MT_STATUS_OK;
 }
 
 /* Switches the CPU takes and its ISA level without switches (mt_program.h, from targets.py). */
@@ -250,39 +246,39 @@ static const uint8_t mt_cpu_isa[MT_CPU_COUNT] = {
  * (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids are in range (mt_load.c). */
 static mt_status mt_check_target(const mt_target_t *t)
 {
-    uint32_t isa = mt_cpu_isa[t->cpu];
-    MT_REQUIRE(t->flags == 0, MT_ERR_BAD_TARGET);
-    MT_REQUIRE((t->switches & ~(uint32_t)mt_cpu_switches[t->cpu]) == 0, MT_ERR_BAD_TARGET);
-    if ((t->switches & MT_TARGET_SWITCH_NOMVE) && isa == MT_ISA_MVE) {
-        isa = MT_ISA_DSP;
-    }
-    if ((t->switches & MT_TARGET_SWITCH_NODSP) && isa == MT_ISA_DSP) {
-        isa = MT_ISA_SCALAR;
-    }
-    MT_REQUIRE(t->isa == isa, MT_ERR_BAD_TARGET);
-    return MT_STATUS_OK;
+  uint32_t isa = mt_cpu_isa[t->cpu];
+  MT_REQUIRE(t->flags == 0, MT_ERR_BAD_TARGET);
+  MT_REQUIRE((t->switches & ~(uint32_t)mt_cpu_switches[t->cpu]) == 0, MT_ERR_BAD_TARGET);
+  if ((t->switches & MT_TARGET_SWITCH_NOMVE) && isa == MT_ISA_MVE) {
+    isa = MT_ISA_DSP;
+  }
+  if ((t->switches & MT_TARGET_SWITCH_NODSP) && isa == MT_ISA_DSP) {
+    isa = MT_ISA_SCALAR;
+  }
+  MT_REQUIRE(t->isa == isa, MT_ERR_BAD_TARGET);
+  return MT_STATUS_OK;
 }
 
 mt_status mt_validate_program(const mt_model *m)
 {
-    uint32_t i;
-    MT_TRY(mt_check_target(m->target));
-    MT_TRY(mt_check_regions(m));
-    for (i = 0; i < m->n_tensors; i++) {
-        MT_TRY(mt_check_tensor(m, &m->tensors[i]));
-    }
-    for (i = 0; i < m->n_delegates; i++) {
-        MT_TRY(mt_check_delegate(m, i));
-    }
-    for (i = 0; i < m->n_ops; i++) {
-        MT_TRY(mt_check_op(m, i));
-    }
-    MT_REQUIRE(m->n_outputs >= 1, MT_ERR_BAD_IO);
-    MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
-    MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
-    for (i = 0; i < m->n_ops; i++) {
-        int marked = (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
-        MT_REQUIRE(marked == mt_in_subgraph(m, i), MT_ERR_BAD_OP);
-    }
-    return MT_STATUS_OK;
+  uint32_t i;
+  MT_TRY(mt_check_target(m->target));
+  MT_TRY(mt_check_regions(m));
+  for (i = 0; i < m->n_tensors; i++) {
+    MT_TRY(mt_check_tensor(m, &m->tensors[i]));
+  }
+  for (i = 0; i < m->n_delegates; i++) {
+    MT_TRY(mt_check_delegate(m, i));
+  }
+  for (i = 0; i < m->n_ops; i++) {
+    MT_TRY(mt_check_op(m, i));
+  }
+  MT_REQUIRE(m->n_outputs >= 1, MT_ERR_BAD_IO);
+  MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
+  MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
+  for (i = 0; i < m->n_ops; i++) {
+    int marked = (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
+    MT_REQUIRE(marked == mt_in_subgraph(m, i), MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
 }

@@ -10,5 +10,5 @@ void *mt_run_arena(uint32_t region, const char *name, size_t size, size_t alignm
 
 void *mt_run_arena(uint32_t region, const char *name, size_t size, size_t alignment)
 {
-    return mt_run_arena_exact(region, name, size > 1 ? size - 1 : size, alignment);
+  return mt_run_arena_exact(region, name, size > 1 ? size - 1 : size, alignment);
 }

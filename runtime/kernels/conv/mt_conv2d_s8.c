@@ -13,9 +13,10 @@
  */
 #include "mt_conv_1x1.h"
 #include "mt_kernel_mac.h"
+#include "mt_kernel_mac_px.h"
 #include "mt_kernels.h"
 
-#define CONV_CHUNK MT_MAC_CHUNK /* output channels per pass */
+#define CONV_CHUNK   MT_MAC_CHUNK /* output channels per pass */
 #define CONV_COL_MAX 2560 /* bytes of gathered windows (on the stack): up to MT_PX of them */
 #define CONV_WIN_MAX 1024 /* the largest window gathered */
 
@@ -26,7 +27,7 @@ typedef struct {
   mt_axis ah, aw;
   int32_t batch, cin, cg, cout_g, groups, kh, kw;
   int32_t x_off, out_zp, act_min, act_max;
-  size_t k;   /* weights per output channel: KH * KW * Cin/groups */
+  size_t k; /* weights per output channel: KH * KW * Cin/groups */
   int gather; /* gather each window into one run (see the top of the file) */
 } conv_ctx;
 
@@ -41,10 +42,9 @@ static int conv_shapes_ok(const mt_op_args *a)
       mt_dim(cout) < 0) {
     return 0;
   }
-  return (uint64_t)w->shape[3] * (uint32_t)groups == x->shape[3] &&
-         cout % (uint32_t)groups == 0 && y->shape[0] == x->shape[0] && y->shape[3] == cout &&
-         mt_vec_ok(&a->in[MT_CONV2D_IN_BIAS], cout) &&
-         mt_vec_ok(&a->in[MT_CONV2D_IN_MULT], cout) &&
+  return (uint64_t)w->shape[3] * (uint32_t)groups == x->shape[3] && cout % (uint32_t)groups == 0 &&
+         y->shape[0] == x->shape[0] && y->shape[3] == cout &&
+         mt_vec_ok(&a->in[MT_CONV2D_IN_BIAS], cout) && mt_vec_ok(&a->in[MT_CONV2D_IN_MULT], cout) &&
          mt_vec_ok(&a->in[MT_CONV2D_IN_SHIFT], cout);
 }
 
@@ -75,15 +75,13 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
   c->act_min = at[MT_CONV2D_ACT_MIN];
   c->act_max = at[MT_CONV2D_ACT_MAX];
   c->k = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
-  c->gather = c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_WIN_MAX &&
-              c->kh * c->kw > 1;
+  c->gather =
+      c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_WIN_MAX && c->kh * c->kw > 1;
   return c->batch >= 0 &&
-         mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H],
-                      at[MT_CONV2D_DILATION_H], at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM],
-                      y->shape[1]) &&
-         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W],
-                      at[MT_CONV2D_DILATION_W], at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT],
-                      y->shape[2]) &&
+         mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H], at[MT_CONV2D_DILATION_H],
+                      at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM], y->shape[1]) &&
+         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W], at[MT_CONV2D_DILATION_W],
+                      at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT], y->shape[2]) &&
          mt_zp_ok(at[MT_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
          mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, w->shape[0]);
 }
@@ -97,9 +95,9 @@ typedef struct {
  * init, acc[o] = init[o] + sum x * w (later runs add to acc), the last run stored by `out`;
  * with init NULL, acc[o] += sum w. x_g: the group's first input channel at tap (ky0, kx0);
  * w_k: that tap's offset in a weight row. */
-static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g,
-                      const int8_t *w_c, size_t w_k, int32_t nc, const uint32_t *init,
-                      uint32_t *acc, const mt_out_stage *out)
+static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g, const int8_t *w_c,
+                      size_t w_k, int32_t nc, const uint32_t *init, uint32_t *acc,
+                      const mt_out_stage *out)
 {
   const int32_t cg = c->cg, taps = v->kx1 - v->kx0, rows = v->ky1 - v->ky0;
   const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * (size_t)c->cin;
@@ -136,8 +134,9 @@ static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_im
       mt_fill_s8(col, NULL, row, -c->x_off);
       continue;
     }
-    const int8_t *xr = x_img + ((size_t)(iy + ky * c->ah.dilation) * (size_t)c->aw.size +
-                                (size_t)(ix + v->kx0)) * cin;
+    const size_t px =
+        (size_t)(iy + ky * c->ah.dilation) * (size_t)c->aw.size + (size_t)(ix + v->kx0);
+    const int8_t *xr = x_img + px * cin;
     mt_fill_s8(col, NULL, pre, -c->x_off);
     mt_fill_s8(col + pre, xr, mid, 0);
     mt_fill_s8(col + pre + mid, NULL, row - pre - mid, -c->x_off);
@@ -146,9 +145,9 @@ static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_im
 
 /* The chunk's output channels [oc0, oc0 + nc) of one output pixel (group g); base[o] = bias +
  * x_off * sum(w) of channel oc0 + o; col: CONV_COL_MAX bytes; acc: nc accumulators. */
-static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow,
-                       int32_t g, int32_t oc0, int32_t nc, const uint32_t *base, int8_t *col,
-                       uint32_t *acc, int8_t *y_px)
+static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, int32_t g,
+                       int32_t oc0, int32_t nc, const uint32_t *base, int8_t *col, uint32_t *acc,
+                       int8_t *y_px)
 {
   conv_win v;
   const int32_t iy = mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
@@ -156,14 +155,14 @@ static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32
   const int8_t *w_c = c->w + (size_t)oc0 * c->k;
   const int empty = v.kx1 == v.kx0 || v.ky1 == v.ky0;
   const int full = v.ky0 == 0 && v.ky1 == c->kh && v.kx0 == 0 && v.kx1 == c->kw;
-  const mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max,
-                            y_px + oc0};
+  const mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp,
+                            c->act_min,    c->act_max,     y_px + oc0};
   if (empty) { /* the window lies in the padding: y = rq(bias) */
     mt_dot_rows_s8(col, w_c, c->k, 0, nc, (const uint32_t *)c->bias + oc0, acc, &out);
   } else {
-    const int8_t *x_g = x_img + ((size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
-                                 (size_t)(ix + v.kx0 * c->aw.dilation)) * (size_t)c->cin +
-                        (size_t)g * (size_t)c->cg;
+    const size_t px = (size_t)(iy + v.ky0 * c->ah.dilation) * (size_t)c->aw.size +
+                      (size_t)(ix + v.kx0 * c->aw.dilation); /* the window's first tap */
+    const int8_t *x_g = x_img + px * (size_t)c->cin + (size_t)g * (size_t)c->cg;
     const size_t w_k = ((size_t)v.ky0 * (size_t)c->kw + (size_t)v.kx0) * (size_t)c->cg;
     const uint32_t *init = base;
     if (!full) { /* bias + x_off * sum of the in-bounds weights */
@@ -219,8 +218,8 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
       const int8_t *xr = c->x + (size_t)n * x_img;
       xr += inside ? ((size_t)iy * w_in + (size_t)ix) * cin : 0;
       if (direct && p == 0) {
-        const mt_px_src d = {xr, src.np > 1 ? (size_t)c->aw.stride * cin : 0, x_row,
-                             (uint32_t)run, c->kh, src.np};
+        const mt_px_src d = {
+            xr, src.np > 1 ? (size_t)c->aw.stride * cin : 0, x_row, (uint32_t)run, c->kh, src.np};
         src = d;
       } else if (inside) { /* KH copies */
         for (int32_t ky = 0; ky < c->kh; ky++, xr += x_row) {
@@ -259,9 +258,10 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
   if (c.groups == 1 && c.kh == 1 && c.kw == 1 && c.ah.pad0 == 0 && c.aw.pad0 == 0 &&
       (int64_t)(c.ah.out - 1) * c.ah.stride < c.ah.size &&
       (int64_t)(c.aw.out - 1) * c.aw.stride < c.aw.size) { /* 1x1, no window in the padding */
-    const mt_conv1x1 p = {c.x, c.w, c.bias, c.mult, c.shift, c.y, c.batch, c.ah.size,
-                          c.aw.size, c.cin, c.cout_g, c.ah.out, c.aw.out, c.ah.stride,
-                          c.aw.stride, c.x_off, c.out_zp, c.act_min, c.act_max};
+    const mt_conv1x1 p = {c.x,      c.w,      c.bias,    c.mult,      c.shift,
+                          c.y,      c.batch,  c.ah.size, c.aw.size,   c.cin,
+                          c.cout_g, c.ah.out, c.aw.out,  c.ah.stride, c.aw.stride,
+                          c.x_off,  c.out_zp, c.act_min, c.act_max};
     if (conv1x1_run(&p)) {
       return MT_STATUS_OK;
     }

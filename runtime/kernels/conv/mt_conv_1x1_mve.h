@@ -29,10 +29,10 @@
 #define C1X1_PTR(a) ((const int8_t *)(uintptr_t)(a))
 
 typedef struct {
-  const int8_t *w;  /* the chunk's first weight row */
+  const int8_t *w; /* the chunk's first weight row */
   const int32_t *t; /* per channel: base, mult, 31 - shift, (unused) */
   int32_t nc, cin, cout, zp, lo, hi; /* lo, hi: act_min - zp, act_max - zp */
-  int fast;         /* every shift of the chunk is >= 32 */
+  int fast; /* every shift of the chunk is >= 32 */
 } c1x1_ctx;
 
 /* nb blocks: the first block's pixels at x + xoff (lanes), its outputs at y + off (lanes, one
@@ -68,6 +68,7 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
 /* The output stage of the asm loops, on Q (four pixels of one channel): T -> r0, r2, r4, R (base,
  * mult, 31 - shift, unused; T += 16, one LDM), clamp, + ZP, scatter store at Y, Y += 1. Note:
  * GNU as writes "vmov qd[2], qd[0], ra, rb" for lane 0 <- ra, lane 2 <- rb. */
+/* clang-format off */
 #define C1X1_OUT_ASM(Q, T, Y, ZP, R)      \
   "   ldm " T "!, {r0, r2, r4, " R "}\n" \
   "   vadd.i32 " Q ", " Q ", r0\n"        \
@@ -78,6 +79,7 @@ static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
   "   vadd.i32 " Q ", " Q ", " ZP "\n"    \
   "   vstrb.32 " Q ", [" Y ", %q[off]]\n" \
   "   adds " Y ", #1\n"
+/* clang-format on */
 
 #if defined(__OPTIMIZE__) /* -O0 leaves too few registers for this loop: c1x1_any instead */
 #define C1X1_SMALL 1
@@ -93,6 +95,7 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
     const int32_t *t = c->t;
     int8_t *y = r.y;
     int8x16_t v0, v1, v2, v3;
+    /* clang-format off */
     __asm__ volatile("vctp.8 %[cin]\n"
                      "vpstttt\n"
                      "vldrbt.8 %q[v0], [%[x0]]\n"
@@ -121,10 +124,11 @@ static MT_NOINLINE void c1x1_small(const c1x1_ctx *c, c1x1_run r)
                        [nc] "r"(c->nc), [lo] "w"(lo), [hi] "w"(hi), [zp] "r"(c->zp),
                        [off] "w"(r.off)
                      : "r0", "r2", "r4", "r6", "q2", "lr", "memory");
+    /* clang-format on */
   }
 }
 
-#else
+#else /* !__OPTIMIZE__ */
 #define C1X1_SMALL 0
 #define c1x1_small c1x1_any
 #endif /* __OPTIMIZE__ */
@@ -151,6 +155,7 @@ static MT_NOINLINE void c1x1_wide(const c1x1_ctx *c, c1x1_run r)
       register uint32_t *m_r __asm__("r12") = m;
       register const int8_t *wa __asm__("r9") = c->w + (size_t)o * cin;
       register const int8_t *wb __asm__("r11") = c->w + (size_t)(o + 1) * cin;
+      /* clang-format off */
       __asm__ volatile("2: ldm %[m], {r1, r3, r5}\n"
                        "   vldrb.8 q0, [%[wa]], #16\n"
                        "   vldrb.8 q1, [%[wb]], #16\n"
@@ -194,6 +199,7 @@ static MT_NOINLINE void c1x1_wide(const c1x1_ctx *c, c1x1_run r)
                        : [m] "r"(m_r), [lo] "w"(lo), [hi] "w"(hi), [zp] "w"(zp), [off] "w"(r.off)
                        : "r0", "r1", "r2", "r3", "r4", "r5", "r6", "r8", "r10", "q0", "q1", "q2",
                          "q3", "lr", "cc", "memory");
+      /* clang-format on */
     }
   }
 }
@@ -203,10 +209,15 @@ static void c1x1_row(const c1x1_ctx *c, const int8_t *x, size_t sx, int32_t len,
 {
   const int wide = c->fast && c->cin > 16 && c->nc >= 2;
   const int32_t px = wide ? 3 : 4, nb = len / px; /* pixels per block, whole blocks */
-  const uint32x4_t lanes = vminq_u32(vidupq_n_u32(0, 1),
-                                     vdupq_n_u32((uint32_t)(len < px ? len : px) - 1u));
-  c1x1_run r = {x, y, vmulq_n_u32(lanes, (uint32_t)sx), vmulq_n_u32(lanes, (uint32_t)c->cout),
-                nb > 0 ? nb : 1, (size_t)px * sx, (size_t)px * (size_t)c->cout};
+  const uint32x4_t lanes =
+      vminq_u32(vidupq_n_u32(0, 1), vdupq_n_u32((uint32_t)(len < px ? len : px) - 1u));
+  c1x1_run r = {x,
+                y,
+                vmulq_n_u32(lanes, (uint32_t)sx),
+                vmulq_n_u32(lanes, (uint32_t)c->cout),
+                nb > 0 ? nb : 1,
+                (size_t)px * sx,
+                (size_t)px * (size_t)c->cout};
   for (int k = 0; k < 2; k++) { /* the whole blocks, then the last one overlapping */
     if (wide) {
       c1x1_wide(c, r);
@@ -259,21 +270,21 @@ static int conv1x1_mve(const mt_conv1x1 *p)
   }
   const int32_t rows = flat ? 1 : column ? p->batch : p->batch * p->ho;
   const int32_t len = flat ? (int32_t)pixels : column ? p->ho : p->wo;
-  const size_t sx = (column ? (size_t)p->stride_h * (size_t)p->w_in : (size_t)p->stride_w) *
-                    (size_t)p->cin;
+  const size_t sx =
+      (column ? (size_t)p->stride_h * (size_t)p->w_in : (size_t)p->stride_w) * (size_t)p->cin;
   if (len < 3) { /* blocks would mostly repeat pixels: the general path does better */
     return 0;
   }
-  c1x1_ctx c = {NULL, tab, 0, p->cin, p->cout, p->out_zp, p->act_min - p->out_zp,
-                p->act_max - p->out_zp, 0};
+  c1x1_ctx c = {
+      NULL, tab, 0, p->cin, p->cout, p->out_zp, p->act_min - p->out_zp, p->act_max - p->out_zp, 0};
   for (int32_t c0 = 0; c0 < p->cout; c0 += C1X1_CHUNK) {
     c.nc = p->cout - c0 < C1X1_CHUNK ? p->cout - c0 : C1X1_CHUNK;
     c.fast = c1x1_table(p, c0, c.nc, tab);
     c.w = p->w + (size_t)c0 * (size_t)p->cin;
     for (int32_t r = 0; r < rows; r++) {
       const int32_t n = column ? r : r / p->ho, oh = column ? 0 : r % p->ho;
-      const size_t ix = ((size_t)n * (size_t)p->h + (size_t)oh * (size_t)p->stride_h) *
-                        (size_t)p->w_in;
+      const size_t ix =
+          ((size_t)n * (size_t)p->h + (size_t)oh * (size_t)p->stride_h) * (size_t)p->w_in;
       c1x1_row(&c, p->x + ix * (size_t)p->cin, sx, len,
                p->y + (size_t)r * (size_t)len * (size_t)p->cout + (size_t)c0);
     }

@@ -23,11 +23,11 @@ typedef struct {
   int32_t batch, c, m, kw;
   int32_t x_off, out_zp, act_min, act_max;
   size_t x_tap, x_row, w_row; /* bytes per kernel column / row step of x and of w */
-  int32_t rq_hi_only;         /* every shift > 32 */
+  int32_t rq_hi_only; /* every shift > 32 */
 #if !MT_MVE && !MT_DSP
-  int32_t n_taps;         /* KH * KW when xw holds the sums below, else 0 */
+  int32_t n_taps; /* KH * KW when xw holds the sums below, else 0 */
   uint32_t xw[DW_XW_MAX]; /* x_off * the sum of channel c's weights (M == 1) */
-#endif                    /* !MT_MVE && !MT_DSP */
+#endif /* !MT_MVE && !MT_DSP */
 } dw_ctx;
 
 /* How the in-bounds taps of one window are walked: rows runs of cols taps; per tap x steps xt
@@ -95,9 +95,8 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
     c->rq_hi_only &= c->shift[o] > 32;
   }
 #if !MT_MVE && !MT_DSP
-  c->n_taps = c->m == 1 && c->c <= DW_XW_MAX && wd[0] <= 64 && wd[1] <= 64
-                  ? (int32_t)(wd[0] * wd[1])
-                  : 0;
+  c->n_taps =
+      c->m == 1 && c->c <= DW_XW_MAX && wd[0] <= 64 && wd[1] <= 64 ? (int32_t)(wd[0] * wd[1]) : 0;
   for (int32_t ch = 0; ch < c->c && c->n_taps > 0; ch++) {
     uint32_t s = 0;
     for (int32_t t = 0; t < c->n_taps; t++) {
@@ -117,12 +116,11 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
          mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, wd[2]);
 }
 
-
 /* y[o] from the window sum acc of output channel o (bias not yet added). */
 static inline int8_t dw_out(const dw_ctx *c, uint32_t acc, int32_t o)
 {
-  return mt_requantize(mt_wrap_s32(acc + (uint32_t)c->bias[o]), c->mult[o], c->shift[o],
-                       c->out_zp, c->act_min, c->act_max);
+  return mt_requantize(mt_wrap_s32(acc + (uint32_t)c->bias[o]), c->mult[o], c->shift[o], c->out_zp,
+                       c->act_min, c->act_max);
 }
 
 /* The window sum of one output channel: x, w at its first in-bounds tap. */
@@ -138,73 +136,41 @@ static MT_NOINLINE uint32_t dw_one(const dw_ctx *c, const dw_walk *k, const int8
   return a;
 }
 
+/* Four channels' products of one tap, x + x_off: xp[i] + O (a0..a3, xp, wp in scope). */
+#define DW_MAC4(O)                                                                                 \
+  a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                         \
+  a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                         \
+  a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                         \
+  a3 += (uint32_t)((xp[3] + (O)) * wp[3])
+
 #include "mt_depthwise_mve.h" /* dw_pixel_mve: M == 1, every channel of a pixel on MVE */
 
-#include "mt_depthwise_out.h" /* dw_store, dw_store4_hi: the DSP/C output stage */
+#include "mt_depthwise_out.h" /* dw_store, dw_store4_hi, dw_store_4, dw_tail: the DSP/C output */
 
-/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
-static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
-                                         const int8_t *w, dw_blk *par, int8_t *y)
+#include "mt_depthwise_dsp.h" /* dw_pixel_dsp: M == 1, four channels per pass on DSP */
+
+#if !MT_MVE && !MT_DSP
+/* M == 1 in C: y[0, C) of one pixel, x and w at its first in-bounds tap, four channels per
+ * pass; a full window adds x_off * sum(w) once (xw) instead of x_off per tap. */
+static MT_ALWAYS_INLINE void dw_pixel_c(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                        const int8_t *w, int8_t *y)
 {
-#if MT_MVE
-  dw_pixel_mve(c, k, x, w, par, y);
-#else /* !MT_MVE: four channels per pass */
-  (void)par;
   int32_t ch = 0;
   const size_t x_tap = k->xt, cm = k->wt, xrs = k->xrs, wrs = k->wrs;
   const int32_t off = c->x_off, n = c->c, rows = k->rows, cols = k->cols;
-#if MT_DSP
-  const int32_t off2 = (int32_t)(((uint32_t)off & 0xFFFFu) * 0x00010001u); /* both halves */
-  const int32_t o = off;
-#else  /* !MT_DSP */
   const int folded = c->n_taps > 0 && rows * cols == c->n_taps;
   const int32_t o = folded ? 0 : off;
-#endif /* MT_DSP */
-/* Four channels' products of one tap, x + x_off: xp[i] + O. */
-#define DW_MAC4(O)                                                                                \
-  a0 += (uint32_t)((xp[0] + (O)) * wp[0]);                                                      \
-  a1 += (uint32_t)((xp[1] + (O)) * wp[1]);                                                      \
-  a2 += (uint32_t)((xp[2] + (O)) * wp[2]);                                                      \
-  a3 += (uint32_t)((xp[3] + (O)) * wp[3])
   for (; n - ch >= 4; ch += 4) {
     const int32_t *b = c->bias + ch; /* distinct starting values (gcc would merge four zeros) */
     uint32_t a0 = (uint32_t)b[0], a1 = (uint32_t)b[1], a2 = (uint32_t)b[2], a3 = (uint32_t)b[3];
     const int8_t *xp = x + ch, *wp = w + ch;
-#if !MT_MVE && !MT_DSP
     if (folded) { /* a full window: x_off * sum(w) added here, x taken as it is below */
       a0 += c->xw[ch];
       a1 += c->xw[ch + 1];
       a2 += c->xw[ch + 2];
       a3 += c->xw[ch + 3];
     }
-#endif /* !MT_MVE && !MT_DSP */
     for (int32_t ky = 0; ky < rows; ky++, xp += xrs, wp += wrs) {
-#if MT_DSP /* in asm (gcc spills this loop's state in C), when x and w take the same steps */
-      if (x_tap == cm) {
-        uint32_t t0, t1, t2, n_taps = (uint32_t)cols; /* w read twice: one register fewer */
-        __asm__ volatile("1: ldr %[t0], [%[xp]]\n"
-                         "   ldr %[t1], [%[wp]]\n"
-                         "   add %[xp], %[xp], %[cm]\n"
-                         "   sxtab16 %[t2], %[off], %[t0]\n"
-                         "   sxtb16 %[t1], %[t1]\n"
-                         "   smlabb %[a0], %[t2], %[t1], %[a0]\n"
-                         "   smlatt %[a2], %[t2], %[t1], %[a2]\n"
-                         "   ldr %[t1], [%[wp]]\n"
-                         "   add %[wp], %[wp], %[cm]\n"
-                         "   sxtab16 %[t0], %[off], %[t0], ror #8\n"
-                         "   sxtb16 %[t1], %[t1], ror #8\n"
-                         "   smlabb %[a1], %[t0], %[t1], %[a1]\n"
-                         "   smlatt %[a3], %[t0], %[t1], %[a3]\n"
-                         "   subs %[k], %[k], #1\n"
-                         "   bne 1b\n"
-                         : [xp] "+r"(xp), [wp] "+r"(wp), [k] "+r"(n_taps), [a0] "+r"(a0),
-                           [a1] "+r"(a1), [a2] "+r"(a2), [a3] "+r"(a3), [t0] "=&r"(t0),
-                           [t1] "=&r"(t1), [t2] "=&r"(t2)
-                         : [cm] "r"(cm), [off] "r"(off2)
-                         : "cc", "memory");
-        continue;
-      }
-#else  /* !MT_DSP */
       if (x_tap == cm) { /* one step for x and w: a register fewer for gcc */
         const int8_t *const x_end = xp + (size_t)cols * cm;
         if (folded) {
@@ -218,23 +184,29 @@ static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, cons
         }
         continue;
       }
-#endif /* MT_DSP */
       for (int32_t kx = 0; kx < cols; kx++, xp += x_tap, wp += cm) {
         DW_MAC4(o);
       }
     }
-    if (c->rq_hi_only) {
-      dw_store4_hi(c, a0, a1, a2, a3, ch, y + ch);
-      continue;
-    }
-    const uint32_t acc[4] = {a0, a1, a2, a3};
-    dw_store(c, acc, ch, 4, y + ch);
+    dw_store_4(c, a0, a1, a2, a3, ch, y);
   }
-  for (; ch < n; ch++) {
-    const uint32_t acc = dw_one(c, k, x + ch, w + ch) + (uint32_t)c->bias[ch];
-    dw_store(c, &acc, ch, 1, y + ch);
-  }
-#endif /* MT_MVE */
+  dw_tail(c, k, x, w, ch, n, y);
+}
+#endif /* !MT_MVE && !MT_DSP */
+
+/* M == 1: y[0, C) of one pixel, x and w at its first in-bounds tap. */
+static MT_ALWAYS_INLINE void dw_pixel_m1(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                         const int8_t *w, dw_blk *par, int8_t *y)
+{
+#if MT_MVE
+  dw_pixel_mve(c, k, x, w, par, y);
+#elif MT_DSP
+  (void)par;
+  dw_pixel_dsp(c, k, x, w, y);
+#else /* !MT_MVE && !MT_DSP */
+  (void)par;
+  dw_pixel_c(c, k, x, w, y);
+#endif /* MT_MVE, MT_DSP */
 }
 
 /* One output row of image n: the kernel rows in bounds are the same for every pixel. */

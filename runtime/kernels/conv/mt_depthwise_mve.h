@@ -25,8 +25,8 @@ static MT_NOINLINE void dw_tail_mve(const dw_ctx *c, const dw_walk *k, const int
   for (int32_t r = 0; r < k->rows; r++, x += k->xrs, w += k->wrs) {
     for (int32_t t = 0; t < k->cols; t++, x += k->xt, w += k->wt) {
       v0 = vaddq_s32(v0, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x, p0), off), vldrbq_z_s32(w, p0)));
-      v1 = vaddq_s32(v1, vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x + 4, p1), off),
-                                   vldrbq_z_s32(w + 4, p1)));
+      v1 = vaddq_s32(v1,
+                     vmulq_s32(vaddq_n_s32(vldrbq_z_s32(x + 4, p1), off), vldrbq_z_s32(w + 4, p1)));
     }
   }
   for (int32_t q = 0; q < nb; q += 4) {
@@ -55,8 +55,9 @@ typedef struct {
 } dw_blk;
 
 #define DW_LANES(Q, K) "   vldrw.u32 " Q ", [lr, #" K "]\n"
-#define DW_BIAS(Q, L) "   vldrw.u32 " Q ", [lr, " L ", uxtw #2]\n"
-#define DW_PAR(K) "[%[par], #" K "]"
+#define DW_BIAS(Q, L)  "   vldrw.u32 " Q ", [lr, " L ", uxtw #2]\n"
+#define DW_PAR(K)      "[%[par], #" K "]"
+/* clang-format off */
 #define DW_TAP(E, O, K)                                                                           \
   "   vldrb.s16 q0, [%[xp], #" K "]\n"                                                          \
   "   vldrb.s16 q1, [%[wp], #" K "]\n"                                                          \
@@ -79,8 +80,10 @@ typedef struct {
   "   vmin.s32 q2, q2, q3\n"                                                                    \
   "   vadd.i32 q2, q2, %[r]\n"                                                                  \
   "   vstrb.32 q2, [%[cols], q0]\n"
+/* clang-format on */
 /* The parts for 16 or 8 channels: LANES and INIT (the lane offsets, then the bias at them),
  * TAPS, RQ; the constants are read from the context c. */
+/* clang-format off */
 #define DW_BLOCK_ASM(LANES, INIT, TAPS, RQ)                                                       \
   __asm__ volatile("   ldr lr, " DW_PAR("16") "\n" LANES "   ldr lr, " DW_PAR("0") "\n" INIT    \
                    "   cmp %[r], #0\n"                                                          \
@@ -101,6 +104,7 @@ typedef struct {
                    : [off] "r"(off), [xt] "r"(xt), [cm] "r"(cm), [xrs] "r"(xrs),                \
                      [wrs] "r"(wrs), [par] "r"(par)                                             \
                    : "q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "lr", "cc", "memory")
+/* clang-format on */
 
 /* The constants of dw_blk. */
 static inline void dw_blk_init(const dw_ctx *c, dw_blk *par)
@@ -142,8 +146,7 @@ static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, co
       ch += 8;
       break;
     }
-    DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16") DW_LANES("q2", "32")
-                     DW_LANES("q3", "48"),
+    DW_BLOCK_ASM(DW_LANES("q0", "0") DW_LANES("q1", "16") DW_LANES("q2", "32") DW_LANES("q3", "48"),
                  DW_BIAS("q4", "q0") DW_BIAS("q5", "q1") DW_BIAS("q6", "q2") DW_BIAS("q7", "q3"),
                  DW_TAP("q4", "q5", "0") DW_TAP("q6", "q7", "8"),
                  DW_RQ("q4") DW_RQ("q5") DW_RQ("q6") DW_RQ("q7"));
@@ -152,7 +155,7 @@ static MT_ALWAYS_INLINE void dw_pixel_mve(const dw_ctx *c, const dw_walk *kw, co
     dw_tail_mve(c, kw, x + ch, w + ch, ch, n - ch, y);
   }
 }
-#else  /* !MT_MVE */
+#else /* !MT_MVE */
 typedef struct {
   int32_t unused;
 } dw_blk;

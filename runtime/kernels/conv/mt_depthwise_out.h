@@ -1,6 +1,6 @@
 /*
  * mt_depthwise_out.h - the output stage of mt_depthwise_conv2d_s8.c on DSP and in C: window
- * sums (bias included) to int8. Included by that file only (after dw_ctx).
+ * sums (bias included) to int8. Included by that file only (after dw_ctx and dw_one).
  */
 #ifndef MT_DEPTHWISE_OUT_H
 #define MT_DEPTHWISE_OUT_H
@@ -51,7 +51,7 @@ static MT_NOINLINE void dw_store4_hi(const dw_ctx *c, uint32_t a0, uint32_t a1, 
   (void)__ssub8((int32_t)hi4, (int32_t)v); /* GE where v <= hi */
   v = (uint32_t)__sel((int32_t)v, (int32_t)hi4);
   __builtin_memcpy(y, &v, 4);
-#else  /* !MT_DSP */
+#else /* !MT_DSP */
   const int32_t lo = c->act_min, hi = c->act_max;
   const int32_t v[4] = {dw_rq_hi(a0, m[0], s[0], zp), dw_rq_hi(a1, m[1], s[1], zp),
                         dw_rq_hi(a2, m[2], s[2], zp), dw_rq_hi(a3, m[3], s[3], zp)};
@@ -59,6 +59,28 @@ static MT_NOINLINE void dw_store4_hi(const dw_ctx *c, uint32_t a0, uint32_t a1, 
     y[b] = (int8_t)(v[b] < lo ? lo : (v[b] > hi ? hi : v[b]));
   }
 #endif /* MT_DSP */
+}
+
+/* y[ch, ch + 4) from the four channels' window sums (bias included). */
+static MT_ALWAYS_INLINE void dw_store_4(const dw_ctx *c, uint32_t a0, uint32_t a1, uint32_t a2,
+                                        uint32_t a3, int32_t ch, int8_t *y)
+{
+  if (c->rq_hi_only) {
+    dw_store4_hi(c, a0, a1, a2, a3, ch, y + ch);
+    return;
+  }
+  const uint32_t acc[4] = {a0, a1, a2, a3};
+  dw_store(c, acc, ch, 4, y + ch);
+}
+
+/* y[ch, n) one channel at a time (x, w at the window's first in-bounds tap of channel 0). */
+static MT_ALWAYS_INLINE void dw_tail(const dw_ctx *c, const dw_walk *k, const int8_t *x,
+                                     const int8_t *w, int32_t ch, int32_t n, int8_t *y)
+{
+  for (; ch < n; ch++) {
+    const uint32_t acc = dw_one(c, k, x + ch, w + ch) + (uint32_t)c->bias[ch];
+    dw_store(c, &acc, ch, 1, y + ch);
+  }
 }
 #endif /* !MT_MVE */
 

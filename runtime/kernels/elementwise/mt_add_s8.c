@@ -24,11 +24,14 @@
 /* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
 #if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
 #define ADD_T2 1
-#else
+#else /* no SSAT, Thumb-1 or MT_NO_SIMD */
 #define ADD_T2 0
-#endif
+#endif /* __ARM_FEATURE_SAT */
 
-static int add_in_int32(int64_t v) { return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF; }
+static int add_in_int32(int64_t v)
+{
+  return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF;
+}
 
 /* The reference's static domain: rq(a - a_zp) + rq(b - b_zp) and its rescale fit int32. */
 static int add_attrs_ok(const int32_t *at)
@@ -72,6 +75,7 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
   /* q0 = (a - a_zp) << sa, q1 = (b - b_zp) << sb; q0 = rq(a) + rq(b) (no saturation in the
    * domain); q0 = (2 * q0 * mo + (co << 32)) >> 32 >> k, which can saturate only where the
    * clamp to int8 decides anyway (k <= 23) */
+  /* clang-format off */
   __asm__ volatile("   dlstp.32 lr, %[n]\n"
                    "1: vldrb.s32 q0, [%[a]], #4\n"
                    "   vldrb.s32 q1, [%[b]], #4\n"
@@ -90,8 +94,9 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
                      [hi] "w"(hi), [ca] "r"(ca), [cb] "r"(cb), [ma] "r"(ma), [mb] "r"(mb),
                      [co] "r"(co), [nk] "r"(nk)
                    : "q0", "q1", "lr", "memory");
+  /* clang-format on */
 }
-#else
+#else /* !MT_MVE */
 /* (x * m + 2^31) >> 32, acc + (x * m + 2^31) >> 32 and acc + (x * m) >> 32: exact */
 #if MT_DSP
 static inline int32_t add_mulhr(int32_t x, int32_t m)
@@ -123,15 +128,17 @@ static inline int32_t add_mulhr(int32_t x, int32_t m)
 {
   int32_t hi;
   uint32_t lo;
+  /* clang-format off */
   __asm__("mov %0, #0x80000000\n\tmov %1, #0\n\tsmlal %0, %1, %2, %3"
           : "=&r"(lo), "=&r"(hi) : "r"(x), "r"(m));
+  /* clang-format on */
   return hi;
 }
 static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
 {
   return acc + (int32_t)(((int64_t)x * m) >> 32);
 }
-#else
+#else /* !MT_DSP && !ADD_T2 */
 static inline int32_t add_mulhr(int32_t x, int32_t m)
 {
   return (int32_t)(((int64_t)x * m + 0x80000000) >> 32);
@@ -151,7 +158,7 @@ static inline int8_t add_sat_s8(int32_t v)
 #if ADD_T2
   __asm__("ssat %0, #8, %0" : "+r"(v));
   return (int8_t)v;
-#else
+#else /* !ADD_T2 */
   return (int8_t)(v < MT_S8_MIN ? MT_S8_MIN : (v > MT_S8_MAX ? MT_S8_MAX : v));
 #endif /* ADD_T2 */
 }
@@ -197,7 +204,7 @@ mt_status mt_add_s8(const mt_op_args *args)
     if (n > 0) {
       add_fast_mve(a, b, y, n, at);
     }
-#else
+#else /* !MT_MVE */
     add_fast_scalar(a, b, y, n, at);
     const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
     for (uint32_t i = 0; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {

@@ -5,4 +5,7 @@
 #include "mt_minmax.h"
 
 // a, b: (...) int8, same shape  ->  y: (...) int8, same shape
-mt_status mt_maximum_s8(const mt_op_args *args) { return mt_minmax_s8(args, 1); }
+mt_status mt_maximum_s8(const mt_op_args *args)
+{
+  return mt_minmax_s8(args, 1);
+}

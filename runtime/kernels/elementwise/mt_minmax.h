@@ -12,19 +12,19 @@
 #include "mt_kernels.h"
 
 /* maximum and minimum have the same operands and attributes (mcutorch.ops.elementwise) */
-typedef char mt_minmax_same_layout[(MT_MAXIMUM_IN_B == MT_MINIMUM_IN_B &&
-                                    MT_MAXIMUM_ACT_MIN == MT_MINIMUM_ACT_MIN &&
-                                    MT_MAXIMUM_ACT_MAX == MT_MINIMUM_ACT_MAX) ? 1 : -1];
+#define MT_MINMAX_SAME_LAYOUT                                                                      \
+  (MT_MAXIMUM_IN_B == MT_MINIMUM_IN_B && MT_MAXIMUM_ACT_MIN == MT_MINIMUM_ACT_MIN &&               \
+   MT_MAXIMUM_ACT_MAX == MT_MINIMUM_ACT_MAX)
+typedef char mt_minmax_same_layout[MT_MINMAX_SAME_LAYOUT ? 1 : -1];
 
 #if MT_DSP
 /* max or min of four int8 lanes, then clamp to [lo4, hi4] (each lane of lo4/hi4 the bound) */
-static inline __attribute__((always_inline)) uint32_t mt_minmax4(uint32_t a, uint32_t b,
-                                                                 int take_max, uint32_t lo4,
-                                                                 uint32_t hi4)
+static inline __attribute__((always_inline)) uint32_t
+mt_minmax4(uint32_t a, uint32_t b, int take_max, uint32_t lo4, uint32_t hi4)
 {
   (void)__ssub8((int32_t)a, (int32_t)b); /* GE where a >= b */
-  uint32_t v = take_max ? (uint32_t)__sel((int32_t)a, (int32_t)b)
-                        : (uint32_t)__sel((int32_t)b, (int32_t)a);
+  uint32_t v =
+      take_max ? (uint32_t)__sel((int32_t)a, (int32_t)b) : (uint32_t)__sel((int32_t)b, (int32_t)a);
   (void)__ssub8((int32_t)v, (int32_t)lo4); /* GE where v >= lo */
   v = (uint32_t)__sel((int32_t)v, (int32_t)lo4);
   (void)__ssub8((int32_t)hi4, (int32_t)v); /* GE where v <= hi */

@@ -15,9 +15,9 @@
 /* Armv7-M / Armv8-M Mainline scalar instructions (SSAT, SMMLA with DSP), unless -DMT_NO_SIMD */
 #if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
 #define MUL_T2 1
-#else
+#else /* no SSAT, Thumb-1 or MT_NO_SIMD */
 #define MUL_T2 0
-#endif
+#endif /* __ARM_FEATURE_SAT */
 
 #if MT_MVE
 /* The fast path on four lanes: y[i] for i < n (n > 0); reads four lanes before writing them. */
@@ -31,6 +31,7 @@ static MT_NOINLINE void mul_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
   const int32x4_t lo = vdupq_n_s32(at[MT_MUL_ACT_MIN]), hi = vdupq_n_s32(at[MT_MUL_ACT_MAX]);
   /* q0 = ((a - a_zp) << l) * (b - b_zp); q0 = (2 * q0 * m + (co << 32)) >> 32 >> k (no
    * saturation: |2 * q0 * m| < 2^62 and the sum's high word fits) */
+  /* clang-format off */
   __asm__ volatile("   dlstp.32 lr, %[n]\n"
                    "1: vldrb.s32 q0, [%[a]], #4\n"
                    "   vldrb.s32 q1, [%[b]], #4\n"
@@ -47,8 +48,9 @@ static MT_NOINLINE void mul_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
                    : [n] "r"(n), [ka] "w"(ka), [m] "w"(m), [lo] "w"(lo), [hi] "w"(hi),
                      [ca] "r"(ca), [zb] "r"(zb), [co] "r"(co), [nk] "r"(nk)
                    : "q0", "q1", "lr", "memory");
+  /* clang-format on */
 }
-#else
+#else /* !MT_MVE */
 /* acc + (x * m) >> 32, exact (64-bit product) */
 static inline int32_t mul_mlah(int32_t acc, int32_t x, int32_t m)
 {
@@ -56,7 +58,7 @@ static inline int32_t mul_mlah(int32_t acc, int32_t x, int32_t m)
   int32_t r;
   __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(m), "r"(acc));
   return r;
-#else
+#else /* !MT_DSP */
   return acc + (int32_t)(((int64_t)x * m) >> 32);
 #endif /* MT_DSP */
 }
@@ -75,7 +77,7 @@ static MT_NOINLINE void mul_fast_scalar(const int8_t *a, const int8_t *b, int8_t
     int32_t v = mul_mlah(co, (a[i] * ka + ca) * (b[i] - zb), m) >> k;
 #if MUL_T2
     __asm__("ssat %0, #8, %0" : "+r"(v));
-#else
+#else /* !MUL_T2 */
     v = v < MT_S8_MIN ? MT_S8_MIN : (v > MT_S8_MAX ? MT_S8_MAX : v);
 #endif /* MUL_T2 */
     y[i] = (int8_t)v;
@@ -110,7 +112,7 @@ mt_status mt_mul_s8(const mt_op_args *args)
     if (n > 0) {
       mul_fast_mve(a, b, y, n, at);
     }
-#else
+#else /* !MT_MVE */
     mul_fast_scalar(a, b, y, n, at);
     for (; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {
       y[i] = (int8_t)(y[i] < lo ? lo : (y[i] > hi ? hi : y[i])); /* a fused activation */

@@ -43,8 +43,9 @@ mt_status mt_pad_s8(const mt_op_args *args)
   for (uint32_t i0 = 0; i0 < xd[0]; i0++) {
     for (uint32_t i1 = 0; i1 < xd[1]; i1++) {
       for (uint32_t i2 = 0; i2 < xd[2]; i2++) {
-        const size_t row = (((size_t)(i0 + (uint32_t)b[0]) * yd[1] + i1 + (uint32_t)b[1]) * yd[2] +
-                            i2 + (uint32_t)b[2]) * yd[3] + (uint32_t)b[3];
+        const size_t r = ((size_t)(i0 + (uint32_t)b[0]) * yd[1] + i1 + (uint32_t)b[1]) * yd[2] +
+                         i2 + (uint32_t)b[2]; /* the output row */
+        const size_t row = r * yd[3] + (uint32_t)b[3];
         memcpy(y + row, x, xd[3]);
         x += xd[3];
       }

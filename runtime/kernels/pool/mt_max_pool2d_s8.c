@@ -9,9 +9,10 @@
 #include "mt_kernels.h"
 
 /* mt_pool_axes reads the window attributes from attrs[0..7] */
-typedef char mt_max_pool_attr_order[(MT_MAX_POOL2D_KERNEL_H == 0 && MT_MAX_POOL2D_KERNEL_W == 1 &&
-                                      MT_MAX_POOL2D_STRIDE_H == 2 && MT_MAX_POOL2D_PAD_TOP == 4 &&
-                                      MT_MAX_POOL2D_PAD_RIGHT == 7) ? 1 : -1];
+#define MAX_ATTR_ORDER_OK                                                                          \
+  (MT_MAX_POOL2D_KERNEL_H == 0 && MT_MAX_POOL2D_KERNEL_W == 1 && MT_MAX_POOL2D_STRIDE_H == 2 &&    \
+   MT_MAX_POOL2D_PAD_TOP == 4 && MT_MAX_POOL2D_PAD_RIGHT == 7)
+typedef char mt_max_pool_attr_order[MAX_ATTR_ORDER_OK ? 1 : -1];
 
 /* y_px[c] = max over the window of x[.., c] (C channels). */
 static void max_pixel(const mt_axis *ah, const mt_axis *aw, const int8_t *x_img, int32_t oh,

@@ -53,8 +53,7 @@ static void softmax_row(const int8_t *x, const int32_t *table, uint32_t len, int
   for (i = 0; i < len; i += 4) { /* sum: d = max - x on four lanes, a gather from the table */
     const mve_pred16_t p = vctp32q(len - i);
     const uint32x4_t d = vreinterpretq_u32_s32(vsubq_s32(vmax, vldrbq_z_s32(x + i, p)));
-    sum = vaddvaq_p_u32(sum, vldrwq_gather_shifted_offset_z_u32((const uint32_t *)table, d, p),
-                        p);
+    sum = vaddvaq_p_u32(sum, vldrwq_gather_shifted_offset_z_u32((const uint32_t *)table, d, p), p);
   }
 #else /* !MT_MVE */
   for (i = 1; i < len; i++) {

@@ -10,12 +10,12 @@
 
 #include <stdint.h>
 
-int32_t rk_open(const char *path);               /* a handle >= 0, or -1 */
+int32_t rk_open(const char *path); /* a handle >= 0, or -1 */
 int32_t rk_read(int32_t fd, void *buf, uint32_t n); /* bytes read: < n at end of file, -1 */
 void rk_close(int32_t fd);
 void rk_print(const char *s); /* console text, no newline added */
 
 void *rk_alloc(uint32_t n); /* 16-aligned, NULL when out of memory */
-void rk_release_all(void);  /* returns every rk_alloc buffer (between cases) */
+void rk_release_all(void); /* returns every rk_alloc buffer (between cases) */
 
 #endif /* RK_IO_H */

@@ -12,7 +12,10 @@
 static uint8_t rk_arena[RK_ARENA_BYTES] __attribute__((aligned(16)));
 static uint32_t rk_used;
 
-int32_t rk_open(const char *path) { return mt_sh_open(path, MT_SH_MODE_RB); }
+int32_t rk_open(const char *path)
+{
+  return mt_sh_open(path, MT_SH_MODE_RB);
+}
 
 int32_t rk_read(int32_t fd, void *buf, uint32_t n)
 {
@@ -30,9 +33,15 @@ int32_t rk_read(int32_t fd, void *buf, uint32_t n)
   return (int32_t)done;
 }
 
-void rk_close(int32_t fd) { (void)mt_sh_close(fd); }
+void rk_close(int32_t fd)
+{
+  (void)mt_sh_close(fd);
+}
 
-void rk_print(const char *s) { mt_sh_write0(s); }
+void rk_print(const char *s)
+{
+  mt_sh_write0(s);
+}
 
 void *rk_alloc(uint32_t n)
 {
@@ -45,4 +54,7 @@ void *rk_alloc(uint32_t n)
   return p;
 }
 
-void rk_release_all(void) { rk_used = 0; }
+void rk_release_all(void)
+{
+  rk_used = 0;
+}

@@ -4,7 +4,7 @@
 
 #include "rk_io.h"
 
-#define RK_MAX_FILES 4
+#define RK_MAX_FILES   4
 #define RK_MAX_BUFFERS 256
 
 static FILE *rk_files[RK_MAX_FILES];

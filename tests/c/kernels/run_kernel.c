@@ -37,21 +37,37 @@
 #else
 #define RK_MARKER static __attribute__((noinline))
 #endif
-RK_MARKER void rk_kernel_begin(void) { __asm__ volatile("" ::: "memory"); }
-RK_MARKER void rk_kernel_end(void) { __asm__ volatile("" ::: "memory"); }
+RK_MARKER void rk_kernel_begin(void)
+{
+  __asm__ volatile("" ::: "memory");
+}
+RK_MARKER void rk_kernel_end(void)
+{
+  __asm__ volatile("" ::: "memory");
+}
 
-#define RK_MAGIC 0x434B544Du /* "MTKC" */
-#define RK_VERSION 1u
-#define RK_NONE 0xFFFFFFFFu
-#define RK_MAX_ATTRS 32
+#define RK_MAGIC       0x434B544Du /* "MTKC" */
+#define RK_VERSION     1u
+#define RK_NONE        0xFFFFFFFFu
+#define RK_MAX_ATTRS   32
 #define RK_MAX_TENSORS 16
-#define RK_GUARD 16u
-#define RK_FILL 0x5A
-#define RK_PATH_MAX 256
-#define RK_MAX_DIFFS 8
+#define RK_GUARD       16u
+#define RK_FILL        0x5A
+#define RK_PATH_MAX    256
+#define RK_MAX_DIFFS   8
 
-enum { H_MAGIC, H_VERSION, H_OPCODE, H_VARIANT, H_STATUS, H_ALIAS, H_N_ATTRS, H_N_IN, H_N_OUT,
-       H_WORDS };
+enum {
+  H_MAGIC,
+  H_VERSION,
+  H_OPCODE,
+  H_VARIANT,
+  H_STATUS,
+  H_ALIAS,
+  H_N_ATTRS,
+  H_N_IN,
+  H_N_OUT,
+  H_WORDS
+};
 enum { T_DTYPE, T_RANK, T_SHAPE, T_ZP = T_SHAPE + 6, T_MISALIGN, T_NBYTES, T_WORDS };
 
 typedef struct {
@@ -231,8 +247,14 @@ static int rk_run_case(const char *path)
   if (err != NULL) {
     return rk_fail(path, err);
   }
-  const mt_op_args args = {c.in, c.out, c.attrs, NULL, 0, (uint16_t)h[H_N_IN],
-                           (uint16_t)h[H_N_OUT], (uint16_t)h[H_N_ATTRS]};
+  const mt_op_args args = {c.in,
+                           c.out,
+                           c.attrs,
+                           NULL,
+                           0,
+                           (uint16_t)h[H_N_IN],
+                           (uint16_t)h[H_N_OUT],
+                           (uint16_t)h[H_N_ATTRS]};
   const mt_kernel_fn kernel = table->rows[h[H_OPCODE]].variants[h[H_VARIANT]];
   rk_kernel_begin();
   const mt_status status = kernel(&args);

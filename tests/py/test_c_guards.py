@@ -1,0 +1,97 @@
+"""Cheap guards for the C tree: one clang-format style (.clang-format), a line budget for the
+runtime core, at most KERNEL_FILE_MAX lines per kernel file (STYLE.md: "a kernel file <= 300
+lines"), and every kernel header seen by the firmware cache key and by export-c. No compiler or
+board needed, only Debian's clang-format (`make toolchain`)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "runtime"
+# Written by tools, not by hand: neither formatted nor counted.
+GENERATED = {
+    RUNTIME / "include" / "mt_program.h",  # python -m mcutorch.program --c-header (make header)
+    RUNTIME / "kernels" / "mt_kernels.h",  # the kernel table's declarations
+    RUNTIME / "kernels" / "mt_kernels_all.c",  # the table of every kernel
+}
+FORMATTED = ("runtime", "boards/common", "tests/c", "tests/target/programs", "tools/qemu_plugin")
+CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines out differently
+
+# Lines of the runtime core (runtime/src, runtime/include without mt_program.h, runtime/port):
+# the loader, validator, interpreter and port hooks a newcomer reads first. Raise it only in a
+# commit that says why the core had to grow.
+CORE_LINE_BUDGET = 1300
+KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
+
+
+def c_files(*dirs: str) -> list[Path]:
+    """The hand-written .c and .h files under `dirs` (relative to the repository root)."""
+    files = {p for d in dirs for ext in ("*.c", "*.h") for p in (ROOT / d).rglob(ext)}
+    return sorted(files - GENERATED)
+
+
+def core_files() -> list[Path]:
+    return sorted({*c_files("runtime/src", "runtime/port"),
+                   *(p for p in (RUNTIME / "include").glob("*.h") if p not in GENERATED)})
+
+
+def lines(p: Path) -> int:
+    return p.read_bytes().count(b"\n")  # what `wc -l` counts
+
+
+def table(files) -> str:
+    return "\n".join(f"{lines(p):6d} {p.relative_to(ROOT)}" for p in files)
+
+
+def test_c_sources_are_clang_formatted():
+    tool = shutil.which("clang-format")
+    if tool is None:
+        pytest.fail("clang-format not found: run `make toolchain` (Debian package clang-format)")
+    version = subprocess.run([tool, "--version"], capture_output=True, text=True).stdout
+    major = re.search(r"version (\d+)", version)
+    if major is None or int(major.group(1)) != CLANG_FORMAT_MAJOR:
+        pytest.skip(f"the style is checked with clang-format {CLANG_FORMAT_MAJOR}, found: "
+                    f"{version.strip()}")
+    files = c_files(*FORMATTED)
+    assert len(files) > 40, files
+    r = subprocess.run([tool, "--dry-run", "--Werror", *map(str, files)], cwd=ROOT,
+                       capture_output=True, text=True)
+    bad = sorted({Path(m).resolve().relative_to(ROOT).as_posix()
+                  for m in re.findall(r"^(.+?):\d+:\d+: error", r.stderr, re.M)})
+    assert r.returncode == 0 and not bad, (
+        f"{len(bad)} C files differ from .clang-format:\n  " + "\n  ".join(bad) +
+        f"\nfix them with:\n  clang-format -i {' '.join(bad)}\n" + r.stderr[:2000])
+
+
+def test_core_line_budget():
+    files = core_files()
+    total = sum(map(lines, files))
+    assert total <= CORE_LINE_BUDGET, (
+        f"the C runtime core has {total} lines, over its budget of {CORE_LINE_BUDGET} "
+        f"(tests/py/test_c_guards.py; raise it only in a commit that says why):\n{table(files)}")
+
+
+def test_kernel_files_fit_300_lines():
+    files = c_files("runtime/kernels")
+    long = [p for p in files if lines(p) > KERNEL_FILE_MAX]
+    assert not long, (
+        f"kernel files over {KERNEL_FILE_MAX} lines (split them into focused headers, e.g. one "
+        f"per ISA helper group):\n{table(long)}\nall kernel files:\n{table(files)}")
+
+
+def test_kernel_headers_reach_every_build():
+    """Each header under runtime/kernels is in the firmware cache key (firmware.include_files)
+    and sits where export-c copies it from: runtime/kernels itself (an include dir) or the folder
+    of a kernel source (a family's private headers, copied with the family)."""
+    from mcutorch.device import crt, firmware
+
+    headers = sorted((RUNTIME / "kernels").rglob("*.h"))
+    keyed = set(firmware.include_files())
+    folders = {RUNTIME / "kernels", *(p.parent for p in crt.kernel_sources())}
+    missing = [p.relative_to(ROOT) for p in headers if p not in keyed or p.parent not in folders]
+    assert not missing, f"kernel headers no firmware build or export-c would see: {missing}"
