@@ -364,3 +364,28 @@ def test_graph_modules_that_are_not_converted_are_named(data):
     prepared = prepare_pt2e(exported, mcutorch.Quantizer())
     with pytest.raises(mcutorch.McutorchError, match="prepared PT2E module"):
         mcutorch.compile(prepared, (x,))
+
+
+def test_float_clamps_fold_in_order():
+    """clamp(clamp(v, 0, 1), 2, 3) left float by XNNPACK: the int8 clamp is the constant q(2),
+    not an empty range."""
+    from mcutorch.ir import compose_act
+
+    assert compose_act((0, 5), (9, 20)) == (9, 9) and compose_act((9, 20), (0, 5)) == (5, 5)
+    assert compose_act((-128, 127), (-3, 4)) == (-3, 4)
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Conv2d(2, 2, 1), nn.Conv2d(2, 2, 1)
+
+        def forward(self, x):
+            y = self.a(x)
+            return self.b(torch.clamp(torch.clamp(y, 0.0, 1.0), 2.0, 3.0) * torch.clamp(y, -9, 0.5))
+
+    torch.manual_seed(7)
+    x = torch.randn(1, 2, 4, 4)
+    qmodel = user_flow(M().eval(), x, xnnpack(TORCHAO["xnnpack_per_channel"]()), [x])
+    clamps = [n for n in lift(qmodel).nodes if n.op == "rescale" and n.attrs["act"][0] > -128]
+    assert len(clamps) == 1 and clamps[0].attrs["act"] == (127, 127)
+    assert lsb_diff(mcutorch.compile(qmodel, (x,)), qmodel, torch.randn(1, 2, 4, 4)) <= 1

@@ -32,7 +32,7 @@ from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
-from mcutorch.ir import Graph, Node, Tensor, verify
+from mcutorch.ir import Graph, Node, Tensor, compose_act, verify
 from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.quant import quantize as quantize_float
@@ -100,12 +100,6 @@ def _arg(node: FxNode, i: int, name: str, default=None):
 
 def _pair(v, n=2) -> tuple[int, ...]:
     return tuple(v) * (n // len(v)) if isinstance(v, (list, tuple)) else (int(v),) * n
-
-
-def compose_act(first: tuple[int, int], then: tuple[int, int]) -> tuple[int, int]:
-    """The int8 clamp equal to clamping to `first`, then to `then`."""
-    lo, hi = then
-    return (min(max(first[0], lo), hi), min(max(first[1], lo), hi))
 
 
 # --- tidying a converted module ---------------------------------------------------------------
