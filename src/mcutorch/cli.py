@@ -44,7 +44,12 @@ def _calibration_from_npz(path: str):
 
     with np.load(path) as data:
         arrays = [data[k] for k in sorted(data.files)]
-    n = len(arrays[0])
+    rows = [a.shape[0] if a.ndim else 0 for a in arrays]
+    if not arrays or len(set(rows)) != 1 or rows[0] == 0:
+        raise McutorchError(f"{path}: expected one array per model input, each with one row per "
+                            f"calibration sample; found {len(arrays)} arrays"
+                            + (f" with {', '.join(map(str, rows))} rows" if arrays else ""))
+    n = rows[0]
     return [tuple(torch.from_numpy(a[i:i + 1]).float() for a in arrays) for i in range(n)]
 
 
