@@ -49,6 +49,8 @@ def _check_graph_module(module) -> None:
 
 def build_graph(qmodel, example_inputs=None) -> Graph:
     """Lift and lower a quantized module; a float module is quantized on its example inputs."""
+    if isinstance(qmodel, torch.export.ExportedProgram):  # a converted module, exported again
+        qmodel = qmodel.module()
     if not _is_quantized(qmodel):
         _check_graph_module(qmodel)
         if example_inputs is None:

@@ -389,3 +389,16 @@ def test_float_clamps_fold_in_order():
     clamps = [n for n in lift(qmodel).nodes if n.op == "rescale" and n.attrs["act"][0] > -128]
     assert len(clamps) == 1 and clamps[0].attrs["act"] == (127, 127)
     assert lsb_diff(mcutorch.compile(qmodel, (x,)), qmodel, torch.randn(1, 2, 4, 4)) <= 1
+
+
+def test_exported_again_and_decomposed(data):
+    """A converted module exported again (an ExportedProgram) compiles; a decomposed one is
+    refused with the reason."""
+    x, cal = data
+    torch.manual_seed(8)
+    qmodel = user_flow(ConvReluLinear().eval(), x, mcutorch.Quantizer(), cal)
+    ep = torch.export.export(qmodel, (x,))
+    assert torch.equal(mcutorch.compile(ep, (x,)).run(cal[1]),
+                       mcutorch.compile(qmodel, (x,)).run(cal[1]))
+    with pytest.raises(UnsupportedOpError, match="aten.convolution.*run_decompositions"):
+        mcutorch.compile(ep.run_decompositions().module(), (x,))

@@ -687,13 +687,23 @@ ACT_BUILDERS = {_conv, _linear, _binary, _activation, _pool, _avg_pool, _lut, _m
 SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0] for s in ops.SOURCES})
 
 
+HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual reason
+    "aten.convolution.default": " (a decomposed conv2d: pass the graph before "
+                                "run_decompositions)",
+    "aten.addmm.default": " (a decomposed linear: pass the graph before run_decompositions)",
+    "aten._native_batch_norm_legit_no_training.default":
+        " (a BatchNorm not folded into a conv before it: fold it, or put it after a conv)",
+}
+
+
 def builder_of(node: FxNode):
     """The lift builder of an aten node (via the registry), or UnsupportedOpError naming it."""
     found = ops.SOURCES.get(str(node.target))
     if found is None:
-        inside = module_of(node)
-        hint = (f"; it is part of {inside.split(': ')[1]} {inside.split(': ')[0]}, a module "
-                "mcutorch cannot lower" if inside.split(": ")[-1].startswith("torch.nn.") else "")
+        name, _, kind = module_of(node).partition(": ")
+        inside = (f"; {kind} computes it internally: mcutorch has no int8 lowering for that "
+                  "module" if kind.startswith("torch.nn.") else "")
+        hint = HINTS.get(str(node.target), inside)
         raise UnsupportedOpError(f"{source_of(node)} has no int8 lowering in mcutorch{hint} "
                                  f"(supported: {', '.join(SUPPORTED_NAMES)})")
     return BUILDERS[found[0].name]
