@@ -92,7 +92,15 @@ def _x86_scheme():
     return QuantizationConfig(c.input_activation, c.output_activation, c.weight, None, False)
 
 
+def _arm_scheme():
+    """torchao's Arm (inductor) scheme: int8 activations, int8 per-tensor symmetric weights in
+    [-128, 127], float bias, with XNNPACK's annotation."""
+    c = get_default_arm_inductor_quantization_config()
+    return QuantizationConfig(c.input_activation, c.output_activation, c.weight, None, False)
+
+
 TORCHAO = {
+    "arm_scheme_int8": _arm_scheme,
     "xnnpack_per_channel": lambda: get_symmetric_quantization_config(is_per_channel=True),
     "xnnpack_per_tensor": lambda: get_symmetric_quantization_config(is_per_channel=False),
     "xnnpack_weights_to_-128": lambda: get_symmetric_quantization_config(is_per_channel=True,

@@ -420,8 +420,8 @@ class Lifter:
         self.used.add(v)
         if v.target in DQ_OPS:  # q(dq(x)): requantize an existing int8 tensor
             src = self.operand(v, q)
-            if act == FULL and (src.scale, src.zero_point) == (s, zp) and not top:
-                return src
+            if act == FULL and (src.scale, src.zero_point) == (s, zp):
+                return src  # q(dq(t)) with t's own qparams is t
             out = self.new_tensor(q.name if top else f"{src.name}_rq", src.shape, s, zp,
                                   layout=src.layout)
             self.emit("rescale", [src], out, {"act": act}, q)
@@ -691,8 +691,10 @@ HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual 
     "aten.convolution.default": " (a decomposed conv2d: pass the graph before "
                                 "run_decompositions)",
     "aten.addmm.default": " (a decomposed linear: pass the graph before run_decompositions)",
-    "aten._native_batch_norm_legit_no_training.default":
-        " (a BatchNorm not folded into a conv before it: fold it, or put it after a conv)",
+    **dict.fromkeys(("aten._native_batch_norm_legit_no_training.default",
+                     "aten.batch_norm.default"),
+                    " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
+                    "conv)"),
 }
 
 
