@@ -13,14 +13,17 @@ call_module of `ExportedProgram.module()` goes, eval-mode dropout and other iden
 quantize nodes on constants (convert_pt2e(fold_quantize=False)) are folded, and identical
 quantize nodes of one value are merged.
 
-Every `quantize_per_tensor` node then becomes one int8 IR tensor. The float chain feeding it is
-one op (with its dequantized inputs as operands), optionally followed by ops that commute with
-quantization exactly: clamps (ReLU, ReLU6, hardtanh, clamp: q(clamp(v)) = clamp(q(v)), folded
-into the op's output clamp) and data movement (reshape, flatten, permute, ...: emitted on the
-int8 tensor). Data movement applied to a dequantized tensor with no quantize node after it (a
-model output such as `flatten(dq(q))`) is lifted on the int8 tensor the same way. The result is
-still in torch's NCHW layout with float scales; passes/ turn it into program-ready NHWC integer
-ops.
+Every `quantize_per_tensor` node then becomes one int8 IR tensor (`Lifter.lift_value`). The
+float computation feeding it is an op whose operands are dequantized int8 tensors, possibly
+followed by ops that commute with quantization exactly, which the quantizer left float: clamps
+(ReLU, ReLU6, hardtanh, clamp: q(clamp(v, lo, hi)) = clamp(q(v), q(lo), q(hi)), folded into the
+op's output clamp), data movement (reshape, flatten, permute, ...), concat and max pooling
+(quantization is element-wise and monotone), which are emitted on the int8 values of their
+inputs, each quantized with the quantize node's qparams. A dequantized tensor requantized with
+other qparams becomes a `rescale`. Data movement applied to a dequantized tensor with no quantize
+node after it (a model output such as `flatten(dq(q))`) is lifted on the int8 tensor the same
+way. Any other float value left in the graph is an error naming it. The result is still in
+torch's NCHW layout with float scales; passes/ turn it into program-ready NHWC integer ops.
 """
 from __future__ import annotations
 
