@@ -33,9 +33,26 @@ def _is_quantized(module) -> bool:
         n.op == "call_function" and n.target in DQ_OPS for n in module.graph.nodes)
 
 
+def _check_graph_module(module) -> None:
+    """A GraphModule that is not a converted PT2E module: say what it is instead."""
+    if not isinstance(module, torch.fx.GraphModule):
+        return
+    observers = [n.target for n in module.graph.nodes
+                 if n.op == "call_module" and "activation_post_process" in str(n.target)]
+    if observers:
+        raise McutorchError("compile() got a prepared PT2E module (it still has observers, e.g. "
+                            f"{observers[0]}): calibrate it, then pass convert_pt2e(module)")
+    raise McutorchError("compile() got a torch.fx.GraphModule without quantize/dequantize nodes "
+                        "(the quantizer quantized nothing?): pass the module convert_pt2e "
+                        "returned, or the float nn.Module with example_inputs to quantize it")
+
+
 def build_graph(qmodel, example_inputs=None) -> Graph:
     """Lift and lower a quantized module; a float module is quantized on its example inputs."""
+    if isinstance(qmodel, torch.export.ExportedProgram):  # a converted module, exported again
+        qmodel = qmodel.module()
     if not _is_quantized(qmodel):
+        _check_graph_module(qmodel)
         if example_inputs is None:
             raise McutorchError("compile() needs a module from mcutorch.quantize(), or "
                                 "example_inputs to quantize a float module with")

@@ -49,6 +49,13 @@ def same_qparams(a: Tensor, b: Tensor) -> bool:
     return a.scale == b.scale and a.zero_point == b.zero_point
 
 
+def compose_act(first: tuple[int, int], then: tuple[int, int]) -> tuple[int, int]:
+    """The int8 clamp equal to clamping to `first`, then to `then` (disjoint ranges included:
+    clamp to (0, 5) then (9, 20) is the constant 9)."""
+    lo, hi = then
+    return (min(max(first[0], lo), hi), min(max(first[1], lo), hi))
+
+
 @dataclass(eq=False)
 class Node:
     op: str

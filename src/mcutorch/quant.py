@@ -65,12 +65,30 @@ def reciprocal_scale(count: int) -> tuple[int, int]:
     return numerator // count, 30 + k
 
 
+def inverse_scale(scale: float) -> np.float32:
+    """float32(1 / scale), the reciprocal in float64 rounded once to float32: what PyTorch's
+    quantize_per_tensor multiplies by (`inv_scale = 1.0 / scale` on the Python float, then a
+    float32 tensor times that scalar computes in float32). For a float32 scale it equals the
+    float32 division 1.0f / scale (double rounding is harmless at 53 >= 2 * 24 + 2 bits)."""
+    scale = float(scale)
+    if not (math.isfinite(scale) and scale > 0):
+        raise ValueError(f"quantization scale must be finite and > 0, got {scale}")
+    return np.float32(1.0 / scale)
+
+
 def quantize(x, scale: float, zero_point: int) -> np.ndarray:
-    """Float -> int8 at the program boundary: clamp(round_half_even(f32(x) / f32(s)) + zp)."""
-    q = np.round(np.asarray(x, np.float32) / np.float32(scale)) + zero_point
+    """Float -> int8 at the program boundary, exactly as PyTorch's converted model computes it
+    (torch.ops.quantized_decomposed.quantize_per_tensor, int8, range [-128, 127]):
+
+        q = clamp(round_half_even(float32(x) * float32(1 / scale)) + zp, -128, 127)
+
+    every step in float32, clamped after the zero point is added. A multiplication by the
+    reciprocal, not a division: the two round differently on some exact .5 ties."""
+    inv = inverse_scale(scale)
+    q = np.round(np.asarray(x, np.float32) * inv) + np.float32(zero_point)
     return np.clip(q, -128, 127).astype(np.int8)
 
 
 def dequantize(q, scale: float, zero_point: int) -> np.ndarray:
-    """int8 -> float32: (q - zp) * s."""
+    """int8 -> float32: (q - zp) * float32(s), as PyTorch's dequantize_per_tensor."""
     return ((np.asarray(q, np.int32) - zero_point) * np.float32(scale)).astype(np.float32)

@@ -27,6 +27,7 @@ from mcutorch.device.crt import core_sources, state_size
 from mcutorch.device.paths import INCLUDE_DIRS, RUNTIME
 from mcutorch.errors import TargetError
 from mcutorch.program.model import Program
+from mcutorch.quant import inverse_scale
 from mcutorch.targets import Target, parse_target
 
 
@@ -68,15 +69,50 @@ def _config_header(program: Program) -> str:
             lines.append(f"#define MODEL_{kind}{k}_BYTES {t.nbytes}u /* {t.dtype} "
                          f"{list(t.shape)} NHWC */")
             lines.append(f"#define MODEL_{kind}{k}_SCALE {t.scale!r}f")
+            if kind == "INPUT":
+                inv = float(inverse_scale(t.scale)).hex()
+                lines.append(f"#define MODEL_{kind}{k}_INV_SCALE {inv}f /* float32(1 / scale) */")
             lines.append(f"#define MODEL_{kind}{k}_ZERO_POINT {t.zero_point}")
-    return "\n".join(lines + ["", "#endif", ""])
+    return "\n".join(lines + ["", BOUNDARY_C, "#endif", ""])
+
+
+# The float <-> int8 conversion at the program boundary, in C (docs/numerics.md, "Boundary
+# conversion"): bit for bit what mcutorch.quant.quantize/dequantize and PyTorch's converted model
+# compute. Round half to even without libm: adding and subtracting 1.5 * 2^23 rounds any
+# |v| < 2^22 to an integer in the default rounding mode (IEEE float32 arithmetic, no -ffast-math).
+BOUNDARY_C = """/* Float <-> int8 at the model boundary, exactly as PyTorch's quantize_per_tensor
+ * and dequantize_per_tensor compute them:
+ *   q = clamp(round_half_even(x * INV_SCALE) + ZERO_POINT, -128, 127)   (float32 throughout)
+ *   x = (float)(q - ZERO_POINT) * SCALE
+ * e.g. in[i] = model_quantize(x[i], MODEL_INPUT0_INV_SCALE, MODEL_INPUT0_ZERO_POINT).
+ * NaN is outside the domain (PyTorch's result is undefined); it gives the zero point here. */
+#include <stdint.h>
+
+static inline int8_t model_quantize(float x, float inv_scale, int32_t zero_point)
+{
+    float v = x * inv_scale;
+    if (!(v == v)) {
+        v = 0.0f;
+    }
+    v = v > 1024.0f ? 1024.0f : (v < -1024.0f ? -1024.0f : v); /* clamps to int8 below anyway */
+    v = (v + 12582912.0f) - 12582912.0f;                         /* round half to even */
+    v += (float)zero_point;
+    return (int8_t)(v > 127.0f ? 127.0f : (v < -128.0f ? -128.0f : v));
+}
+
+static inline float model_dequantize(int8_t q, float scale, int32_t zero_point)
+{
+    return (float)((int32_t)q - zero_point) * scale;
+}
+"""
 
 
 MAIN_C = """/* main.c - run the exported model once (an example to adapt).
  *
  * Arenas are static arrays here; on a chip with several memory regions put each in its own
- * linker section (region names and sizes: model_config.h). Inputs are int8 NHWC: convert float
- * data with q = clamp(round_half_even(x / SCALE) + ZERO_POINT, -128, 127).
+ * linker section (region names and sizes: model_config.h). Inputs and outputs are int8 NHWC:
+ * convert float data with model_quantize / model_dequantize (model_config.h), which compute
+ * exactly what PyTorch's converted model does at its quantize / dequantize nodes.
  */
 #include <string.h>
 

@@ -15,7 +15,10 @@ from mcutorch.errors import ExportError, UnsupportedOpError
 A = torch.ops.aten
 BATCH_NORMS = {A.batch_norm.default, A._native_batch_norm_legit_no_training.default}
 FOLDABLE = {A.conv2d.default, A.linear.default}
-IDENTITIES = {A.dropout.default, A.contiguous.default, A.clone.default, A.alias.default}
+DROPOUTS = {A.dropout.default, A.feature_dropout.default, A.alpha_dropout.default,
+            A.feature_alpha_dropout.default}  # (input, p, train): the identity when not training
+IDENTITIES = {*DROPOUTS, A.contiguous.default, A.clone.default, A.alias.default,
+              A.detach.default}
 
 
 def as_tuple(example_inputs) -> tuple:
@@ -47,22 +50,38 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
 
 
 def source_of(node: Node) -> str:
-    """`file:line module.path (aten.op)` of the user code that created the node."""
+    """`file:line in module.path: ModuleType (aten.op)` of the user code that created the node."""
     trace = node.meta.get("stack_trace") or ""
     frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
     user = [f for f in frames if "/torch/" not in f[0] and "/torchao/" not in f[0]]
     op = _op_name(node)
-    stack = list((node.meta.get("nn_module_stack") or {}).values())
-    module = f" {stack[-1][0]}" if stack and stack[-1][0] else ""
+    module = module_of(node)
+    module = f" in {module}" if module else ""
     if user:
         path, line = user[-1]
         return f"{path.rsplit('/', 1)[-1]}:{line}{module} ({op})"
     return f"{module.strip()} ({op})" if module else op
 
 
+def module_of(node: Node) -> str:
+    """`name: type` of the innermost nn.Module whose forward created the node ("" for the root
+    module): e.g. `rnn: torch.nn.LSTM` for the aten.zeros an LSTM makes for its initial state."""
+    stack = list((node.meta.get("nn_module_stack") or {}).values())
+    if not stack or not stack[-1][0]:
+        return ""
+    name, kind = stack[-1][0], stack[-1][1]
+    kind = kind if isinstance(kind, str) else f"{kind.__module__}.{kind.__qualname__}"
+    if kind.startswith("torch.nn.modules."):
+        kind = "torch.nn." + kind.rsplit(".", 1)[-1]
+    return f"{name}: {kind.removeprefix('__main__.')}"
+
+
 def _op_name(node: Node) -> str:
     target = node.target
-    return str(target) if not hasattr(target, "name") else f"aten.{target.name().split('::')[-1]}"
+    if not hasattr(target, "name"):
+        return str(target)
+    ns, _, name = target.name().rpartition("::")
+    return f"{ns or 'aten'}.{name}"
 
 
 def _explain(exc: Exception) -> str:
@@ -135,8 +154,14 @@ def _fold_into(gm, prod: Node, gamma, beta, mean, var, eps: float) -> None:
 
 
 def remove_identities(gm: GraphModule) -> None:
-    """Drop eval-time no-ops (dropout, contiguous, clone)."""
+    """Drop eval-time no-ops (eval-mode dropout, contiguous, clone, alias, detach); a dropout
+    exported in training mode is random, which no int8 program computes: an error."""
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in IDENTITIES:
+            train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", False)
+            if node.target in DROPOUTS and train:
+                raise UnsupportedOpError(
+                    f"{source_of(node)} is a training-mode dropout (random): call model.eval() "
+                    "before torch.export")
             node.replace_all_uses_with(node.args[0])
             gm.graph.erase_node(node)

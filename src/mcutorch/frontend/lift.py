@@ -1,9 +1,29 @@
 """Lift a PT2E-converted graph (quantize/dequantize around aten ops) into mcutorch IR.
 
-Every `quantize_per_tensor` node becomes one int8 IR tensor; the aten op chain feeding it (an op,
-optionally followed by a ReLU/ReLU6/clamp that fuses into the op's clamp) becomes one IR node
-whose operands are the int8 tensors behind its `dequantize` inputs. The result is still in torch's
-NCHW layout with float scales; passes/ turn it into program-ready NHWC integer ops.
+Any correctly converted PT2E module lifts, whoever quantized it (mcutorch's Quantizer, torchao's
+XNNPACK/x86/Arm quantizers, a user's own), as long as its scheme is one the numerics contract
+covers (docs/numerics.md): per-tensor int8 activations (uint8 ones are converted exactly:
+q - 128, zp - 128), int8 symmetric weights per channel (axis 0) or per tensor (-128 allowed),
+int32 bias at s_in * s_w (any other bias, float included, is quantized to that, exactly as the
+derived bias spec of mcutorch's Quantizer does). Anything else is an UnsupportedOpError naming
+the node and the scheme found.
+
+`prepare` first tidies a copy of the graph (the user's module is left as it is): the `_guards_fn`
+call_module of `ExportedProgram.module()` goes, eval-mode dropout and other identities go,
+quantize nodes on constants (convert_pt2e(fold_quantize=False)) are folded, and identical
+quantize nodes of one value are merged.
+
+Every `quantize_per_tensor` node then becomes one int8 IR tensor (`Lifter.lift_value`). The
+float computation feeding it is an op whose operands are dequantized int8 tensors, possibly
+followed by ops that commute with quantization exactly, which the quantizer left float: clamps
+(ReLU, ReLU6, hardtanh, clamp: q(clamp(v, lo, hi)) = clamp(q(v), q(lo), q(hi)), folded into the
+op's output clamp), data movement (reshape, flatten, permute, ...), concat and max pooling
+(quantization is element-wise and monotone), which are emitted on the int8 values of their
+inputs, each quantized with the quantize node's qparams. A dequantized tensor requantized with
+other qparams becomes a `rescale`. Data movement applied to a dequantized tensor with no quantize
+node after it (a model output such as `flatten(dq(q))`) is lifted on the int8 tensor the same
+way. Any other float value left in the graph is an error naming it. The result is still in
+torch's NCHW layout with float scales; passes/ turn it into program-ready NHWC integer ops.
 """
 from __future__ import annotations
 
@@ -14,10 +34,11 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.capture import source_of
-from mcutorch.ir import Graph, Node, Tensor, verify
+from mcutorch.frontend.capture import module_of, remove_identities, source_of
+from mcutorch.ir import Graph, Node, Tensor, compose_act, verify
 from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
+from mcutorch.quant import quantize as quantize_float
 
 pt2e()  # registers torch.ops.quantized_decomposed
 
@@ -26,9 +47,15 @@ QD = torch.ops.quantized_decomposed
 Q_OPS = {QD.quantize_per_tensor.default, QD.quantize_per_tensor.tensor}
 DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
           QD.dequantize_per_channel.default}
+CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
 ACT_BOUNDS = {A.relu.default: (0.0, math.inf), A.relu_.default: (0.0, math.inf),
               A.relu6.default: (0.0, 6.0)}
 HARDTANH = {A.hardtanh.default, A.hardtanh_.default}
+FULL = (-128, 127)
+MOVES = ("reshape", "transpose")  # registry ops that only move int8 values (commute with q)
+MONOTONE = {A.cat.default, A.concat.default, A.max_pool2d.default, A.maximum.default,
+            A.minimum.default}
+ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
 
 
 def _bounds(node: FxNode) -> tuple[float, float] | None:
@@ -43,6 +70,31 @@ def _bounds(node: FxNode) -> tuple[float, float] | None:
     return None
 
 
+def _move(node) -> str | None:
+    """"reshape"/"transpose" for an aten data-movement node, else None."""
+    if not (isinstance(node, FxNode) and node.op == "call_function"):
+        return None
+    found = ops.SOURCES.get(str(node.target))
+    return found[0].name if found and found[0].name in MOVES else None
+
+
+def _commutes(node: FxNode) -> bool:
+    """Whether quantize(node(v...)) == node'(quantize(v)...) exactly: a clamp or a data move
+    (quantize is element-wise), a concat, or a max (quantize is monotone)."""
+    return node.op == "call_function" and (_bounds(node) is not None or _move(node) is not None
+                                           or node.target in MONOTONE)
+
+
+def _tensor_args(node: FxNode) -> list[FxNode]:
+    """The tensor inputs of a node, in order (cat's list expanded)."""
+    found = []
+    for arg in node.args:
+        for a in (arg if isinstance(arg, (list, tuple)) else [arg]):
+            if isinstance(a, FxNode) and a.op in ("call_function", "placeholder"):
+                found.append(a)
+    return found
+
+
 def _arg(node: FxNode, i: int, name: str, default=None):
     if len(node.args) > i:
         return node.args[i]
@@ -53,10 +105,75 @@ def _pair(v, n=2) -> tuple[int, ...]:
     return tuple(v) * (n // len(v)) if isinstance(v, (list, tuple)) else (int(v),) * n
 
 
+# --- tidying a converted module ---------------------------------------------------------------
+def prepare(gm: GraphModule) -> GraphModule:
+    """A tidied copy of a converted module (same weights, own graph; see the module docstring)."""
+    graph = torch.fx.Graph()
+    graph.output(graph.graph_copy(gm.graph, {}))
+    gm = GraphModule(gm, graph)
+    for node in list(gm.graph.nodes):
+        if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
+            gm.graph.erase_node(node)  # torch.export's input guards: nothing to compute
+    remove_identities(gm)
+    _fold_constant_quantize(gm)
+    _merge_quantize(gm)
+    gm.graph.eliminate_dead_code()
+    return gm
+
+
+def _fold_constant_quantize(gm: GraphModule) -> None:
+    """quantize(constant) -> the int constant (what convert_pt2e does with fold_quantize=True)."""
+    for i, node in enumerate(list(gm.graph.nodes)):
+        if node.op != "call_function" or node.target not in CONST_Q_OPS:
+            continue
+        args = [_get_attr(gm, a) if isinstance(a, FxNode) and a.op == "get_attr" else a
+                for a in node.args]
+        if any(isinstance(a, FxNode) for a in args):
+            continue
+        name = f"_mcutorch_folded_{i}"
+        gm.register_buffer(name, node.target(*args, **node.kwargs))
+        with gm.graph.inserting_before(node):
+            const = gm.graph.get_attr(name)
+        node.replace_all_uses_with(const)
+        gm.graph.erase_node(node)
+
+
+def _merge_quantize(gm: GraphModule) -> None:
+    """One quantize node per (value, qparams): PT2E may quantize a value once per user."""
+    seen: dict[tuple, FxNode] = {}
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in Q_OPS:
+            continue
+        key = (node.target, node.args, tuple(sorted(node.kwargs.items())))
+        if key in seen:
+            node.replace_all_uses_with(seen[key])
+            gm.graph.erase_node(node)
+        else:
+            seen[key] = node
+
+
+def _get_attr(gm: GraphModule, node: FxNode) -> torch.Tensor:
+    obj = gm
+    for part in node.target.split("."):
+        obj = getattr(obj, part)
+    return obj.detach() if isinstance(obj, torch.Tensor) else torch.as_tensor(obj)
+
+
+def _where(q: FxNode) -> str:
+    """A quantize/dequantize node named by the value it (de)quantizes."""
+    src = q.args[0]
+    of = source_of(src) if isinstance(src, FxNode) and src.op == "call_function" else (
+        f"model input {src.name}" if isinstance(src, FxNode) and src.op == "placeholder"
+        else _describe(src))
+    return f"{q.name} (of {of})"
+
+
 class Lifter:
     def __init__(self, gm: GraphModule):
-        self.gm = gm
-        self.values: dict[FxNode, Tensor] = {}  # q node / constant node -> IR tensor
+        self.gm = prepare(gm)
+        self.values: dict[FxNode, Tensor] = {}  # q node / constant node / moved dq -> IR tensor
+        self.local: dict[FxNode, Tensor] = {}  # the chain being lifted: float node -> int8
+        self.used: set[FxNode] = set()  # fx nodes lifted (every op must end up here)
         self.nodes: list[Node] = []
         self.names: set[str] = set()
         self.qnodes: dict[str, str] = {}  # IR tensor name -> the quantize node it came from
@@ -69,107 +186,286 @@ class Lifter:
         self.names.add(name)
         return Tensor(name, tuple(int(s) for s in shape), scale=scale, zero_point=int(zp), **kw)
 
+    def _scalar(self, v, q: FxNode, what: str):
+        if isinstance(v, FxNode):
+            if v.op != "get_attr":
+                raise UnsupportedOpError(
+                    f"quantize node {_where(q)}: its {what} is computed at run time (dynamic "
+                    "quantization); mcutorch needs static qparams (calibrated, per tensor)")
+            t = self._attr(v)
+            if t.numel() != 1:
+                raise UnsupportedOpError(f"quantize node {_where(q)}: {t.numel()} {what}s")
+            return t.item()
+        return v
+
     def qparams(self, q: FxNode) -> tuple[float, int]:
-        scale, zp = q.args[1], q.args[2]
-        if isinstance(scale, FxNode):
-            scale, zp = (self._attr(scale).item(), int(self._attr(zp).item()))
-        return float(scale), int(zp)
+        """(scale, int8 zero point) of an activation quantize/dequantize node, checking that its
+        scheme is one mcutorch computes: int8 (or uint8, shifted by -128 exactly), full range."""
+        scale = float(self._scalar(q.args[1], q, "scale"))
+        zp = int(self._scalar(q.args[2], q, "zero point"))
+        qmin, qmax, dtype = (int(q.args[3]), int(q.args[4]), q.args[5])
+        if dtype not in ACT_DTYPES:
+            raise UnsupportedOpError(
+                f"quantize node {_where(q)}: activation dtype {dtype}; mcutorch computes int8 "
+                "activations (uint8 ones are converted exactly)")
+        info = torch.iinfo(dtype)
+        if (qmin, qmax) != (info.min, info.max):
+            raise UnsupportedOpError(
+                f"quantize node {_where(q)}: activation range [{qmin}, {qmax}] of {dtype}; "
+                f"mcutorch supports the full range [{info.min}, {info.max}]")
+        if not (math.isfinite(scale) and scale > 0):
+            raise UnsupportedOpError(f"quantize node {_where(q)}: scale {scale}")
+        return scale, zp + ACT_DTYPES[dtype]
 
     def _attr(self, node: FxNode) -> torch.Tensor:
         if node.op != "get_attr":
             raise UnsupportedOpError(f"expected a constant, got {node.format_node()}")
-        obj = self.gm
-        for part in node.target.split("."):
-            obj = getattr(obj, part)
-        return obj.detach() if isinstance(obj, torch.Tensor) else torch.as_tensor(obj)
+        return _get_attr(self.gm, node)
 
     def operand(self, arg, user: FxNode) -> Tensor:
-        """IR tensor behind an op's argument (must come through a dequantize)."""
-        if not (isinstance(arg, FxNode) and arg.op == "call_function" and arg.target in DQ_OPS):
-            raise UnsupportedOpError(
-                f"{source_of(user)} takes a non-quantized input ({_describe(arg)}); mcutorch "
-                "programs are int8 end to end")
-        src = arg.args[0]
+        """IR tensor behind an op's argument: a dequantized tensor (or data movement of one)."""
+        if isinstance(arg, FxNode) and arg in self.local:
+            return self.local[arg]
+        if isinstance(arg, FxNode) and arg in self.values:
+            return self.values[arg]
+        if isinstance(arg, FxNode) and arg.op == "call_function" and arg.target in DQ_OPS:
+            self.used.add(arg)
+            src = arg.args[0]
+            if src in self.values and src.op == "call_function":  # an activation
+                t = self.values[src]
+                if arg.target == QD.dequantize_per_channel.default:
+                    raise UnsupportedOpError(
+                        f"per-channel dequantize of an activation: {_where(arg)}")
+                if self.qparams(arg) != (t.scale, t.zero_point) or arg.args[5] != src.args[5]:
+                    raise UnsupportedOpError(f"dequantize node {_where(arg)} does not match "
+                                             f"its quantize node {src.name}")
+                return t
+            if isinstance(src, FxNode) and src.op == "get_attr":
+                return self.constant(arg, user)
+            raise UnsupportedOpError(f"cannot trace the input of {source_of(user)}")
+        if _move(arg) is not None:  # move(dq(t)) == dq(move(t)): lift it on the int8 tensor
+            t = self.operand(arg.args[0], arg)
+            out = self.new_tensor(arg.name, arg.meta["val"].shape, t.scale, t.zero_point,
+                                  layout=_layout(arg.meta["val"].shape))
+            builder_of(arg)(self, arg, out, FULL)
+            self.values[arg] = out
+            self.used.add(arg)
+            return out
+        raise UnsupportedOpError(f"{source_of(user)} takes {_what(arg)}; mcutorch "
+                                 "programs are int8 end to end")
+
+    def constant(self, dq: FxNode, user: FxNode) -> Tensor:
+        src = dq.args[0]
         if src in self.values:
             return self.values[src]
-        if src.op != "get_attr":
-            raise UnsupportedOpError(f"cannot trace the input of {source_of(user)}")
         data = self._attr(src).numpy()
-        if arg.target == QD.dequantize_per_channel.default:
-            scale = self._attr(arg.args[1]).numpy().astype(np.float64)
-            zp, axis = 0, int(arg.args[3])
+        if dq.target == QD.dequantize_per_channel.default:
+            scale = self._attr(dq.args[1]).numpy().astype(np.float64)
+            zps = self._attr(dq.args[2]).numpy()
+            axis = int(dq.args[3])
             if axis != 0:
-                raise UnsupportedOpError(f"per-channel axis {axis} at {source_of(user)}")
+                raise UnsupportedOpError(f"{source_of(user)}: constant {src.target} quantized "
+                                         f"per channel along axis {axis} (mcutorch: axis 0)")
+            if np.any(zps != 0):
+                raise UnsupportedOpError(
+                    f"{source_of(user)}: constant {src.target} quantized per channel with zero "
+                    f"points {sorted(set(zps.tolist()))[:4]}: per-channel tensors must be "
+                    "symmetric (zero point 0)")
+            zp = 0
         else:
-            scale, zp = self.qparams(arg)
+            scale = float(self._scalar(dq.args[1], dq, "scale"))
+            zp = int(self._scalar(dq.args[2], dq, "zero point"))
+        if data.dtype == np.uint8:  # exact: (q - 128) - (zp - 128) == q - zp
+            if dq.target == QD.dequantize_per_channel.default:
+                raise UnsupportedOpError(f"{source_of(user)}: uint8 per-channel constant "
+                                         f"{src.target}")
+            data, zp = (data.astype(np.int16) - 128).astype(np.int8), zp - 128
         dtype = {np.int8: "int8", np.int32: "int32"}.get(data.dtype.type)
         if dtype is None:
-            raise UnsupportedOpError(f"constant of dtype {data.dtype} at {source_of(user)}")
+            raise UnsupportedOpError(f"constant {src.target} of dtype {data.dtype} at "
+                                     f"{source_of(user)}")
         t = self.new_tensor(src.name, data.shape, scale, zp, dtype=dtype, data=data)
         self.values[src] = t
         return t
 
+    def weight(self, arg, user: FxNode) -> Tensor:
+        """A conv/linear weight: a constant int8 tensor, symmetric (zero point 0)."""
+        if not (isinstance(arg, FxNode) and arg.target in DQ_OPS
+                and arg.args[0].op == "get_attr"):
+            raise UnsupportedOpError(
+                f"{source_of(user)}: its weight is {_what(arg)}; mcutorch needs int8 "
+                "weights (annotate the weight in the quantizer)")
+        w = self.operand(arg, user)
+        if w.dtype != "int8" or w.zero_point != 0:
+            raise UnsupportedOpError(
+                f"{source_of(user)}: weight {arg.args[0].target} is {w.dtype} with zero point "
+                f"{w.zero_point}; mcutorch weights are int8 symmetric (zero point 0), per "
+                "channel or per tensor")
+        return w
+
+    def bias(self, arg, user: FxNode, x: Tensor, w: Tensor) -> Tensor:
+        """An int32 bias at scale s_in * s_w[c]. A bias given otherwise (float, or quantized at
+        another scale) is quantized to that exactly as the derived bias spec of mcutorch's
+        Quantizer makes torchao do: quantize_per_channel(b, s_in * s_w, 0) in float32."""
+        cout = w.shape[0]
+        if arg is None:
+            return _zero_bias(self, w, x)
+        want = np.broadcast_to(np.float32(x.scale) * np.asarray(w.scale, np.float32), (cout,))
+        if isinstance(arg, FxNode) and arg.target in DQ_OPS and arg.args[0].op == "get_attr":
+            b = self.operand(arg, user)
+            name = str(arg.args[0].target)
+            if (b.dtype == "int32" and b.zero_point == 0 and b.shape == (cout,)
+                    and np.array_equal(np.broadcast_to(np.float32(b.scale), (cout,)), want)):
+                return b
+            value = (b.data.astype(np.float32) - np.float32(b.zero_point)) * np.float32(b.scale)
+        elif isinstance(arg, FxNode) and arg.op == "get_attr":
+            name = str(arg.target)
+            value = self._attr(arg).numpy().astype(np.float32)
+        else:
+            raise UnsupportedOpError(f"{source_of(user)}: its bias is {_what(arg)}; "
+                                     "mcutorch needs a constant bias")
+        if value.shape != (cout,) or not np.isfinite(value).all():
+            raise UnsupportedOpError(f"{source_of(user)}: bias {name} has shape "
+                                     f"{list(value.shape)} or non-finite values")
+        scale, v = torch.from_numpy(np.array(want)), torch.from_numpy(np.array(value))
+        if (torch.round(v * (1.0 / scale)).abs() >= 2**31).any():
+            raise UnsupportedOpError(f"{source_of(user)}: bias {name} does not fit int32 at "
+                                     "scale s_in * s_w")
+        data = QD.quantize_per_channel(v, scale, torch.zeros(cout, dtype=torch.int64), 0,
+                                       -(2**31), 2**31 - 1, torch.int32).numpy()
+        return self.new_tensor(name.replace(".", "_") + "_int32", (cout,), want.astype(np.float64),
+                               0, dtype="int32", data=data)
+
     # --- graph --------------------------------------------------------------------------------
     def run(self) -> Graph:
+        for node in self.gm.graph.nodes:  # ops mcutorch lacks first: the root cause of the rest
+            if node.op == "call_function" and node.target not in Q_OPS | DQ_OPS:
+                if "choose_qparams" in str(node.target):
+                    raise UnsupportedOpError(
+                        f"{source_of(node)}: dynamic quantization (qparams chosen at run time); "
+                        "mcutorch needs static, calibrated qparams")
+                if str(node.target).startswith("quantized_decomposed."):
+                    raise UnsupportedOpError(
+                        f"{source_of(node)}: a quantization scheme mcutorch does not compute "
+                        "(it takes static per-tensor int8/uint8 activations, int8 symmetric "
+                        "weights per channel or per tensor, int32 or float bias)")
+                builder_of(node)
         inputs, outputs = [], []
         meta = {"inputs": [], "outputs": [], "qnodes": self.qnodes}
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
-                q = _only_quantize_user(node)
-                s, zp = self.qparams(q)
-                shape = tuple(node.meta["val"].shape)
-                t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape))
-                self.values[q] = t
-                self.qnodes[t.name] = q.name
+                t = self.lift_input(node)
                 inputs.append(t)
-                meta["inputs"].append({"name": node.name, "shape": list(shape),
+                meta["inputs"].append({"name": node.name, "shape": list(t.shape),
                                        "dtype": str(node.meta["val"].dtype)})
             elif node.op == "call_function" and node.target in Q_OPS and node not in self.values:
                 self.lift_quantize(node)
+            elif node.op == "call_module":
+                raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
             elif node.op == "output":
-                for ret in _flatten(node.args[0]):
+                for i, ret in enumerate(_flatten(node.args[0])):
+                    if not (isinstance(ret, FxNode) and (ret in self.values or _move(ret)
+                                                         or ret.target in DQ_OPS)):
+                        raise UnsupportedOpError(
+                            f"model output {i} is {_what(ret)}; mcutorch programs "
+                            "have int8 outputs (the quantizer must quantize the last op's output)")
                     t = self.operand(ret, node)
                     outputs.append(t)
                     meta["outputs"].append({"name": t.name, "shape": list(t.shape)})
-            elif node.op == "call_function" and node.target not in Q_OPS | DQ_OPS:
-                if not any(u.target in Q_OPS for u in node.users) and not _feeds_act(node):
-                    raise UnsupportedOpError(f"{source_of(node)} is not quantized: mcutorch "
-                                             "has no int8 lowering for it")
+        for node in self.gm.graph.nodes:
+            if node.op == "call_function" and node not in self.used and node.target not in DQ_OPS:
+                raise UnsupportedOpError(
+                    f"{source_of(node)} is not quantized: no quantize node follows it, so the "
+                    "converted model computes it in float; mcutorch programs are int8 end to end")
         return verify(Graph(self.nodes, inputs, outputs, meta), stage="lift")
 
+    def lift_input(self, node: FxNode) -> Tensor:
+        val = node.meta.get("val")
+        if not (isinstance(val, torch.Tensor) and val.dtype.is_floating_point):
+            raise UnsupportedOpError(f"model input {node.name} is not a float tensor ({val!r:.60})")
+        users = list(node.users)
+        floats = [u for u in users if u.target not in Q_OPS]
+        if floats or not users:
+            raise UnsupportedOpError(
+                f"model input {node.name} " + (f"feeds {source_of(floats[0])} in float, not "
+                                               "through a quantize node" if floats else "is unused")
+                + "; mcutorch programs take int8 inputs")
+        qps = sorted({self.qparams(q) for q in users})
+        if len(qps) > 1:
+            raise UnsupportedOpError(
+                f"model input {node.name} is quantized with {len(qps)} different qparams "
+                f"(scale, zero point) {qps}; a program input has one")
+        s, zp = qps[0]
+        if float(np.float32(s)) != s:
+            raise UnsupportedOpError(f"model input {node.name}: scale {s!r} is not a float32")
+        shape = tuple(val.shape)
+        t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape))
+        for q in users:
+            self.values[q] = t
+            self.used.add(q)
+        self.qnodes[t.name] = users[0].name
+        return t
+
     def lift_quantize(self, q: FxNode) -> None:
-        prod = q.args[0]
         s, zp = self.qparams(q)
-        bounds = None
-        if isinstance(prod, FxNode) and _bounds(prod) is not None:
-            inner = prod.args[0]
-            if inner.op == "call_function" and inner.target not in DQ_OPS and len(inner.users) == 1:
-                bounds, prod = _bounds(prod), inner  # fused activation
-        requant = prod.target in DQ_OPS  # q(dq(x)): requantize an existing int8 tensor
-        src = self.operand(prod, q) if requant else None
-        shape = src.shape if requant else tuple(prod.meta["val"].shape)
-        out = self.new_tensor(prod.name if not requant else q.name, shape, s, zp,
-                              layout=src.layout if requant else _layout(shape))
+        self.used.add(q)
+        out = self.lift_value(q.args[0], s, zp, FULL, q, top=True)
         self.values[q] = out
         self.qnodes[out.name] = q.name
-        act = _act_range(bounds, s, zp)
-        if requant:
+
+    def lift_value(self, v, s: float, zp: int, act, q: FxNode, top: bool = False) -> Tensor:
+        """The int8 tensor clamp(quantize(v, s, zp), act) for the float value v of the converted
+        graph. Ops that commute with quantize exactly (clamps, data moves, concat, max pooling)
+        are lifted on the quantized values of their float inputs; the op they end in (or a
+        dequantized tensor, which gets a rescale) gets the qparams and the clamp."""
+        if not (isinstance(v, FxNode) and v.op == "call_function"):
+            raise UnsupportedOpError(f"quantize node {_where(q)} quantizes {_what(v)}")
+        self.used.add(v)
+        if v.target in DQ_OPS:  # q(dq(x)): requantize an existing int8 tensor
+            src = self.operand(v, q)
+            if act == FULL and (src.scale, src.zero_point) == (s, zp):
+                return src  # q(dq(t)) with t's own qparams is t
+            out = self.new_tensor(q.name if top else f"{src.name}_rq", src.shape, s, zp,
+                                  layout=src.layout)
             self.emit("rescale", [src], out, {"act": act}, q)
-            return
-        builder_of(prod)(self, prod, out, act)
+            return out
+        floats = [a for a in _tensor_args(v) if a.op == "call_function" and a.target not in DQ_OPS]
+        if _commutes(v) and floats:
+            if _bounds(v) is not None:  # q(clamp(x)) = clamp(q(x), q(lo), q(hi))
+                own = _act_range(_bounds(v), s, zp)
+                return self.lift_value(v.args[0], s, zp, compose_act(own, act), q, top)
+            local = {a: self.lift_value(a, s, zp, act, q) for a in _tensor_args(v)}
+            shape = tuple(v.meta["val"].shape)
+            out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape))
+            self.local = local
+            try:
+                builder_of(v)(self, v, out, FULL)
+            finally:
+                self.local = {}
+            return out
+        shape = tuple(v.meta["val"].shape)
+        out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape))
+        builder = builder_of(v)
+        if act != FULL and builder not in ACT_BUILDERS:  # the op has no clamp: add one
+            tmp = self.new_tensor(v.name + "_pre", shape, s, zp, layout=out.layout)
+            builder(self, v, tmp, FULL)
+            self.emit("rescale", [tmp], out, {"act": act}, q)
+        else:
+            builder(self, v, out, act)
+        return out
 
     def emit(self, op: str, inputs: list[Tensor], out: Tensor, attrs: dict, src: FxNode) -> None:
         self.nodes.append(Node(op, inputs, [out], attrs, source_of(src)))
 
 
 def _act_range(bounds, s: float, zp: int) -> tuple[int, int]:
+    """The int8 clamp of float bounds: q(lo), q(hi) as PyTorch's quantize computes them
+    (quantize is monotone, so q(clamp(v, lo, hi)) == clamp(q(v), q(lo), q(hi)) exactly)."""
     if bounds is None:
-        return (-128, 127)
+        return FULL
     lo, hi = bounds
-    qlo = -128 if lo == -math.inf else int(np.clip(np.round(np.float32(lo) / np.float32(s)) + zp,
-                                                   -128, 127))
-    qhi = 127 if hi == math.inf else int(np.clip(np.round(np.float32(hi) / np.float32(s)) + zp,
-                                                 -128, 127))
+    qlo = -128 if lo == -math.inf else int(quantize_float(np.float32(lo), s, zp))
+    qhi = 127 if hi == math.inf else int(quantize_float(np.float32(hi), s, zp))
     return (qlo, qhi)
 
 
@@ -189,22 +485,24 @@ def _describe(arg) -> str:
     return arg.format_node() if isinstance(arg, FxNode) else repr(arg)
 
 
-def _only_quantize_user(node: FxNode) -> FxNode:
-    qs = [u for u in node.users if u.target in Q_OPS]
-    if len(qs) != 1 or len(node.users) != 1:
-        raise UnsupportedOpError(f"model input {node.name} must feed quantized ops only")
-    return qs[0]
-
-
-def _feeds_act(node: FxNode) -> bool:
-    users = list(node.users)
-    return len(users) == 1 and _bounds(users[0]) is not None
+def _what(arg) -> str:
+    """What an op reads instead of a dequantized int8 tensor, for error messages."""
+    if not isinstance(arg, FxNode):
+        return repr(arg)
+    if arg.op == "placeholder":
+        return f"the float model input {arg.name} (not quantized)"
+    if arg.op == "get_attr":
+        return f"the float constant {arg.target} (not quantized)"
+    if arg.target in Q_OPS:
+        return f"the int8 tensor of quantize node {arg.name} (no dequantize)"
+    return (f"the float output of {source_of(arg)} (the quantizer left it unquantized: no "
+            "quantize node follows it)")
 
 
 # --- builders: one per aten op family ---------------------------------------------------------
 def _conv(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x, w = lf.operand(n.args[0], n), lf.operand(n.args[1], n)
-    b = lf.operand(n.args[2], n) if len(n.args) > 2 and n.args[2] is not None else None
+    x, w = lf.operand(n.args[0], n), lf.weight(n.args[1], n)
+    b = lf.bias(n.args[2] if len(n.args) > 2 else None, n, x, w)
     stride = _pair(_arg(n, 3, "stride", 1))
     padding = _arg(n, 4, "padding", 0)
     dilation = _pair(_arg(n, 5, "dilation", 1))
@@ -214,8 +512,6 @@ def _conv(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     else:
         ph, pw = _pair(padding)
         padding = (ph, pw, ph, pw)
-    if b is None:
-        b = _zero_bias(lf, w, x)
     attrs = {"stride": stride, "dilation": dilation, "padding": tuple(padding), "groups": groups,
              "act": act}
     lf.emit("conv2d", [x, w, b], out, attrs, n)
@@ -238,13 +534,12 @@ def _zero_bias(lf: Lifter, w: Tensor, x: Tensor) -> Tensor:
 
 
 def _linear(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x, w = lf.operand(n.args[0], n), lf.operand(n.args[1], n)
-    b = lf.operand(n.args[2], n) if len(n.args) > 2 and n.args[2] is not None else None
+    x, w = lf.operand(n.args[0], n), lf.weight(n.args[1], n)
+    b = lf.bias(n.args[2] if len(n.args) > 2 else None, n, x, w)
     if len(x.shape) != 2:
         raise UnsupportedOpError(f"{source_of(n)}: linear on a {len(x.shape)}-D input; flatten "
                                  "it to [N, features] first")
-    lf.emit("fully_connected", [x, w, b if b is not None else _zero_bias(lf, w, x)], out,
-            {"act": act}, n)
+    lf.emit("fully_connected", [x, w, b], out, {"act": act}, n)
 
 
 def _binary(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
@@ -260,8 +555,7 @@ def _binary(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
 
 def _activation(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     x = lf.operand(n.args[0], n)
-    lo, hi = _act_range(_bounds(n), out.scale, out.zero_point)
-    act = (max(lo, act[0]), min(hi, act[1]))
+    act = compose_act(_act_range(_bounds(n), out.scale, out.zero_point), act)
     lf.emit("rescale", [x], out, {"act": act}, n)
 
 
@@ -356,8 +650,7 @@ def _pad(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
         before[rank - 1 - i], after[rank - 1 - i] = int(flat[2 * i]), int(flat[2 * i + 1])
     if min(before + after) < 0:
         raise UnsupportedOpError(f"{source_of(n)}: negative padding (cropping)")
-    qvalue = int(np.clip(np.round(np.float32(value) / np.float32(x.scale)) + x.zero_point,
-                         -128, 127))
+    qvalue = int(quantize_float(np.float32(value), x.scale, x.zero_point))
     lf.emit("pad", [x], out, {"before": tuple(before), "after": tuple(after), "value": qvalue}, n)
 
 
@@ -392,14 +685,31 @@ BUILDERS = {
     "softmax": _softmax, "transpose": _permute, "concat": _cat, "pad": _pad,
     "maximum": _minmax, "minimum": _minmax, "reshape": _reshape,
 }
+# Builders that apply `act` (the output clamp); after any other op a clamp is a rescale of its own.
+ACT_BUILDERS = {_conv, _linear, _binary, _activation, _pool, _avg_pool, _lut, _minmax}
 SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0] for s in ops.SOURCES})
+
+
+HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual reason
+    "aten.convolution.default": " (a decomposed conv2d: pass the graph before "
+                                "run_decompositions)",
+    "aten.addmm.default": " (a decomposed linear: pass the graph before run_decompositions)",
+    **dict.fromkeys(("aten._native_batch_norm_legit_no_training.default",
+                     "aten.batch_norm.default"),
+                    " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
+                    "conv)"),
+}
 
 
 def builder_of(node: FxNode):
     """The lift builder of an aten node (via the registry), or UnsupportedOpError naming it."""
     found = ops.SOURCES.get(str(node.target))
     if found is None:
-        raise UnsupportedOpError(f"{source_of(node)} has no int8 lowering in mcutorch "
+        name, _, kind = module_of(node).partition(": ")
+        inside = (f"; {kind} computes it internally: mcutorch has no int8 lowering for that "
+                  "module" if kind.startswith("torch.nn.") else "")
+        hint = HINTS.get(str(node.target), inside)
+        raise UnsupportedOpError(f"{source_of(node)} has no int8 lowering in mcutorch{hint} "
                                  f"(supported: {', '.join(SUPPORTED_NAMES)})")
     return BUILDERS[found[0].name]
 

@@ -20,8 +20,10 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
              quantizer: Quantizer | None = None, progress: bool = False) -> torch.fx.GraphModule:
     """Quantize `model` to int8 with PT2E; returns the converted (fake-quant) module.
 
-    `calibration` is an iterable of batches (a tensor or a tuple of tensors each); without it the
-    example inputs calibrate, which gives poor ranges: pass real data.
+    `calibration` is an iterable of batches (a tensor or a tuple of tensors each, shaped like the
+    example inputs except, possibly, the batch dimension); without it the example inputs
+    calibrate, which gives poor ranges: pass real data. An empty calibration, a batch of another
+    shape, NaN/Inf in a batch or in the model's parameters are QuantizeErrors.
 
     Example:
         >>> qmodel = mcutorch.quantize(model, (x,), calibration=[x1, x2, x3])
@@ -31,15 +33,26 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
 
     prepare_pt2e, convert_pt2e = pt2e()
     args = as_tuple(example_inputs)
+    _check_parameters(model)
+    batches = list(calibration) if calibration is not None else [args]
+    if not batches:
+        raise QuantizeError("calibration is empty: pass at least one batch (or leave it out to "
+                            "calibrate on the example inputs); an empty calibration would give "
+                            "every activation the scale 1.0")
     gm = capture(model, args)
     check_supported(gm)
     prepared = prepare_pt2e(gm, quantizer or Quantizer())
-    batches = list(calibration) if calibration is not None else [args]
     with torch.no_grad():
         for i, batch in enumerate(batches):
             batch = as_tuple(batch)
             _check_finite(batch, i)
-            prepared(*batch)
+            _check_shapes(batch, args, i, isinstance(calibration, torch.Tensor))
+            try:
+                prepared(*batch)
+            except Exception as exc:  # torch raises many types; all mean "this batch is wrong"
+                raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
+                                    f"through the model (example inputs {_shapes(args)}): "
+                                    f"{type(exc).__name__}: {exc}") from exc
             if progress:
                 print(f"\rcalibrating {i + 1}/{len(batches)}", end="", flush=True)
     if progress:
@@ -59,3 +72,34 @@ def _check_finite(batch: tuple, index: int) -> None:
             raise QuantizeError(f"calibration batch {index} holds a {type(t).__name__}, "
                                 "expected tensors")
 
+
+
+def _shapes(ts) -> str:
+    return ", ".join(f"{list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+                     for t in ts)
+
+
+def _check_shapes(batch: tuple, example: tuple, index: int, from_tensor: bool) -> None:
+    """Each batch: as many tensors as the example inputs, each of the example's shape (its batch
+    dimension may differ)."""
+    hint = (" (calibration is an iterable of batches: a single tensor iterates over its rows; "
+            "pass [tensor] or tensor.split(n))" if from_tensor else "")
+    if len(batch) != len(example):
+        raise QuantizeError(f"calibration batch {index} has {len(batch)} tensors, the model takes "
+                            f"{len(example)} (example inputs {_shapes(example)}){hint}")
+    for k, (t, e) in enumerate(zip(batch, example)):
+        if isinstance(e, torch.Tensor) and (t.dim() != e.dim() or t.shape[1:] != e.shape[1:]):
+            which = f"input {k} " if len(example) > 1 else ""
+            raise QuantizeError(
+                f"calibration batch {index} {which}has shape {list(t.shape)}; expected the "
+                f"example input's shape {list(e.shape)} (the batch size may differ){hint}")
+
+
+def _check_parameters(model: torch.nn.Module) -> None:
+    """NaN/Inf in a weight (or a BatchNorm statistic) would make no sensible int8 model."""
+    named = [*model.named_parameters(), *model.named_buffers()]
+    for name, t in named:
+        if t.is_floating_point() and not torch.isfinite(t).all():
+            bad = (~torch.isfinite(t)).sum().item()
+            raise QuantizeError(f"model parameter {name} {list(t.shape)} has {bad} NaN/Inf "
+                                "values; the model's weights must be finite")

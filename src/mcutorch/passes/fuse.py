@@ -4,7 +4,7 @@ clamp of the op that produced its input (when that op has no other reader), else
 from __future__ import annotations
 
 from mcutorch import ops
-from mcutorch.ir import Graph, same_qparams
+from mcutorch.ir import Graph, compose_act, same_qparams
 
 FUSABLE = ops.with_fact("fusable")  # ops with act_min/act_max that take a following clamp
 
@@ -20,8 +20,7 @@ def run(graph: Graph) -> Graph:
         prod = producers.get(x)
         if (prod is not None and prod.op in FUSABLE and len(consumers.get(x, [])) == 1
                 and x not in graph.outputs):
-            lo, hi = prod.attrs["act"]
-            prod.attrs["act"] = (max(lo, node.attrs["act"][0]), min(hi, node.attrs["act"][1]))
+            prod.attrs["act"] = compose_act(prod.attrs["act"], node.attrs["act"])
             prod.outputs = [y]
             continue
         node.op = "clamp"

@@ -16,7 +16,7 @@ def _regions(regions: list[Region], result: Plan) -> list[RegionInfo]:
 
 
 def _split_source(source: str) -> dict:
-    loc, _, op = source.partition(" (")
+    loc, _, op = source.rpartition(" (")
     return {"loc": loc, "op": op.rstrip(")")} if op else {"loc": "", "op": source}
 
 
