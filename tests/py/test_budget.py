@@ -15,7 +15,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "mcutorch"
 CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__init__.py",
         "ops/defs.py", "frontend", "passes", "plan", "program", "backends")
-BUDGET = 4800  # lines of code (4,349 when set; 4,609 with the input checks of program/boundary.py)
+BUDGET = 5100  # lines of code (4,349 when set; 4,929 with input checks and any-PT2E lift)
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
