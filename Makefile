@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup toolchain demo test test-all test-c bench header clean
+.PHONY: setup toolchain demo lint test test-all test-c bench header clean
 
 setup: $(STAMP)
 
@@ -23,7 +23,11 @@ toolchain:
 demo: setup toolchain
 	$(PY) examples/digits_demo.py --board mps3-an547
 
-test: setup toolchain
+# ruff (pinned in pyproject.toml, configured there); clang-format is checked by a test
+lint: setup
+	$(PY) -m ruff check --no-cache src tests bench examples tools
+
+test: setup toolchain lint
 	$(PY) -m pytest -q -n $(JOBS) -m "not slow"
 
 test-all: setup toolchain

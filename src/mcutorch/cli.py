@@ -287,7 +287,8 @@ def cmd_run(args) -> int:
         outputs = _float_outputs(program.run(*inputs))
     for i, y in enumerate(outputs):
         if args.output:
-            path = args.output if len(outputs) == 1 else f"{Path(args.output).with_suffix('')}_{i}.npy"
+            stem = Path(args.output).with_suffix("")
+            path = args.output if len(outputs) == 1 else f"{stem}_{i}.npy"
             np.save(path, y)
             print(f"output {i}: {y.dtype}{list(y.shape)} -> {path}")
         else:
@@ -403,8 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--input", action="append", required=True,
                    help=".npy input, one per model input in order (repeatable): float in the "
                         "model's layout (NCHW images); a batch runs inference by inference")
-    r.add_argument("-o", "--output", help=".npy file for the output (several outputs: NAME_<k>.npy)")
-    r.add_argument("--int8", action="store_true", help="inputs/outputs are the program's int8 NHWC (exactly its dtype and shape)")
+    r.add_argument("-o", "--output",
+                   help=".npy file for the output (several outputs: NAME_<k>.npy)")
+    r.add_argument("--int8", action="store_true",
+                   help="inputs/outputs are the program's int8 NHWC (exactly its dtype and shape)")
     r.add_argument("--board", help="run with the C runtime on an emulated board (QEMU)")
     r.add_argument("--profile", action="store_true", help="instructions per op (with --board)")
     r.add_argument("--exact", action="store_true",

@@ -126,7 +126,8 @@ def _case(d: Path) -> list[tuple[list[str], str]]:
     run = ["run", mtp, "--input"]
     tiny, boom = str(d / "tiny.py"), str(d / "boom.py")
     return [
-        (["run", str(d / "none.mtp"), "--input", x], f"program file {d / 'none.mtp'} does not exist"),
+        (["run", str(d / "none.mtp"), "--input", x],
+         f"program file {d / 'none.mtp'} does not exist"),
         (["run", str(d / "folder.mtp"), "--input", x], "is a folder, not a program file"),
         (["inspect", str(d / "none.mtp")], "does not exist"),
         (["inspect", str(d / "folder.mtp")], "is a folder, not a program file"),
@@ -224,8 +225,8 @@ def test_the_real_command_line(cli_files):
     r = cli("run", "tiny.mtp", "--input", "nhwc1.npy")
     assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
     assert r.stderr.strip().splitlines() == [
-        "mcutorch: error: input 0 (input_1): expected float [1, 1, 6, 6] (NCHW, the model's layout), "
-        "got [1, 6, 6, 1]; an NHWC array? transpose it with x.transpose(0, 3, 1, 2)"]
+        "mcutorch: error: input 0 (input_1): expected float [1, 1, 6, 6] (NCHW, the model's "
+        "layout), got [1, 6, 6, 1]; an NHWC array? transpose it with x.transpose(0, 3, 1, 2)"]
     r = cli("compile", "boom.py")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "boom.py raised ValueError: the weights file is missing (line 5)" in r.stderr

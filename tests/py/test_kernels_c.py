@@ -25,7 +25,7 @@ import pytest
 from mcutorch import ops, quant
 from mcutorch.backends import cortex_m
 from mcutorch.device import kernels as ck
-from mcutorch.ref import (KERNELS, concat_attrs, fold_bias, kernel_for, pad_attrs,
+from mcutorch.ref import (concat_attrs, fold_bias, kernel_for, pad_attrs,
                           softmax_exp_table, transpose_attrs)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -581,7 +581,8 @@ def elem_speedup_cases():
         cases.append(Case(f"mul_fast_{i:02d}", "mul", (s8(rng, shape), s8(rng, shape)), attrs,
                           alias=(None, 1, 0)[i % 3]))
     for n in range(1, 18):  # every MVE tail, typical scales
-        cases += [add_case(f"add_fast_tail_{n:02d}", (n,)), mul_case(f"mul_fast_tail_{n:02d}", (n,))]
+        cases += [add_case(f"add_fast_tail_{n:02d}", (n,)),
+                  mul_case(f"mul_fast_tail_{n:02d}", (n,))]
     # avg pool windows of more than 256 elements (no 16-bit lanes), 4-channel blocks + tails
     cases += [pool_case(f"avgpool_big_window_c{c}", "avg_pool2d", (1, 17, 17, c), (17, 17))
               for c in (4, 7, 16, 21)]
@@ -972,7 +973,7 @@ def test_kernel_table_links_only_used_kernels(tmp_path):
     """kernel_table_c + sources_for build a table holding exactly the used kernels."""
     if shutil.which("gcc") is None:
         pytest.fail("gcc not found: run `make toolchain`")
-    used = {("conv2d", "default"), ("softmax", "default"), ("avg_pool2d", "default"), ("delegate", "default")}
+    used = {(op, "default") for op in ("conv2d", "softmax", "avg_pool2d", "delegate")}
     (tmp_path / "table.c").write_text(ck.kernel_table_c(used))
     opcodes = sorted(ops.get(op).opcode for op, _ in used if op != "delegate")
     (tmp_path / "main.c").write_text(

@@ -17,12 +17,12 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.frontend.lift import lift
 
-prepare_pt2e, convert_pt2e = pt2e()
-from torchao.quantization.pt2e import MinMaxObserver
-from torchao.quantization.pt2e.quantizer import QuantizationSpec
-from torchao.quantization.pt2e.quantizer.arm_inductor_quantizer import (
+prepare_pt2e, convert_pt2e = pt2e()  # torchao imported quietly before the names below
+from torchao.quantization.pt2e import MinMaxObserver  # noqa: E402
+from torchao.quantization.pt2e.quantizer import QuantizationSpec  # noqa: E402
+from torchao.quantization.pt2e.quantizer.arm_inductor_quantizer import (  # noqa: E402
     ArmInductorQuantizer, get_default_arm_inductor_quantization_config)
-from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (  # noqa: E402
     X86InductorQuantizer, get_default_x86_inductor_quantization_config)
 
 with warnings.catch_warnings():

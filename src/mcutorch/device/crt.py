@@ -3,7 +3,8 @@
 The runner (`runtime/harness/mt_run.c`) loads a program file, reads raw int8 input files, runs
 the program once (or `-n COUNT` times over COUNT input sets stored back to back) and writes the
 outputs; `mt_run --check` only validates; `runner_failure` says what a non-zero exit means. On
-the host it is built with gcc and AddressSanitizer + UBSan and cached in ``build/host/<hash of the sources>/``;
+the host it is built with gcc and AddressSanitizer + UBSan and cached in
+``build/host/<hash of the sources>/``;
 on a board the same runner is firmware (`mcutorch.device.firmware.build` uses `core_sources`,
 `runner_sources`, `firmware_defines`).
 

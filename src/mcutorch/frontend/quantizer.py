@@ -22,15 +22,15 @@ from mcutorch.frontend._torchao import pt2e
 from mcutorch.ops import Source
 
 pt2e()  # quiet import of torchao before the names below
-from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver
-from torchao.quantization.pt2e.quantizer import (
+from torchao.quantization.pt2e import MinMaxObserver, PerChannelMinMaxObserver  # noqa: E402
+from torchao.quantization.pt2e.quantizer import (  # noqa: E402
     DerivedQuantizationSpec,
     FixedQParamsQuantizationSpec,
     QuantizationAnnotation,
     QuantizationSpec,
     SharedQuantizationSpec,
 )
-from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer
+from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer  # noqa: E402
 
 KEY = "quantization_annotation"
 

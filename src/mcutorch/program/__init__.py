@@ -12,8 +12,8 @@ from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, O
                                     Program, RegionInfo, TargetInfo, TensorInfo)
 from mcutorch.program.schema import ERRORS, VERSION_MAJOR, VERSION_MINOR
 
-__all__ = ["Area", "Binding", "ConstantPool", "DelegateInfo", "OpInfo", "Port", "Program", "RegionInfo",
-           "TargetInfo", "TensorInfo", "ERRORS", "VERSION_MAJOR", "VERSION_MINOR",
+__all__ = ["Area", "Binding", "ConstantPool", "DelegateInfo", "OpInfo", "Port", "Program",
+           "RegionInfo", "TargetInfo", "TensorInfo", "ERRORS", "VERSION_MAJOR", "VERSION_MINOR",
            "load", "save"]
 
 
