@@ -411,6 +411,59 @@ def test_make_lut(name, fn_np, fn_py, s_in, zp_in, s_out, zp_out):
         assert table[128 + 1] == 0 and table[128 + 3] == 2 and table[128 - 1] == 0
 
 
+def _lut_domain_py(fn, s_in, zp_in, s_out, zp_out):
+    """make_lut outside fn's domain, written out: NaN -> zp_out, ±inf -> 127 / -128."""
+    table = []
+    for i in range(256):
+        v = fn(s_in * (i - 128 - zp_in))
+        if math.isnan(v):
+            table.append(zp_out)
+        elif math.isinf(v):
+            table.append(127 if v > 0 else -128)
+        else:
+            table.append(min(max(round(v / s_out) + zp_out, -128), 127))
+    return table
+
+
+def _py_domain(fn):
+    """A math function with numpy's results outside its domain (nan for ValueError, ±inf at
+    poles)."""
+    def f(v):
+        try:
+            return fn(v)
+        except ValueError:
+            return math.nan
+        except ZeroDivisionError:
+            return math.copysign(math.inf, v)
+    return f
+
+
+@pytest.mark.parametrize("name,fn_np,fn_py,s_in,zp_in,s_out,zp_out", [
+    ("log", np.log, lambda v: -math.inf if v == 0 else _py_domain(math.log)(v), 0.05, -20,
+     0.1, 30),  # negative inputs NaN, log(0) = -inf
+    ("sqrt", np.sqrt, _py_domain(math.sqrt), 0.03, 0, 0.02, -128),  # sqrt(0) = 0 exactly
+    ("reciprocal", lambda v: 1 / v, _py_domain(lambda v: 1 / v), 0.01, 5, 0.5, 0),  # near 0
+    ("rsqrt", lambda v: 1 / np.sqrt(v), _py_domain(lambda v: 1 / math.sqrt(v)), 0.02, -128,
+     0.05, -100),
+    ("acosh", np.arccosh, _py_domain(math.acosh), 0.02, -100, 0.01, -128),
+    ("atanh", np.arctanh, lambda v: math.copysign(math.inf, v) if abs(v) == 1 else
+     _py_domain(math.atanh)(v), 1 / 128, 0, 0.02, 0),  # ±1 -> ±inf, outside: NaN
+    ("overflow", np.exp, lambda v: math.inf if v > 709 else math.exp(v), 10.0, 0, 1.0, 0),
+])
+def test_make_lut_outside_the_domain(name, fn_np, fn_py, s_in, zp_in, s_out, zp_out):
+    table = make_lut(fn_np, s_in, zp_in, s_out, zp_out)
+    want = _lut_domain_py(fn_py, s_in, zp_in, s_out, zp_out)
+    assert table.tolist() == want
+    real = s_in * (np.arange(-128, 128) - zp_in)
+    with np.errstate(all="ignore"):
+        val = fn_np(real)
+    assert np.isnan(val).any() or np.isinf(val).any(), "the case leaves the domain"
+    assert (table[np.isnan(val)] == zp_out).all()
+    assert (table[np.isposinf(val)] == 127).all() and (table[np.isneginf(val)] == -128).all()
+    if name == "sqrt":
+        assert table[128 + zp_in] == zp_out  # sqrt(0) = 0
+
+
 # ----------------------------------------------------------------------------- pooling
 
 def pool_windows(x, kh, kw, sh, sw, pads):

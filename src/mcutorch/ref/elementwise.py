@@ -104,7 +104,8 @@ def rescale(x, *, in_zp, out_zp, mult, shift, act_min, act_max):
 
 def make_lut(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> np.ndarray:
     """The `lut` table for y = fn(x): table[i] = clamp(round_half_even(fn(s_in*(i-128-in_zp))/s_out)
-    + out_zp), all in float64.
+    + out_zp), all in float64. Outside fn's domain, ±inf saturates (to 127 / -128) and NaN maps
+    to out_zp (the real value 0).
 
     `fn` maps a float64 numpy array to one of the same shape (np.tanh, a sigmoid lambda, ...).
     Pass the scales exactly as the program stores them. Made once, at compile time; no executor
@@ -114,8 +115,9 @@ def make_lut(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> 
     check_zp("in_zp", in_zp)
     check_zp("out_zp", out_zp)
     real = np.float64(in_scale) * (np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.float64) - in_zp)
-    val = np.asarray(fn(real), dtype=np.float64)
-    check(val.shape == (256,), f"make_lut: fn returned shape {val.shape}, expected (256,)")
-    check(not np.isnan(val).any(), "make_lut: fn returned NaN")
-    q = np.rint(val / np.float64(out_scale)) + out_zp  # np.rint rounds half to even
-    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+    with np.errstate(all="ignore"):  # log(0), sqrt(-1), 1/0: handled below
+        val = np.asarray(fn(real), dtype=np.float64)
+        check(val.shape == (256,), f"make_lut: fn returned shape {val.shape}, expected (256,)")
+        q = np.rint(val / np.float64(out_scale)) + out_zp  # np.rint rounds half to even
+    q = np.where(np.isnan(q), out_zp, q)  # outside the domain: the real value 0
+    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)  # ±inf saturates
