@@ -57,6 +57,7 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
                 print(f"\rcalibrating {i + 1}/{len(batches)}", end="", flush=True)
     if progress:
         print()
+    _check_ranges(prepared)
     converted = convert_pt2e(prepared)
     converted.meta["mcutorch_example_inputs"] = args
     return converted
@@ -72,6 +73,28 @@ def _check_finite(batch: tuple, index: int) -> None:
             raise QuantizeError(f"calibration batch {index} holds a {type(t).__name__}, "
                                 "expected tensors")
 
+
+
+def _check_ranges(prepared: torch.fx.GraphModule) -> None:
+    """Every observed range finite: an activation that calibration saw as ±inf/NaN only (or,
+    with MinMaxObserver, at all) has no int8 scale."""
+    from mcutorch.frontend.capture import source_of
+
+    for node in prepared.graph.nodes:
+        obs = getattr(prepared, str(node.target), None) if node.op == "call_module" else None
+        lo, hi = getattr(obs, "min_val", None), getattr(obs, "max_val", None)
+        if not (isinstance(lo, torch.Tensor) and isinstance(hi, torch.Tensor)):
+            continue
+        if torch.isfinite(lo).all() and torch.isfinite(hi).all():
+            continue
+        src, lo, hi = node.args[0], lo.min().item(), hi.max().item()
+        what = (f"model input {src.name}" if src.op == "placeholder" else
+                source_of(src) if src.op == "call_function" else src.name)
+        saw = "no finite value" if lo > hi else f"the range [{lo}, {hi}]"
+        raise QuantizeError(
+            f"calibration saw {saw} at {what}: no int8 scale fits; its inputs leave the "
+            "function's domain (log or sqrt of values <= 0, division by 0, overflow): keep them "
+            "inside it (clamp, add an epsilon), or calibrate with data that does")
 
 
 def _shapes(ts) -> str:

@@ -4,6 +4,9 @@
 - weights of conv/linear: int8 symmetric per output channel, range [-127, 127];
 - bias: int32, scale = input scale * weight scale of the channel, zero point 0;
 - softmax/sigmoid output (1/256, -128), tanh (1/128, 0);
+- the output of every other function made a table (exp, log, sqrt, x ** 2, ...: `lut` sources)
+  is observed over its finite values only (`function_spec`): log(0) = -inf saturates to -128,
+  as the table does;
 - pooling, reshape, flatten, permute, pad, concat, maximum/minimum share their input's qparams;
 - ReLU/ReLU6/clamp after a conv, linear, add or mul is fused: only the activation's output is
   observed.
@@ -13,6 +16,8 @@ methods below implement each rule.
 Subclass and override `activation_spec`, `weight_spec` or `annotate_node` to change the scheme.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import torch
 from torch.fx import GraphModule, Node
@@ -33,6 +38,20 @@ from torchao.quantization.pt2e.quantizer import (  # noqa: E402
 from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer  # noqa: E402
 
 KEY = "quantization_annotation"
+
+
+class FiniteMinMaxObserver(MinMaxObserver):
+    """MinMaxObserver of the finite values only: the outputs of functions such as log, sqrt or
+    reciprocal hold ±inf/NaN where an input leaves the domain, which the table saturates (±inf)
+    or maps to the zero point (NaN); min/max stay ±inf when no value is finite (an error after
+    calibration, mcutorch.quantize)."""
+
+    def forward(self, x_orig):
+        x = x_orig.detach()
+        finite = x[torch.isfinite(x)]
+        if finite.numel():
+            super().forward(finite)
+        return x_orig
 
 
 def _rule(node: Node) -> Source | None:
@@ -80,6 +99,13 @@ class Quantizer(_PT2EQuantizer):
             dtype=torch.int32, quant_min=-(2**31), quant_max=2**31 - 1,
             qscheme=torch.per_channel_symmetric, ch_axis=0)
 
+    def function_spec(self) -> QuantizationSpec:
+        """Output spec of a function made a table (`lut`): the activation spec, observing
+        finite values only."""
+        return dataclasses.replace(self.activation_spec(),
+                                   observer_or_fake_quant_ctr=FiniteMinMaxObserver.with_args(
+                                       eps=2**-20))
+
     def fixed_spec(self, scale: float, zero_point: int) -> FixedQParamsQuantizationSpec:
         return FixedQParamsQuantizationSpec(dtype=torch.int8, scale=scale, zero_point=zero_point,
                                             quant_min=-128, quant_max=127,
@@ -109,15 +135,17 @@ class Quantizer(_PT2EQuantizer):
             self._annotate_with_activation(node, qmap)
         elif rule.quant == "binary":
             qmap = {a: self.input_spec(a, node) for a in node.args[:2] if _is_float_tensor(a)}
-            self._annotate_with_activation(node, qmap)
+            scalar = not all(isinstance(a, Node) for a in node.args[:2])  # x * 0.5: a table
+            self._annotate_with_activation(node, qmap, self.function_spec() if scalar else None)
         elif rule.quant == "activation":  # standalone: its own output range
             _set(node, {node.args[0]: act}, act)
         elif rule.quant == "shared":
             self._annotate_shared(node)
-        elif rule.quant == "fixed":
-            _set(node, {node.args[0]: act}, self.fixed_spec(*rule.qparams))
-        elif rule.quant == "free":
-            _set(node, {node.args[0]: act}, act)
+        elif rule.quant in ("fixed", "free"):  # one tensor (pow.Scalar: its exponent)
+            qmap = {a: self.input_spec(a, node) for a in _tensor_inputs(node)}
+            out = (self.fixed_spec(*rule.qparams) if rule.quant == "fixed" else
+                   self.function_spec() if rule.fn is not None else act)
+            _set(node, qmap, out)
 
     def input_spec(self, arg: Node, node: Node):
         """Activation spec for an input edge; reuse a fixed-qparams producer's (no requant)."""
@@ -126,14 +154,14 @@ class Quantizer(_PT2EQuantizer):
             return SharedQuantizationSpec(arg)
         return self.activation_spec()
 
-    def _annotate_with_activation(self, node: Node, qmap: dict) -> None:
+    def _annotate_with_activation(self, node: Node, qmap: dict, out=None) -> None:
         users = list(node.users)
         fused = len(users) == 1 and getattr(_rule(users[0]), "quant", "") == "activation"
         if fused and KEY not in users[0].meta:
             _set(node, qmap, None)
             _set(users[0], {}, self.activation_spec())
         else:
-            _set(node, qmap, self.activation_spec())
+            _set(node, qmap, out or self.activation_spec())
 
     def _annotate_shared(self, node: Node) -> None:
         inputs = _tensor_inputs(node)
