@@ -53,7 +53,12 @@ def test_every_stage_has_the_op(d):
         assert d.name in BUILDERS, f"{d.name}: lifted from aten but frontend/lift.py has no builder"
         for s in d.sources:
             _aten(s.aten)  # a real aten overload (AttributeError otherwise)
-            assert (s.fn is not None) == (d.name == "lut"), f"{s.aten}: lut sources carry fn"
+            if d.name == "lut":
+                assert s.fn is not None, f"{s.aten}: lut sources carry fn"
+            else:  # add/mul: fn is their lut with a constant scalar operand (x * 0.5)
+                assert s.fn is None or s.quant == "binary", f"{s.aten}: fn on a non-lut source"
+            schema = {a.name for a in _aten(s.aten)._schema.arguments}
+            assert s.fn is None or {s.operand, *s.args} <= schema, f"{s.aten}: fn arguments"
     if d.name != "delegate":
         assert d.name in REQUANT_RULES, f"{d.name}: passes/requant.py has no rule"
     if not d.tosa and d.name != "delegate":

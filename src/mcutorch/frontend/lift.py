@@ -27,6 +27,7 @@ torch's NCHW layout with float scales; passes/ turn it into program-ready NHWC i
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -543,6 +544,8 @@ def _linear(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
 
 
 def _binary(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
+    if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
+        return _lut(lf, n, out, act)
     a, b = (lf.operand(v, n) for v in n.args[:2])
     if a.shape != b.shape or a.shape != out.shape:
         raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
@@ -661,8 +664,32 @@ def _softmax(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
 
 
 def _lut(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    fn = ops.SOURCES[str(n.target)][1].fn
-    lf.emit("lut", [lf.operand(n.args[0], n)], out, {"fn": fn, "act": act}, n)
+    x, fn = lut_function(n)
+    lf.emit("lut", [lf.operand(x, n)], out, {"fn": fn, "act": act}, n)
+
+
+def lut_function(n: FxNode):
+    """(the tensor argument, the float64 function of it) of a node lifted as a `lut`: the
+    registry's Source.fn with the node's constant arguments bound, read by aten schema name
+    (schema defaults for the ones left out); a tensor where fn needs a constant is refused."""
+    src = ops.SOURCES[str(n.target)][1]
+    values = {}
+    for i, a in enumerate(n.target._schema.arguments):
+        if i < len(n.args):
+            values[a.name] = n.args[i]
+        elif a.name in n.kwargs:
+            values[a.name] = n.kwargs[a.name]
+        elif a.has_default_value():
+            values[a.name] = a.default_value
+    kw = {name: values[name] for name in src.args}
+    for name, v in kw.items():
+        if not (v is None or isinstance(v, (bool, int, float, str))):
+            what = f"the tensor {v.name}" if isinstance(v, FxNode) else type(v).__name__
+            raise UnsupportedOpError(
+                f"{source_of(n)}: its {name} is {what}; mcutorch computes this op as a "
+                f"256-entry table of one int8 tensor, so {name} must be a constant number (of "
+                "two tensors it computes add, mul, maximum and minimum)")
+    return values[src.operand], functools.partial(src.fn, **kw) if kw else src.fn
 
 
 def _avg_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
@@ -717,8 +744,8 @@ def builder_of(node: FxNode):
 def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
     for node in gm.graph.nodes:
-        if node.op == "call_function":
-            builder_of(node)
+        if node.op == "call_function" and builder_of(node) is _lut:
+            lut_function(node)  # a tensor where a constant is needed (x - y, x / y)
         if node.op == "call_module":
             raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
 

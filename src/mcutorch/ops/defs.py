@@ -12,11 +12,12 @@ DEFAULT_VARIANT = "default"  # the kernel every op has: MVE, DSP and pure-C path
 QUANT_RULES = {
     "mac": "int8 input, int8 symmetric weight (per channel), int32 bias at s_in * s_w; a "
            "following ReLU/ReLU6/clamp is fused (only its output is observed)",
-    "binary": "each float tensor input gets the activation spec; a following activation fuses",
+    "binary": "each float tensor input gets the activation spec; a following activation fuses "
+              "(with a constant scalar operand, x * 0.5, only x is observed: a lut of Source.fn)",
     "activation": "a standalone ReLU/ReLU6/hardtanh/clamp: input and output observed",
     "shared": "the output and every further tensor input share the first input's qparams",
     "fixed": "the output takes fixed qparams (Source.qparams); the input is observed",
-    "free": "input and output each observed",
+    "free": "input and output each observed (a lut's output over its finite values only)",
 }
 # How an IR op's output qparams relate to its inputs' (passes/requant.py enforces "shared").
 QPARAM_RULES = {
@@ -37,12 +38,20 @@ class Source:
     aten: str
     quant: str  # a QUANT_RULES key
     qparams: tuple[float, int] | None = None  # "fixed": output (scale, zero point)
-    fn: Callable | None = None  # lut sources: the float function, float64 array -> array
+    # The float function of a 256-entry `lut` (lut sources; add/mul: their form with a constant
+    # scalar operand): float64 array -> array, called fn(v, **{name: value for name in args})
+    # with the node's constant arguments, named as in the aten schema (`other`, `alpha`,
+    # `exponent`, `approximate`, ...; defaults from the schema). `operand` names the tensor.
+    fn: Callable | None = None
+    args: tuple[str, ...] = ()  # the schema arguments fn takes: Python constants, never tensors
+    operand: str = "self"  # the schema argument holding the int8 tensor the table is indexed by
 
     def __post_init__(self):
         assert self.aten.startswith("aten."), self.aten
         assert self.quant in QUANT_RULES, self.quant
         assert (self.qparams is not None) == (self.quant == "fixed"), self.aten
+        assert self.fn is not None or not self.args, self.aten
+        assert self.operand not in self.args, self.aten
 
 
 @dataclass(frozen=True)

@@ -12,18 +12,136 @@ SIGMOID = (1 / 256, -128)  # fixed output qparams (docs/numerics.md)
 TANH = (1 / 128, 0)
 
 
-def _gelu(v):
-    return 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+_erfc = np.vectorize(math.erfc, otypes=[np.float64])
+_SELU = (1.0507009873554804934193349852946, 1.6732632423543772848170429916717)  # scale, alpha
+# Giles' single-precision erfinv polynomials (w < 5 and w >= 5), refined by Newton below.
+_ERFINV = ((2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+            -0.00125372503, -0.00417768164, 0.246640727, 1.50140941),
+           (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+            -0.0076224613, 0.00943887047, 1.00167406, 2.83297682))
 
 
-# One 256-entry table per smooth function: a new one is one Source here (docs/adding_an_op.md).
+def _erfinv(v):
+    """erf^-1 in float64 (±1 -> ±inf, |v| > 1 -> NaN): Giles' start, three Newton steps."""
+    v = np.asarray(v, np.float64)
+    out = np.where(np.abs(v) == 1, np.copysign(np.inf, v), np.nan)
+    y = v[np.abs(v) < 1]
+    w = -np.log((1 - y) * (1 + y))
+    p = np.where(w < 5, np.polyval(_ERFINV[0], w - 2.5),
+                 np.polyval(_ERFINV[1], np.sqrt(np.maximum(w, 5)) - 3))
+    x = p * y
+    for _ in range(3):
+        x = x - (_erf(x) - y) / (2 / math.sqrt(math.pi) * np.exp(-x * x))
+    out[np.abs(v) < 1] = x
+    return out
+
+
+def _gelu(v, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)))
+    return 0.5 * v * (1 + _erf(v / math.sqrt(2)))
+
+
+def _elu(v, alpha=1.0, scale=1.0, input_scale=1.0):
+    return np.where(v > 0, scale * v, scale * alpha * np.expm1(v * input_scale))
+
+
+def _logit(v, eps=None):
+    v = v if eps is None else np.clip(v, eps, 1 - eps)
+    return np.log(v / (1 - v))
+
+
+def _round(v, decimals=0):
+    if decimals >= 0:
+        return np.rint(v * 10.0 ** decimals) / 10.0 ** decimals
+    return np.rint(v / 10.0 ** -decimals) * 10.0 ** -decimals
+
+
+def _div(v, other, rounding_mode=None):
+    q = v / other
+    return {None: q, "trunc": np.trunc(q), "floor": np.floor_divide(v, other)}[rounding_mode]
+
+
+def _softplus(v, beta=1.0, threshold=20.0):
+    return np.where(v * beta > threshold, v, np.logaddexp(0, v * beta) / beta)
+
+
+def _sources(names, fn, args=(), quant="free", qparams=None, inplace=True, overload="default",
+             operand="self"):
+    """One Source per aten name and overload (names, overloads: space-separated), and each
+    one's in-place form `name_`, for one float function."""
+    return tuple(Source(f"aten.{name}{suffix}.{o}", quant, qparams, fn=fn, args=args,
+                        operand=operand)
+                 for name in names.split() for o in overload.split()
+                 for suffix in (("", "_") if inplace else ("",)))
+
+
+def _add(v, other, alpha=1):
+    return v + alpha * other
+
+
+def _mul(v, other):
+    return v * other
+
+
+# One 256-entry table per function of one tensor (its other arguments compile-time constants): a
+# new one is one entry here (docs/adding_an_op.md). The table of `fn` is made by make_lut, which
+# saturates ±inf and maps NaN (outside the function's domain) to the output zero point.
+_UNARY = {  # aten name (and its in-place form) -> float64 function
+    "exp": np.exp, "exp2": np.exp2, "expm1": np.expm1, "log": np.log, "log2": np.log2,
+    "log10": np.log10, "log1p": np.log1p, "sqrt": np.sqrt, "rsqrt": lambda v: 1 / np.sqrt(v),
+    "reciprocal": lambda v: 1 / v, "square": np.square, "sin": np.sin, "cos": np.cos,
+    "tan": np.tan, "asin": np.arcsin, "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh,
+    "cosh": np.cosh, "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
+    "erf": _erf, "erfc": _erfc, "erfinv": _erfinv, "sinc": np.sinc,
+    "deg2rad": np.deg2rad, "rad2deg": np.rad2deg, "abs": np.abs, "neg": np.negative,
+    "sign": np.sign, "sgn": np.sign, "floor": np.floor, "ceil": np.ceil, "round": np.rint,
+    "trunc": np.trunc, "frac": lambda v: v - np.trunc(v),
+    "hardswish": lambda v: v * np.clip(v + 3, 0, 6) / 6,
+    "hardsigmoid": lambda v: np.clip(v + 3, 0, 6) / 6, "silu": lambda v: v / (1 + np.exp(-v)),
+    "mish": lambda v: v * np.tanh(np.logaddexp(0, v)),
+    "selu": lambda v: _elu(v, _SELU[1], _SELU[0]),
+}
 LUT_SOURCES = (
-    Source("aten.sigmoid.default", "fixed", SIGMOID, fn=lambda v: 1 / (1 + np.exp(-v))),
-    Source("aten.tanh.default", "fixed", TANH, fn=np.tanh),
-    Source("aten.hardswish.default", "free", fn=lambda v: v * np.clip(v + 3, 0, 6) / 6),
-    Source("aten.hardsigmoid.default", "free", fn=lambda v: np.clip(v + 3, 0, 6) / 6),
-    Source("aten.silu.default", "free", fn=lambda v: v / (1 + np.exp(-v))),
-    Source("aten.gelu.default", "free", fn=_gelu),
+    *_sources("sigmoid", lambda v: 1 / (1 + np.exp(-v)), quant="fixed", qparams=SIGMOID),
+    *_sources("tanh", np.tanh, quant="fixed", qparams=TANH),
+    *(s for name, fn in _UNARY.items() for s in _sources(name, fn)),
+    *_sources("round", _round, ("decimals",), overload="decimals"),
+    *_sources("logit", _logit, ("eps",)),
+    *_sources("gelu", _gelu, ("approximate",)),
+    *_sources("elu", _elu, ("alpha", "scale", "input_scale")),
+    *_sources("celu", lambda v, alpha: np.maximum(v, 0) + np.minimum(0, alpha * np.expm1(
+        v / alpha)), ("alpha",)),
+    *_sources("leaky_relu", lambda v, negative_slope: np.where(v > 0, v, v * negative_slope),
+              ("negative_slope",)),
+    *_sources("threshold", lambda v, threshold, value: np.where(v > threshold, v, value),
+              ("threshold", "value")),
+    *_sources("softplus", _softplus, ("beta", "threshold"), inplace=False),
+    *_sources("hardshrink", lambda v, lambd: np.where(np.abs(v) > lambd, v, 0), ("lambd",),
+              inplace=False),
+    *_sources("softshrink", lambda v, lambd: np.where(v > lambd, v - lambd, np.where(
+        v < -lambd, v + lambd, 0)), ("lambd",), inplace=False),
+    *_sources("log_sigmoid", lambda v: -np.logaddexp(0, -v), inplace=False),
+    # a tensor and a constant scalar (x - 2, 1 - x, x / 3, x ** 2, 2 ** x; x + 1 and x * 0.5
+    # are the add/mul sources, their fn below; x - y of two tensors is refused)
+    *_sources("pow", lambda v, exponent: np.power(v, exponent), ("exponent",),
+              overload="Tensor_Scalar", inplace=False),
+    *_sources("pow_", lambda v, exponent: np.power(v, exponent), ("exponent",),
+              overload="Scalar", inplace=False),  # x.pow_(2)
+    *_sources("pow", lambda v, self: np.power(self, v), ("self",), overload="Scalar",
+              inplace=False, operand="exponent"),  # 2 ** x
+    *_sources("add", _add, ("other", "alpha"), overload="Scalar"),
+    *_sources("sub", lambda v, other, alpha: v - alpha * other, ("other", "alpha"),
+              overload="Tensor Scalar"),
+    *_sources("rsub", lambda v, other, alpha: other - alpha * v, ("other", "alpha"),
+              overload="Scalar", inplace=False),
+    *_sources("mul", _mul, ("other",), overload="Scalar"),
+    *_sources("div true_divide", _div, ("other",), overload="Tensor Scalar"),
+    *_sources("div", _div, ("other", "rounding_mode"), overload="Tensor_mode Scalar_mode"),
+    *_sources("fmod", lambda v, other: np.fmod(v, other), ("other",), overload="Scalar"),
+    *_sources("remainder", lambda v, other: np.remainder(v, other), ("other",),
+              overload="Scalar"),
 )
 ACTIVATION_SOURCES = tuple(Source(f"aten.{name}", "activation") for name in (
     "relu.default", "relu_.default", "relu6.default", "hardtanh.default", "hardtanh_.default",
@@ -33,12 +151,12 @@ OPS = (
     OpDef("add", 3, ("a", "b"), ("y",),
           ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift",
            "out_zp", "out_mult", "out_shift", *ACT), family="elementwise",
-          sources=(Source("aten.add.Tensor", "binary"), Source("aten.add_.Tensor", "binary")),
+          sources=_sources("add", _add, ("other", "alpha"), "binary", overload="Tensor"),
           fusable=True, alias=("inplace",),
           doc="TOSA-style: RESCALE both to int32, ADD, RESCALE to int8"),
     OpDef("mul", 4, ("a", "b"), ("y",), ("a_zp", "b_zp", "out_zp", "mult", "shift", *ACT),
           family="elementwise",
-          sources=(Source("aten.mul.Tensor", "binary"), Source("aten.mul_.Tensor", "binary")),
+          sources=_sources("mul", _mul, ("other",), "binary", overload="Tensor"),
           fusable=True, alias=("inplace",)),
     OpDef("clamp", 7, ("x",), ("y",), ACT, family="elementwise", sources=ACTIVATION_SOURCES,
           qparams="shared", alias=("inplace",),
