@@ -714,7 +714,7 @@ BUILDERS = {
 }
 # Builders that apply `act` (the output clamp); after any other op a clamp is a rescale of its own.
 ACT_BUILDERS = {_conv, _linear, _binary, _activation, _pool, _avg_pool, _lut, _minmax}
-SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0] for s in ops.SOURCES})
+SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0].rstrip("_") for s in ops.SOURCES})
 
 
 HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual reason
