@@ -67,6 +67,21 @@ class MinMax(torch.nn.Module):
         return torch.minimum(torch.maximum(a, b), F.relu(a))
 
 
+class Functions(torch.nn.Module):
+    """Tables (TOSA TABLE) between convolutions: functions with and without arguments, and
+    binary ops with a constant scalar."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        y = self.a(x)
+        y = F.gelu(y, approximate="tanh") + torch.exp(-y.abs()) * 0.5
+        y = F.elu(self.b(torch.sin(y) ** 2), 0.5)
+        return torch.log1p(torch.sigmoid(1 - y))
+
+
 def _model(name: str):
     torch.manual_seed(0)
     if name == "kws":
@@ -74,7 +89,8 @@ def _model(name: str):
 
         model = build("kws").eval()
         return model, [example_input(model, seed=i) for i in range(3)]
-    model = {"smooth": Smooth, "skip": Skip, "minmax": MinMax}[name]().eval()
+    model = {"smooth": Smooth, "skip": Skip, "minmax": MinMax, "functions": Functions}[name]()
+    model = model.eval()
     shape = (1, 16) if name == "skip" else (1, 3, 16, 16)
     return model, [torch.randn(shape) for _ in range(3)]
 
@@ -125,6 +141,17 @@ def test_maximum_minimum_go_to_the_npu(target):
     rows = placement(compiled("minmax", target))
     assert {op for op, _, _ in rows} >= {"maximum", "minimum"}
     assert {(on, dlg) for _, on, dlg in rows} == {("NPU", 0)}
+
+
+def test_function_tables_go_to_the_npu():
+    """Every `lut` (gelu, exp, abs, neg, x * 0.5, sin, x ** 2, elu, 1 - x, sigmoid, log1p) is
+    a TABLE in the U55 delegate; the program matches the CPU-only one."""
+    rows = placement(compiled("functions", U55))
+    assert [op for op, _, _ in rows].count("lut") == 11
+    assert {(on, dlg) for _, on, dlg in rows} == {("NPU", 0)}
+    x = quantized("functions")[1][-1]
+    npu, cpu = compiled("functions", U55).run(x), compiled("functions", "cortex-m55").run(x)
+    assert torch.equal(npu, cpu)
 
 
 def test_npu_programs_are_reproducible():
