@@ -11,7 +11,7 @@ the node and the scheme found.
 `prepare` first tidies a copy of the graph (the user's module is left as it is): the `_guards_fn`
 call_module of `ExportedProgram.module()` goes, eval-mode dropout and other identities go,
 quantize nodes on constants (convert_pt2e(fold_quantize=False)) are folded, and identical
-quantize nodes of one value are merged.
+quantize nodes of one value are merged. A model writing its buffers (stateful) is refused.
 
 Every `quantize_per_tensor` node then becomes one int8 IR tensor (`Lifter.lift_value`). The
 float computation feeding it is an op whose operands are dequantized int8 tensors, possibly
@@ -35,6 +35,7 @@ from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
+from mcutorch.frontend.fold import check_stateless
 from mcutorch.ir import Graph, Node, Tensor, compose_act, verify
 from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
@@ -114,6 +115,7 @@ def prepare(gm: GraphModule) -> GraphModule:
     for node in list(gm.graph.nodes):
         if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
             gm.graph.erase_node(node)  # torch.export's input guards: nothing to compute
+    check_stateless(gm)
     remove_identities(gm)
     _fold_constant_quantize(gm)
     _merge_quantize(gm)
@@ -698,6 +700,14 @@ HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual 
                      "aten.batch_norm.default"),
                     " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
                     "conv)"),
+    **dict.fromkeys((f"aten.{op}" for op in (
+        "zeros.default", "ones.default", "full.default", "arange.default", "arange.start",
+        "arange.start_step", "eye.default", "eye.m", "linspace.default", "scalar_tensor.default",
+        "zeros_like.default", "ones_like.default", "full_like.default")),
+        " (a constant computed in forward: mcutorch.quantize folds constants before "
+        "quantization; in your own PT2E flow, capture the model with "
+        "mcutorch.frontend.capture.capture(model, example_inputs) instead of "
+        "torch.export.export(...).module())"),
 }
 
 
