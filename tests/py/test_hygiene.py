@@ -1,6 +1,6 @@
 """Graph hygiene in the front end (real torch.export + PT2E): constants computed in forward are
-folded at compile time, no-op nodes go, buffers stay buffers, stateful models are refused with an
-UnsupportedOpError naming the buffer and its file:line."""
+folded at compile time, no-op nodes go, buffers stay buffers, stateful models and what stays out
+of scope are refused with an UnsupportedOpError naming the op, its file:line and its module."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,6 +30,17 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fn(self, self.conv(x))
+
+
+class Wrap(nn.Module):
+    """The case inside a named submodule, for errors that must name the module."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.inner = Net(fn)
+
+    def forward(self, x):
+        return self.inner(x)
 
 
 def compare(model, x=None, batches=6):
@@ -212,4 +223,53 @@ def test_a_constant_in_a_users_own_flow_names_the_fix():
     qmodel(x)
     with pytest.raises(UnsupportedOpError, match=r"aten\.zeros.*a constant computed in forward"
                                                  r".*mcutorch\.frontend\.capture\.capture"):
+        mcutorch.compile(convert_pt2e(qmodel), (x,))
+
+
+# --- what stays out of scope ------------------------------------------------------------------
+REFUSED = {  # case: (function of the conv output, what the message must say)
+    "cond": (lambda s, y: torch.cond(y.sum() > 0, lambda v: v + 1, lambda v: v - 1, (y,)),
+             r"\(torch\.cond\): control flow is not supported"),
+    "while_loop": (lambda s, y: torch._higher_order_ops.while_loop(
+        lambda i, v: i < 3, lambda i, v: (i + 1, v * 2), (torch.tensor(0), y))[1],
+        r"\(torch\.while_loop\): control flow is not supported"),
+    "fft": (lambda s, y: torch.fft.fft(y).real, r"\(aten\.fft_fft\): FFT"),
+    "rfft": (lambda s, y: torch.fft.rfft(y).abs(), r"\(aten\.fft_rfft\): FFT"),
+    "argmax": (lambda s, y: y.argmax(1), r"\(aten\.argmax\): its output is a torch\.int64"),
+    "comparison": (lambda s, y: y > 0, r"\(aten\.gt\.Scalar\): its output is a torch\.bool"),
+    "where": (lambda s, y: torch.where(y > 0, y, s.b), r"\(aten\.gt\.Scalar\).*torch\.bool"),
+    "int_cast": (lambda s, y: y.to(torch.int32).float(), r"\(aten\.to\.dtype\).*torch\.int32"),
+    "scatter": (lambda s, y: y.scatter(1, torch.zeros(1, 1, 5, 6, dtype=torch.long), 1.0),
+                r"\(aten\.scatter\.value\): scatter / index_put"),
+    "index_put": (lambda s, y: y.index_put((torch.tensor([0]),), torch.tensor(1.0)),
+                  r"\(aten\.index_put\): scatter / index_put"),
+    "setitem": (lambda s, y: y.index_put_((torch.tensor([0]),), torch.tensor(1.0)),
+                r"\(aten\.index_put_\): scatter / index_put"),
+    "permute_5d": (lambda s, y: y.unsqueeze(1).permute(0, 2, 1, 3, 4),
+                   r"\(aten\.permute\): transpose of a 5-D tensor.* ranks up to 4"),
+    "pad_5d": (lambda s, y: nn.functional.pad(y.unsqueeze(1), (1, 1)),
+               r"\(aten\.pad\): pad of a 5-D tensor.* ranks up to 4"),
+    "constant_pad_nd_5d": (lambda s, y: torch.constant_pad_nd(y.unsqueeze(1), [1, 1]),
+                           r"\(aten\.constant_pad_nd\): pad of a 5-D tensor"),
+    "cat_5d": (lambda s, y: torch.cat([y.unsqueeze(1)] * 2, 1),
+               r"\(aten\.cat\): concat of a 5-D tensor"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_out_of_scope_is_refused_naming_op_line_and_module(case):
+    fn, pattern = REFUSED[case]
+    with pytest.raises(UnsupportedOpError, match=pattern) as err:
+        mcutorch.quantize(Wrap(fn), (torch.randn(SHAPE),))
+    msg = str(err.value)
+    assert "test_hygiene.py:" in msg and "in inner: " in msg and "Net" in msg, msg
+
+
+def test_out_of_scope_is_refused_in_a_users_own_flow():
+    model = Net(lambda s, y: y.unsqueeze(1).permute(0, 2, 1, 3, 4)).eval()
+    x = torch.randn(SHAPE)
+    qmodel = prepare_pt2e(torch.export.export(model, (x,), strict=False).module(),
+                          mcutorch.Quantizer())
+    qmodel(x)
+    with pytest.raises(UnsupportedOpError, match="transpose of a 5-D tensor"):
         mcutorch.compile(convert_pt2e(qmodel), (x,))

@@ -11,7 +11,9 @@ the node and the scheme found.
 `prepare` first tidies a copy of the graph (the user's module is left as it is): the `_guards_fn`
 call_module of `ExportedProgram.module()` goes, eval-mode dropout and other identities go,
 quantize nodes on constants (convert_pt2e(fold_quantize=False)) are folded, and identical
-quantize nodes of one value are merged. A model writing its buffers (stateful) is refused.
+quantize nodes of one value are merged. What stays out of scope is refused there, naming the op:
+a model writing its buffers, control flow, FFT, scatter/index_put, integer or bool values,
+transpose/pad/concat of more than 4 dims.
 
 Every `quantize_per_tensor` node then becomes one int8 IR tensor (`Lifter.lift_value`). The
 float computation feeding it is an op whose operands are dequantized int8 tensors, possibly
@@ -117,6 +119,7 @@ def prepare(gm: GraphModule) -> GraphModule:
             gm.graph.erase_node(node)  # torch.export's input guards: nothing to compute
     check_stateless(gm)
     remove_identities(gm)
+    refuse_out_of_scope(gm)
     _fold_constant_quantize(gm)
     _merge_quantize(gm)
     gm.graph.eliminate_dead_code()
@@ -724,8 +727,54 @@ def builder_of(node: FxNode):
     return BUILDERS[found[0].name]
 
 
+SCATTERS = ("scatter", "index_put", "index_add", "index_copy", "index_fill", "masked_scatter",
+            "put")
+MAX_RANK = {"transpose": 4, "pad": 4, "concat": 4}  # the program's perm/before/after attributes
+
+
+def _out_of_scope(node: FxNode) -> str:
+    """Why an aten node is out of mcutorch's scope, or ""."""
+    name, val = str(node.target), node.meta.get("val")
+    base = name.removeprefix("aten.").split(".")[0].strip("_")
+    if "fft" in base or base in ("stft", "istft"):
+        return "FFT (torch.fft) is not supported: it computes complex values"
+    if base.startswith(SCATTERS):
+        return ("scatter / index_put (stores at computed indices) is not supported: int8 programs "
+                "index their tensors statically")
+    if not (name.startswith("aten.") and isinstance(val, torch.Tensor)):
+        return ""
+    if not (val.is_floating_point() or val.is_complex()):
+        return (f"its output is a {val.dtype} tensor: integer and bool values (argmax, "
+                "comparisons, masks) cannot reach a quantized op or the model output, mcutorch "
+                "programs compute quantized real numbers (return the scores, take the argmax or "
+                "compare on the host)")
+    op = ops.SOURCES.get(name, (None,))[0]
+    if op is not None and val.dim() > MAX_RANK.get(op.name, val.dim()):
+        return (f"{op.name} of a {val.dim()}-D tensor: the program's {op.name} attributes cover "
+                f"ranks up to {MAX_RANK[op.name]} (merge or squeeze dims first)")
+    return ""
+
+
+def refuse_out_of_scope(gm: GraphModule) -> None:
+    """UnsupportedOpError naming op and source for what stays out of scope: control flow first
+    (the root cause of what its branches compute), then FFT, scatter/index_put, integer or bool
+    values, transpose/pad/concat of rank > 4."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for node in nodes:
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            raise UnsupportedOpError(
+                f"{source_of(node)}: control flow is not supported: mcutorch compiles one "
+                "straight-line graph (take the branch or the loop out of the model, or unroll "
+                "it)")
+    for node in nodes:
+        reason = _out_of_scope(node)
+        if reason:
+            raise UnsupportedOpError(f"{source_of(node)}: {reason}")
+
+
 def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
+    refuse_out_of_scope(gm)
     for node in gm.graph.nodes:
         if node.op == "call_function":
             builder_of(node)
