@@ -3,13 +3,15 @@ folded at compile time, no-op nodes go, buffers stay buffers, stateful models an
 of scope are refused with an UnsupportedOpError naming the op, its file:line and its module."""
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 import torch
 from torch import nn
 
 import mcutorch
-from mcutorch.errors import UnsupportedOpError
+from mcutorch.errors import InputError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.frontend.capture import capture
 
@@ -226,6 +228,35 @@ def test_a_constant_in_a_users_own_flow_names_the_fix():
         mcutorch.compile(convert_pt2e(qmodel), (x,))
 
 
+# --- mean over every element ------------------------------------------------------------------
+@pytest.mark.parametrize("case", ["mean", "dim_none", "keepdim"])
+def test_mean_of_every_element(case):
+    fn = {"mean": lambda s, y: y.mean(), "dim_none": lambda s, y: y.mean(dim=None),
+          "keepdim": lambda s, y: y.mean(dim=None, keepdim=True)}[case]
+    program, lsb = compare(Net(fn))
+    assert lsb <= 1
+    assert "avg_pool2d" in [op.name for op in program.program.ops]
+    y = program.run(torch.randn(SHAPE))
+    assert y.shape == ((1, 1, 1, 1) if case == "keepdim" else ())
+    scalar = case != "keepdim"  # a scalar output cannot be split by inference
+    with pytest.raises(InputError, match="scalar") if scalar else contextlib.nullcontext():
+        program.run(torch.randn(2, *SHAPE[1:]))
+
+
+class Mean(nn.Module):
+    def __init__(self, body):
+        super().__init__()
+        self.body = body
+
+    def forward(self, x):
+        return self.body(x).mean()
+
+
+def test_mean_of_every_element_of_a_linear_output():
+    program, lsb = compare(Mean(nn.Sequential(nn.Linear(8, 6), nn.ReLU())), torch.randn(1, 8))
+    assert lsb <= 1
+
+
 # --- what stays out of scope ------------------------------------------------------------------
 REFUSED = {  # case: (function of the conv output, what the message must say)
     "cond": (lambda s, y: torch.cond(y.sum() > 0, lambda v: v + 1, lambda v: v - 1, (y,)),
@@ -263,6 +294,13 @@ def test_out_of_scope_is_refused_naming_op_line_and_module(case):
         mcutorch.quantize(Wrap(fn), (torch.randn(SHAPE),))
     msg = str(err.value)
     assert "test_hygiene.py:" in msg and "in inner: " in msg and "Net" in msg, msg
+
+
+def test_mean_over_other_dims_names_the_supported_ones():
+    qmodel = mcutorch.quantize(Net(lambda s, y: y.mean(dim=1)).eval(), (torch.randn(SHAPE),))
+    with pytest.raises(UnsupportedOpError, match=r"mean over dims \[1\] of a 4-D tensor: mcutorch "
+                                                 r"lowers the mean over H, W .*\(dim=None\)"):
+        mcutorch.compile(qmodel)
 
 
 def test_out_of_scope_is_refused_in_a_users_own_flow():

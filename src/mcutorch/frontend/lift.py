@@ -594,15 +594,36 @@ def _pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     lf.emit("max_pool2d" if is_max else "avg_pool2d", [x], out, attrs, n)
 
 
+def _mean_all(lf: Lifter, n: FxNode, x: Tensor, out: Tensor, act) -> None:
+    """The mean of every element: one avg_pool2d window over x reshaped to [1, 1, size/W, W]."""
+    window = (math.prod(x.shape) // x.shape[-1], x.shape[-1]) if x.shape else (1, 1)
+    flat = lf.new_tensor(out.name + "_flat", (1, 1, *window), x.scale, x.zero_point,
+                         layout="NCHW")
+    pooled = lf.new_tensor(out.name + "_pool", (1, 1, 1, 1), out.scale, out.zero_point,
+                           layout="NCHW")
+    lf.emit("reshape", [x], flat, {}, n)
+    lf.emit("avg_pool2d", [flat], pooled, {"kernel": window, "stride": window, "act": act,
+                                           "padding": (0, 0, 0, 0), "count_include_pad": 0,
+                                           "divisor": 0}, n)
+    lf.emit("reshape", [pooled], out, {}, n)
+
+
 def _global_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     x = lf.operand(n.args[0], n)
-    if len(x.shape) != 4:
+    rank, mean = len(x.shape), n.target in (A.mean.dim, A.mean.default)
+    dims = sorted({d % max(rank, 1) for d in _arg(n, 1, "dim", None) or range(rank)} if mean
+                  else ())
+    if mean and dims == list(range(rank)):
+        return _mean_all(lf, n, x, out, act)
+    if mean and (rank != 4 or dims != [2, 3]):
+        raise UnsupportedOpError(
+            f"{source_of(n)}: mean over dims {n.args[1]} of a {rank}-D tensor: mcutorch lowers "
+            "the mean over H, W of [N, C, H, W] (dim=(2, 3) or (-2, -1)) and the mean of all "
+            "elements (dim=None)")
+    if rank != 4:
         raise UnsupportedOpError(f"{source_of(n)}: pooling needs a 4-D input")
     h, w = x.shape[2:]
     if n.target == A.mean.dim:
-        dims = sorted(d % 4 for d in n.args[1])
-        if dims != [2, 3]:
-            raise UnsupportedOpError(f"{source_of(n)}: mean over dims {n.args[1]} (only H, W)")
         oh = ow = 1
     else:
         oh, ow = _pair(n.args[1])
