@@ -108,14 +108,19 @@ class CompiledModel:
         batch runs in one QEMU run, `profile` keeps per-op counts in `last_run`). One output:
         a tensor. A wrong input raises InputError naming the input and what was expected."""
         arrays, count = float_inputs(self.program, inputs, "run()")
+        scalar = [p.label for p in self.ports("outputs") if not p.model_shape]
+        if count > 1 and scalar:
+            raise InputError(f"run(): {count} inferences in one batch, but {scalar[0]} is a "
+                             "scalar (a mean of every element, batch included) that cannot be "
+                             "split by inference: run one compiled batch at a time")
         sets = [self._quantize(b) for b in split_batch(arrays, self.program, count)]
         if board:
             out_sets = self._on_board(sets, board, profile)
         else:
             out_sets = [self._interpret(q) for q in sets]
         results = [self.dequantize_outputs(o) for o in out_sets]
-        outs = [torch.from_numpy(np.concatenate([r[k] for r in results]))
-                for k in range(len(self.program.outputs))]
+        outs = [torch.from_numpy(np.concatenate([r[k] for r in results]) if count > 1
+                                 else results[0][k]) for k in range(len(self.program.outputs))]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     # --- reports ------------------------------------------------------------------------------

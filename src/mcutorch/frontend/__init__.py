@@ -1,6 +1,7 @@
 """Front end: torch.nn.Module -> mcutorch IR, in three steps.
 
-    capture.py    torch.export (pre-dispatch graph, static shapes, BatchNorm folded)
+    capture.py    torch.export (pre-dispatch graph, static shapes, no-ops gone, BatchNorm folded)
+    fold.py       constants computed in forward folded; models writing their buffers refused
     quantize.py   PT2E: prepare_pt2e(Quantizer) -> calibrate -> convert_pt2e  (`quantize`)
     quantizer.py  mcutorch's PT2E `Quantizer` (the numerics contract as annotations)
     lift.py       the converted Q/DQ graph -> IR (integer ops on int8 tensors, NCHW, float scales)

@@ -1,7 +1,9 @@
 """Capture a torch.nn.Module with torch.export (static shapes) and tidy the graph for PT2E.
 
-`capture` returns a GraphModule in eval form: BatchNorm folded into the conv/linear before it,
-dropout removed. What torch.export cannot capture becomes an ExportError that says why and where.
+`capture` returns a GraphModule in eval form: a model that writes its buffers in forward refused
+(stateful), no-op nodes removed (`remove_identities`), constants folded (frontend/fold.py),
+BatchNorm folded into the conv/linear before it. What torch.export cannot capture becomes an
+ExportError that says why and where.
 """
 from __future__ import annotations
 
@@ -18,7 +20,12 @@ FOLDABLE = {A.conv2d.default, A.linear.default}
 DROPOUTS = {A.dropout.default, A.feature_dropout.default, A.alpha_dropout.default,
             A.feature_alpha_dropout.default}  # (input, p, train): the identity when not training
 IDENTITIES = {*DROPOUTS, A.contiguous.default, A.clone.default, A.alias.default,
-              A.detach.default}
+              A.detach.default, A.detach_.default, A.lift_fresh_copy.default}
+CASTS = {A.to.dtype, A.to.dtype_layout, A.to.device, A.to.other, A._to_copy.default,
+         A.type_as.default}  # the identity when the dtype (and device) stay the same
+SAME_SHAPE = {A.expand_as.default, A.view_as.default, A.expand.default, A.slice.Tensor,
+              A.narrow.default}  # the identity when the shape stays the same (x[:, :], ...)
+CHECKS = ("_assert", "sym_constrain_range", "_functional_sym_constrain_range")  # no value
 
 
 def as_tuple(example_inputs) -> tuple:
@@ -37,13 +44,19 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     args = as_tuple(example_inputs)
     model = model.eval()
     try:
-        ep = torch.export.export(model, args, strict=False)
+        with torch.no_grad():  # inference: no `with torch.no_grad()` blocks wrapped as subgraphs
+            ep = torch.export.export(model, args, strict=False)
     except Exception as exc:  # torch raises many types; all mean "cannot capture"
         raise ExportError(_explain(exc)) from exc
+    from mcutorch.frontend.fold import check_stateless, fold_constants
+
     gm = ep.module(check_guards=False)
     _strip_guards(gm)
-    fold_batch_norm(gm)
+    sig = ep.graph_signature
+    check_stateless(gm, tuple(sig.buffers_to_mutate.values()))
     remove_identities(gm)
+    fold_constants(gm, {*sig.parameters, *sig.lifted_tensor_constants})
+    fold_batch_norm(gm)
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
@@ -53,7 +66,8 @@ def source_of(node: Node) -> str:
     """`file:line in module.path: ModuleType (aten.op)` of the user code that created the node."""
     trace = node.meta.get("stack_trace") or ""
     frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
-    user = [f for f in frames if "/torch/" not in f[0] and "/torchao/" not in f[0]]
+    user = [f for f in frames if "/torch/" not in f[0] and "/torchao/" not in f[0]
+            and not f[0].startswith("<eval_with_key>")]  # torch.cond's traced graph
     op = _op_name(node)
     module = module_of(node)
     module = f" in {module}" if module else ""
@@ -78,6 +92,8 @@ def module_of(node: Node) -> str:
 
 def _op_name(node: Node) -> str:
     target = node.target
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"torch.{target.name()}"
     if not hasattr(target, "name"):
         return str(target)
     ns, _, name = target.name().rpartition("::")
@@ -153,11 +169,35 @@ def _fold_into(gm, prod: Node, gamma, beta, mean, var, eps: float) -> None:
     prod.args = tuple(args)
 
 
+def _is_noop(node: Node) -> bool:
+    """Whether a node passes its first argument through unchanged (see remove_identities)."""
+    if node.target in IDENTITIES:
+        return True
+    val, src = node.meta.get("val"), node.args[0] if node.args else None
+    while isinstance(src, Node) and "val" not in src.meta and "quantize" in str(src.target):
+        src = src.args[0]  # a converted graph's dequantize(quantize(v)) has v's shape and dtype
+    src = src.meta.get("val") if isinstance(src, Node) else None
+    if not (isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor)):
+        return False
+    same = val.dtype == src.dtype and val.device == src.device
+    if node.target in CASTS:
+        return same
+    return node.target in SAME_SHAPE and same and val.shape == src.shape
+
+
 def remove_identities(gm: GraphModule) -> None:
-    """Drop eval-time no-ops (eval-mode dropout, contiguous, clone, alias, detach); a dropout
-    exported in training mode is random, which no int8 program computes: an error."""
+    """Drop eval-time no-ops: eval-mode dropout (all variants), contiguous, clone, alias, detach,
+    lift_fresh_copy, same-dtype to/_to_copy/type_as, same-shape expand(_as)/view_as/slice/narrow,
+    and the checks torch.export records (_assert_tensor_metadata, _assert_scalar,
+    sym_constrain_range, ...). A dropout exported in training mode is random, which no int8
+    program computes: an error."""
     for node in list(gm.graph.nodes):
-        if node.op == "call_function" and node.target in IDENTITIES:
+        if node.op != "call_function":
+            continue
+        name = getattr(node.target, "__name__", "")
+        if not node.users and name.startswith(CHECKS):
+            gm.graph.erase_node(node)
+        elif _is_noop(node):
             train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", False)
             if node.target in DROPOUTS and train:
                 raise UnsupportedOpError(

@@ -11,7 +11,9 @@ the node and the scheme found.
 `prepare` first tidies a copy of the graph (the user's module is left as it is): the `_guards_fn`
 call_module of `ExportedProgram.module()` goes, eval-mode dropout and other identities go,
 quantize nodes on constants (convert_pt2e(fold_quantize=False)) are folded, and identical
-quantize nodes of one value are merged.
+quantize nodes of one value are merged. What stays out of scope is refused there, naming the op:
+a model writing its buffers, control flow, FFT, scatter/index_put, integer or bool values,
+transpose/pad/concat of more than 4 dims.
 
 Every `quantize_per_tensor` node then becomes one int8 IR tensor (`Lifter.lift_value`). The
 float computation feeding it is an op whose operands are dequantized int8 tensors, possibly
@@ -36,6 +38,7 @@ from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
+from mcutorch.frontend.fold import check_stateless
 from mcutorch.ir import Graph, Node, Tensor, compose_act, verify
 from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
@@ -115,7 +118,9 @@ def prepare(gm: GraphModule) -> GraphModule:
     for node in list(gm.graph.nodes):
         if node.op == "call_module" and node.target == "_guards_fn" and not node.users:
             gm.graph.erase_node(node)  # torch.export's input guards: nothing to compute
+    check_stateless(gm)
     remove_identities(gm)
+    refuse_out_of_scope(gm)
     _fold_constant_quantize(gm)
     _merge_quantize(gm)
     gm.graph.eliminate_dead_code()
@@ -592,15 +597,36 @@ def _pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     lf.emit("max_pool2d" if is_max else "avg_pool2d", [x], out, attrs, n)
 
 
+def _mean_all(lf: Lifter, n: FxNode, x: Tensor, out: Tensor, act) -> None:
+    """The mean of every element: one avg_pool2d window over x reshaped to [1, 1, size/W, W]."""
+    window = (math.prod(x.shape) // x.shape[-1], x.shape[-1]) if x.shape else (1, 1)
+    flat = lf.new_tensor(out.name + "_flat", (1, 1, *window), x.scale, x.zero_point,
+                         layout="NCHW")
+    pooled = lf.new_tensor(out.name + "_pool", (1, 1, 1, 1), out.scale, out.zero_point,
+                           layout="NCHW")
+    lf.emit("reshape", [x], flat, {}, n)
+    lf.emit("avg_pool2d", [flat], pooled, {"kernel": window, "stride": window, "act": act,
+                                           "padding": (0, 0, 0, 0), "count_include_pad": 0,
+                                           "divisor": 0}, n)
+    lf.emit("reshape", [pooled], out, {}, n)
+
+
 def _global_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     x = lf.operand(n.args[0], n)
-    if len(x.shape) != 4:
+    rank, mean = len(x.shape), n.target in (A.mean.dim, A.mean.default)
+    dims = sorted({d % max(rank, 1) for d in _arg(n, 1, "dim", None) or range(rank)} if mean
+                  else ())
+    if mean and dims == list(range(rank)):
+        return _mean_all(lf, n, x, out, act)
+    if mean and (rank != 4 or dims != [2, 3]):
+        raise UnsupportedOpError(
+            f"{source_of(n)}: mean over dims {n.args[1]} of a {rank}-D tensor: mcutorch lowers "
+            "the mean over H, W of [N, C, H, W] (dim=(2, 3) or (-2, -1)) and the mean of all "
+            "elements (dim=None)")
+    if rank != 4:
         raise UnsupportedOpError(f"{source_of(n)}: pooling needs a 4-D input")
     h, w = x.shape[2:]
     if n.target == A.mean.dim:
-        dims = sorted(d % 4 for d in n.args[1])
-        if dims != [2, 3]:
-            raise UnsupportedOpError(f"{source_of(n)}: mean over dims {n.args[1]} (only H, W)")
         oh = ow = 1
     else:
         oh, ow = _pair(n.args[1])
@@ -725,6 +751,14 @@ HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual 
                      "aten.batch_norm.default"),
                     " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
                     "conv)"),
+    **dict.fromkeys((f"aten.{op}" for op in (
+        "zeros.default", "ones.default", "full.default", "arange.default", "arange.start",
+        "arange.start_step", "eye.default", "eye.m", "linspace.default", "scalar_tensor.default",
+        "zeros_like.default", "ones_like.default", "full_like.default")),
+        " (a constant computed in forward: mcutorch.quantize folds constants before "
+        "quantization; in your own PT2E flow, capture the model with "
+        "mcutorch.frontend.capture.capture(model, example_inputs) instead of "
+        "torch.export.export(...).module())"),
 }
 
 
@@ -741,8 +775,54 @@ def builder_of(node: FxNode):
     return BUILDERS[found[0].name]
 
 
+SCATTERS = ("scatter", "index_put", "index_add", "index_copy", "index_fill", "masked_scatter",
+            "put")
+MAX_RANK = {"transpose": 4, "pad": 4, "concat": 4}  # the program's perm/before/after attributes
+
+
+def _out_of_scope(node: FxNode) -> str:
+    """Why an aten node is out of mcutorch's scope, or ""."""
+    name, val = str(node.target), node.meta.get("val")
+    base = name.removeprefix("aten.").split(".")[0].strip("_")
+    if "fft" in base or base in ("stft", "istft"):
+        return "FFT (torch.fft) is not supported: it computes complex values"
+    if base.startswith(SCATTERS):
+        return ("scatter / index_put (stores at computed indices) is not supported: int8 programs "
+                "index their tensors statically")
+    if not (name.startswith("aten.") and isinstance(val, torch.Tensor)):
+        return ""
+    if not (val.is_floating_point() or val.is_complex()):
+        return (f"its output is a {val.dtype} tensor: integer and bool values (argmax, "
+                "comparisons, masks) cannot reach a quantized op or the model output, mcutorch "
+                "programs compute quantized real numbers (return the scores, take the argmax or "
+                "compare on the host)")
+    op = ops.SOURCES.get(name, (None,))[0]
+    if op is not None and val.dim() > MAX_RANK.get(op.name, val.dim()):
+        return (f"{op.name} of a {val.dim()}-D tensor: the program's {op.name} attributes cover "
+                f"ranks up to {MAX_RANK[op.name]} (merge or squeeze dims first)")
+    return ""
+
+
+def refuse_out_of_scope(gm: GraphModule) -> None:
+    """UnsupportedOpError naming op and source for what stays out of scope: control flow first
+    (the root cause of what its branches compute), then FFT, scatter/index_put, integer or bool
+    values, transpose/pad/concat of rank > 4."""
+    nodes = [n for n in gm.graph.nodes if n.op == "call_function"]
+    for node in nodes:
+        if isinstance(node.target, torch._ops.HigherOrderOperator):
+            raise UnsupportedOpError(
+                f"{source_of(node)}: control flow is not supported: mcutorch compiles one "
+                "straight-line graph (take the branch or the loop out of the model, or unroll "
+                "it)")
+    for node in nodes:
+        reason = _out_of_scope(node)
+        if reason:
+            raise UnsupportedOpError(f"{source_of(node)}: {reason}")
+
+
 def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
+    refuse_out_of_scope(gm)
     for node in gm.graph.nodes:
         if node.op == "call_function" and builder_of(node) is _lut:
             lut_function(node)  # a tensor where a constant is needed (x - y, x / y)

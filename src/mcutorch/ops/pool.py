@@ -15,7 +15,7 @@ OPS = (
           {"x": "NHWC", "y": "NHWC"}, family="pool",
           sources=(Source("aten.avg_pool2d.default", "shared"),
                    Source("aten.adaptive_avg_pool2d.default", "shared"),
-                   Source("aten.mean.dim", "shared")),
+                   Source("aten.mean.dim", "shared"), Source("aten.mean.default", "shared")),
           qparams="shared", fusable=True,
           doc="sum(x - in_zp) * reciprocal(count) (TOSA reciprocal_scale); divisor>0 overrides"),
 )

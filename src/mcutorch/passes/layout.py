@@ -2,6 +2,7 @@
 
 - conv weights OIHW -> OHWI; depthwise (groups == in channels) becomes `depthwise_conv2d` with
   weights [KH, KW, C*M];
+- a 4-D constant read as an activation (a folded constant added to one, ...) is transposed too;
 - axis attributes (concat, pad, softmax, transpose) are renumbered;
 - a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
   fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
@@ -28,9 +29,15 @@ def _orders_agree(shape_nchw) -> bool:
 
 
 def run(graph: Graph) -> Graph:
+    for node in graph.nodes:  # conv/FC weights have their own re-layout (FIXUPS)
+        for t in node.inputs if node.op not in ("conv2d", "fully_connected") else ():
+            if t.is_const and t.layout is None and len(t.shape) == 4:
+                t.layout = "NCHW"
     for t in graph.tensors():
         if t.layout == "NCHW":
             t.shape, t.layout = tuple(t.shape[i] for i in TO_NHWC), "NHWC"
+            if t.is_const:
+                t.data = np.ascontiguousarray(t.data.transpose(TO_NHWC))
     consumers = graph.consumers()
     nodes: list[Node] = []
     for node in graph.nodes:
