@@ -242,12 +242,12 @@ static const uint8_t mt_cpu_isa[MT_CPU_COUNT] = {
 #undef MT_CPU_ISA
 };
 
-/* validate.py check_target: no program flags; switches the CPU takes; the ISA level they give
+/* validate.py check_target: single rounding (tflite is reserved); no program flags; switches the CPU takes; the ISA level they give
  * (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids are in range (mt_load.c). */
 static mt_status mt_check_target(const mt_target_t *t)
 {
   uint32_t isa = mt_cpu_isa[t->cpu];
-  MT_REQUIRE(t->flags == 0, MT_ERR_BAD_TARGET);
+  MT_REQUIRE(t->rounding == MT_ROUNDING_SINGLE && t->flags == 0, MT_ERR_BAD_TARGET);
   MT_REQUIRE((t->switches & ~(uint32_t)mt_cpu_switches[t->cpu]) == 0, MT_ERR_BAD_TARGET);
   if ((t->switches & MT_TARGET_SWITCH_NOMVE) && isa == MT_ISA_MVE) {
     isa = MT_ISA_DSP;

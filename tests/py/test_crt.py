@@ -189,6 +189,13 @@ def test_c_loader_checks_target_switches():
     assert [python_code(blob) for blob, _ in cases] == expected
 
 
+def test_tflite_rounding_is_refused_by_both_readers(tiny):
+    """The reserved `tflite` rounding: no executor implements it, so neither reader loads it."""
+    blob = patch(tiny.to_bytes(), "target", 0, "rounding", S.ROUNDINGS.index("tflite"))
+    assert python_code(blob) == S.ERROR_CODES["bad_target"]
+    assert crt.check_host([blob]) == [S.ERROR_CODES["bad_target"]]
+
+
 def test_every_named_error_is_reached(verdicts):
     reached = {c for _, c in verdicts}
     missing = set(range(1, len(S.ERRORS) + 1)) - reached - {S.ERROR_CODES["bad_metadata"]}

@@ -233,6 +233,8 @@ def test_writer_refuses_invalid_programs(program):
         replace(program, outputs=[1]).to_bytes()
     with pytest.raises(ProgramError, match="bad_metadata"):
         replace(program, metadata={"x": float("nan")}).to_bytes()
+    with pytest.raises(ProgramError, match="bad_target.*'tflite' is reserved"):
+        replace(program, target=replace(program.target, rounding="tflite")).to_bytes()
 
 
 def test_version_error_names_the_supported_version(blob):
@@ -464,6 +466,7 @@ def test_named_error(blob, reason):
     (lambda b: patch(b, "bindings", 0, "offset", 0), "bad_delegate"),  # tensor not there
     (lambda b: patch(b, "bindings", 1, "shape", 2, element=5), "bad_delegate"),
     (lambda b: patch(b, "target", 0, "rounding", 2), "bad_target"),
+    (lambda b: patch(b, "target", 0, "rounding", 1), "bad_target"),  # tflite: reserved
     (lambda b: patch_bytes(b, _meta_at(b), b"[" * 8), "bad_metadata"),
 ])
 def test_more_corruptions(blob, corrupt, reason):

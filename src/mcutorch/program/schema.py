@@ -64,8 +64,9 @@ Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
     feature switches (`switches`: bit 1 << k for TARGET_SWITCHES[k], i.e. TARGET_SWITCH_NODSP,
     TARGET_SWITCH_NOMVE, TARGET_SWITCH_NOFP; since 1.1), the requantization rounding rule
-    (ROUNDINGS; "tflite" is reserved for imported TFLite models: the format carries it,
-    executors refuse it until they implement it), and program flags (none defined; must be 0).
+    (ROUNDINGS; "tflite" is reserved for imported TFLite models: the format has its id, but
+    no executor implements it, so both readers refuse it, bad_target, like an unknown id), and
+    program flags (none defined; must be 0).
     CPU + switches + NPU name the target (`mcutorch.targets`: "cortex-m4+nofp"), so a program
     says exactly how firmware for it is built. Readers refuse (bad_target) unknown switch bits,
     a switch the CPU does not take (its `targets.CPUS[cpu].switches`: +nomve only on M55/M85,

@@ -49,6 +49,8 @@ def check_target(p: Program) -> None:
                         ("rounding", S.ROUNDINGS)):
         require(getattr(t, name) in table, "bad_target",
                 f"{name} {getattr(t, name)!r} is not one of {', '.join(table)}")
+    require(t.rounding == "single", "bad_target", f"rounding {t.rounding!r} is reserved: no "
+            "executor implements it yet (only 'single' programs load)")
     require(t.flags == 0, "bad_target", f"program flags 0x{t.flags:x}: none are defined in "
             f"format {S.VERSION_MAJOR}.{S.VERSION_MINOR}")
     check_switches(t)
