@@ -15,6 +15,10 @@
 #define MT_ALIGN 16 /* section and constant alignment */
 #define MT_MAX_RANK 6
 #define MT_MAX_SECTIONS 64
+#define MT_MAX_REGIONS 16
+#define MT_MAX_IO 256 /* program inputs; program outputs */
+#define MT_MAX_DELEGATES 256
+#define MT_MAX_VARIADIC 256 /* operands of a variadic list; bindings */
 #define MT_CRC_START 16 /* crc32 = zlib CRC32 of file[MT_CRC_START:] */
 #define MT_NONE16 0xFFFFu /* no region */
 #define MT_NONE32 0xFFFFFFFFu /* no source / no CPU version */

@@ -23,7 +23,7 @@ static int mt_name_ok(const char *name) /* [A-Za-z0-9_]{1,8}, zero padded */
 static mt_status mt_check_regions(const mt_model *m)
 {
   uint32_t i, j;
-  MT_REQUIRE(m->n_regions < MT_NONE16, MT_ERR_BAD_REGION);
+  MT_REQUIRE(m->n_regions <= MT_MAX_REGIONS, MT_ERR_BAD_REGION); /* so the name check is cheap */
   for (i = 0; i < m->n_regions; i++) {
     const mt_region_t *r = &m->regions[i];
     uint32_t a = r->alignment;
@@ -98,8 +98,7 @@ static mt_status mt_check_const_range(const mt_model *m, uint32_t offset, uint32
 /* Each bound tensor lives exactly at its binding's offset in the delegate's scratch area. */
 static mt_status mt_check_bindings(const mt_model *m, const mt_delegate_t *d)
 {
-  uint32_t k, n = (uint32_t)d->n_inputs + d->n_outputs;
-  MT_REQUIRE(d->n_inputs >= 1 && d->n_outputs >= 1, MT_ERR_BAD_DELEGATE);
+  uint32_t k, n = (uint32_t)d->n_inputs + d->n_outputs; /* 1..256 each (mt_load.c) */
   MT_REQUIRE(d->scratch_region != MT_NONE16, MT_ERR_BAD_DELEGATE);
   for (k = 0; k < n; k++) {
     const mt_binding_t *b = &m->bindings[d->first_binding + k];
@@ -168,7 +167,7 @@ int mt_in_subgraph(const mt_model *m, uint32_t i)
 static mt_status mt_check_operands(const mt_model *m, const int32_t *idx, uint32_t n, int want)
 {
   uint32_t k;
-  MT_REQUIRE(want == MT_VARIADIC ? n >= 1 : n == (uint32_t)want, MT_ERR_BAD_OP);
+  MT_REQUIRE(want == MT_VARIADIC ? n >= 1 : n == (uint32_t)want, MT_ERR_BAD_OP); /* n <= 256 */
   for (k = 0; k < n; k++) {
     MT_REQUIRE(idx[k] >= 0 && (uint32_t)idx[k] < m->n_tensors, MT_ERR_BAD_OP);
   }
@@ -214,12 +213,33 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   return MT_STATUS_OK;
 }
 
-/* Program inputs/outputs: distinct arena tensors, at least one output. Every failure here is
- * bad_io, so the order of the checks within this step does not change the verdict. */
+/* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The
+ * CPU versions are disjoint (mt_check_cpu_ops), so this holds when every op of every CPU version
+ * is marked and there are as many marked ops as CPU version ops: linear in ops + delegates. */
+static mt_status mt_check_op_flags(const mt_model *m)
+{
+  uint32_t i, k, marked = 0, in_versions = 0;
+  for (i = 0; i < m->n_ops; i++) {
+    marked += (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
+  }
+  for (k = 0; k < m->n_delegates; k++) {
+    const mt_delegate_t *d = &m->delegates[k];
+    for (i = 0; d->cpu_first_op != MT_NONE32 && i < d->cpu_n_ops; i++) {
+      MT_REQUIRE(m->ops[d->cpu_first_op + i].flags & MT_OP_FLAG_SUBGRAPH, MT_ERR_BAD_OP);
+    }
+    in_versions += d->cpu_first_op != MT_NONE32 ? d->cpu_n_ops : 0;
+  }
+  MT_REQUIRE(marked == in_versions, MT_ERR_BAD_OP);
+  return MT_STATUS_OK;
+}
+
+/* Program inputs/outputs: distinct arena tensors, at least one output, at most MT_MAX_IO of
+ * each. Every failure here is bad_io, so the order of the checks within this step does not
+ * change the verdict. */
 static mt_status mt_check_io_list(const mt_model *m, const int32_t *idx, uint32_t n)
 {
   uint32_t i, j;
-  MT_REQUIRE(n <= m->n_tensors, MT_ERR_BAD_IO); /* more would repeat a tensor */
+  MT_REQUIRE(n <= MT_MAX_IO, MT_ERR_BAD_IO); /* so the duplicate check is cheap */
   for (i = 0; i < n; i++) {
     MT_REQUIRE(idx[i] >= 0 && (uint32_t)idx[i] < m->n_tensors, MT_ERR_BAD_IO);
     MT_REQUIRE(m->tensors[idx[i]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_IO);
@@ -242,7 +262,8 @@ static const uint8_t mt_cpu_isa[MT_CPU_COUNT] = {
 #undef MT_CPU_ISA
 };
 
-/* validate.py check_target: single rounding (tflite is reserved); no program flags; switches the CPU takes; the ISA level they give
+/* validate.py check_target: single rounding (tflite is reserved); no program flags; switches the
+ * CPU takes; the ISA level they give
  * (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids are in range (mt_load.c). */
 static mt_status mt_check_target(const mt_target_t *t)
 {
@@ -276,9 +297,5 @@ mt_status mt_validate_program(const mt_model *m)
   MT_REQUIRE(m->n_outputs >= 1, MT_ERR_BAD_IO);
   MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
   MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
-  for (i = 0; i < m->n_ops; i++) {
-    int marked = (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
-    MT_REQUIRE(marked == mt_in_subgraph(m, i), MT_ERR_BAD_OP);
-  }
-  return MT_STATUS_OK;
+  return mt_check_op_flags(m);
 }

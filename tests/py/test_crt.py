@@ -7,6 +7,7 @@ import random
 import re
 import shutil
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from unittest import mock
@@ -20,7 +21,8 @@ from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
 from mcutorch.ref.interpreter import Interpreter
 from test_program import (CORRUPT, SWITCH_CASES, _apply, _sweep, build_program, copy_program,
-                          every_target_name, patch, switch_case_files)
+                          every_target_name, io_program, limit_files, patch, regions_program,
+                          switch_case_files, unchecked_bytes)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
@@ -194,6 +196,33 @@ def test_tflite_rounding_is_refused_by_both_readers(tiny):
     blob = patch(tiny.to_bytes(), "target", 0, "rounding", S.ROUNDINGS.index("tflite"))
     assert python_code(blob) == S.ERROR_CODES["bad_target"]
     assert crt.check_host([blob]) == [S.ERROR_CODES["bad_target"]]
+
+
+def test_c_loader_enforces_the_limits():
+    """At each count bound (schema.MAX_*) the C loader loads the program, one past it refuses
+    it with the Python reader's reason; a concat of the most inputs runs alike in both."""
+    files = limit_files()
+    got = crt.check_host([f for _, at, past, _ in files for f in (at, past)])
+    want = [c for _, _, _, reason in files for c in (0, S.ERROR_CODES[reason])]
+    assert got == want, [name for name, *_ in files]
+    p = io_program(1, 1, S.MAX_VARIADIC)
+    xs = [np.full((1, 1), 7, np.int8)]
+    (got,), (want,) = crt.run_host(p, xs), Interpreter(p).invoke(xs)
+    np.testing.assert_array_equal(want, np.full((1, S.MAX_VARIADIC), 7))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_huge_counts_are_refused_quickly():
+    """65 536 regions or 120 000 outputs (a quadratic check took seconds): refused at once."""
+    crt.build_host_runner(kernels=False)
+    outputs = io_program(1, 1, 1)
+    outputs.outputs = [0] * 120_000
+    files = [unchecked_bytes(regions_program(65_536)), unchecked_bytes(outputs)]
+    want = [S.ERROR_CODES["bad_region"], S.ERROR_CODES["bad_io"]]
+    start = time.perf_counter()
+    assert [python_code(f) for f in files] == want
+    assert crt.check_host(files) == want
+    assert time.perf_counter() - start < 2.0
 
 
 def test_every_named_error_is_reached(verdicts):

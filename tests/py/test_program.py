@@ -406,6 +406,93 @@ def test_target_of_a_bad_record_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------
+# limits (schema.MAX_*): the counts that keep every reader linear in the file. At each bound a
+# program loads; one past it both readers refuse (test_crt runs the same files through the C
+# loader). Files past a bound are written without the writer's validation, as a hostile tool
+# could write them.
+
+
+def unchecked_bytes(p: Program) -> bytes:
+    """The file of `p` without the writer's checks."""
+    from mcutorch.program import writer
+
+    return writer._assemble(writer._payloads(p))
+
+
+def _target_info(name: str) -> TargetInfo:
+    from mcutorch.targets import parse_target
+
+    return TargetInfo.of(parse_target(name))
+
+
+def regions_program(n: int) -> Program:
+    """copy_program with `n` regions (the tensors in the first)."""
+    p = copy_program("cortex-m55")
+    p.regions += [RegionInfo(f"r{k}", 16) for k in range(1, n)]
+    return p
+
+
+def io_program(n_in: int, n_out: int, n_concat: int) -> Program:
+    """`n_in` program inputs, `n_out` outputs and one concat of `n_concat` (1, 1) inputs (in
+    turn) into y (1, n_concat), which is the first output."""
+    n = max(n_in, n_out, n_concat)
+    tensors = [TensorInfo.arena("int8", (1, 1), 0, k, 0.5) for k in range(n)]
+    tensors.append(TensorInfo.arena("int8", (1, n_concat), 0, n, 0.5))
+    y = len(tensors) - 1
+    return Program(_target_info("cortex-m55"), [RegionInfo("ram", n + n_concat)], tensors,
+                   [OpInfo("concat", [k % n_in for k in range(n_concat)], [y], {"axis": 3})], list(range(n_in)),
+                   [y, *range(n_out - 1)])
+
+
+def delegates_program(n_delegates: int, n_bindings: int) -> Program:
+    """`n_delegates` delegates (no ops run them), each binding `n_bindings` (1, 1) inputs and
+    one output in the same scratch area."""
+    pool = ConstantPool()
+    command = pool.add(b"\x01" * 16)
+    tensors = [TensorInfo.arena("int8", (1, 1), 0, k, 0.5) for k in range(n_bindings + 1)]
+    scratch = Area(0, 0, n_bindings + 1)
+    delegates = [DelegateInfo("ethos-u55-128", (command, 16), scratch=scratch,
+                              inputs=[Binding(k, k, (1, 1), 1) for k in range(n_bindings)],
+                              outputs=[Binding(n_bindings, n_bindings, (1, 1), 1)])
+                 for _ in range(n_delegates)]
+    return Program(_target_info("cortex-m55+ethos-u55-128"),
+                   [RegionInfo("sram", n_bindings + 1, npu=True)], tensors, [], [0],
+                   [n_bindings], pool.to_bytes(), delegates)
+
+
+# (name, program at the bound, program one past it, reason)
+LIMITS = [
+    ("regions", lambda: regions_program(S.MAX_REGIONS), lambda: regions_program(S.MAX_REGIONS + 1),
+     "bad_region"),
+    ("inputs", lambda: io_program(S.MAX_IO, 1, 1), lambda: io_program(S.MAX_IO + 1, 1, 1),
+     "bad_io"),
+    ("outputs", lambda: io_program(1, S.MAX_IO, 1), lambda: io_program(1, S.MAX_IO + 1, 1),
+     "bad_io"),
+    ("concat_inputs", lambda: io_program(1, 1, S.MAX_VARIADIC),
+     lambda: io_program(1, 1, S.MAX_VARIADIC + 1), "bad_op"),
+    ("delegates", lambda: delegates_program(S.MAX_DELEGATES, 1),
+     lambda: delegates_program(S.MAX_DELEGATES + 1, 1), "bad_delegate"),
+    ("bindings", lambda: delegates_program(1, S.MAX_VARIADIC),
+     lambda: delegates_program(1, S.MAX_VARIADIC + 1), "bad_delegate"),
+]
+
+
+def limit_files() -> list[tuple[str, bytes, bytes, str]]:
+    return [(name, at().to_bytes(), unchecked_bytes(past()), reason)
+            for name, at, past, reason in LIMITS]
+
+
+@pytest.mark.parametrize("name", [case[0] for case in LIMITS])
+def test_limits(name):
+    _, at, past, reason = next(c for c in LIMITS if c[0] == name)
+    assert reason_of(at().to_bytes()) is None
+    assert reason_of(unchecked_bytes(past())) == reason
+    with pytest.raises(ProgramError) as e:
+        past().to_bytes()
+    assert e.value.reason == reason
+
+
+# ----------------------------------------------------------------------------------------------
 # every named error, each reached by one targeted corruption (CRC recomputed where it matters)
 
 

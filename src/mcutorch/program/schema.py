@@ -99,6 +99,16 @@ Meaning of the records:
     model's NCHW tensor stored NHWC; Program.stripped keeps only this key). Other keys are kept
     as they are.
 
+Limits (every reader, every format version): at most MAX_REGIONS (16) regions (bad_region),
+MAX_IO (256) program inputs and as many outputs (bad_io), MAX_DELEGATES (256) delegates and at
+most MAX_VARIADIC (256) input and as many output bindings per delegate (bad_delegate), at most
+MAX_VARIADIC operands in an op's input list and in its output list (bad_op). Records may share
+ranges of OPERANDS and BINDINGS, so without these bounds a small file could make a reader do
+work quadratic in its size; with them, the C loader (which has no memory to sort or hash in)
+stays linear. The counts of ops, records and operands and the total operand, binding and
+const bytes are bounded only by the file size. A reader refuses an op's and a delegate's counts
+with its record (reader.py `_op`, `_delegates`), the other counts with the semantic checks.
+
 Validation (reader.py, then validate.py; the C loader does the same in the same order): header
 size, magic, version, file_size == buffer length, CRC, reserved fields; section table bounds,
 alignment, overlap, kinds, record sizes; every record's enum ids and reserved fields; then every
@@ -122,6 +132,12 @@ VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to th
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
 MAX_SECTIONS = 64  # a reader refuses larger section tables outright
+# Counts that bound the loader's work (see "Limits" above): every check stays linear in the file.
+MAX_REGIONS = 16  # regions (bad_region)
+MAX_IO = 256  # program inputs, and program outputs (bad_io)
+MAX_DELEGATES = 256  # delegate records (bad_delegate)
+MAX_VARIADIC = 256  # operands of one variadic list (concat inputs, delegate op inputs / outputs;
+#                     bad_op) and a delegate's input / output bindings (bad_delegate)
 REGION_ALIGN_MIN, REGION_ALIGN_MAX = 4, 65536  # arena alignment bounds (powers of two)
 NONE16 = 0xFFFF  # "no region"
 NONE32 = 0xFFFFFFFF  # "no source", "no CPU version"
