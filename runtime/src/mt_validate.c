@@ -192,6 +192,39 @@ static mt_status mt_check_delegate_op(const mt_model *m, uint32_t i, const int32
   return MT_STATUS_OK;
 }
 
+/* Arena tensors a and b share a byte (empty ones never do). */
+static int mt_meet(const mt_tensor_t *a, uint32_t region, uint32_t offset, uint32_t size)
+{
+  return a->storage == MT_STORAGE_ARENA && a->region == region && a->size != 0 && size != 0 &&
+         (uint64_t)a->offset < (uint64_t)offset + size &&
+         (uint64_t)offset < (uint64_t)a->offset + a->size;
+}
+
+/* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch,
+ * nor an input unless the op runs in place and the two are the same bytes; the scratch meets no
+ * input. Delegate ops are exempt. One output except for delegates: linear in the operands. */
+static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const uint32_t alias = mt_op_table[op->opcode].alias, n = (uint32_t)op->n_inputs + op->n_outputs;
+  uint32_t k, j;
+  for (k = op->n_inputs; k < n && !(alias & MT_ALIAS_DELEGATE); k++) {
+    const mt_tensor_t *y = &m->tensors[in[k]];
+    for (j = 0; j < k; j++) {
+      const mt_tensor_t *x = &m->tensors[in[j]];
+      MT_REQUIRE(!mt_meet(x, y->region, y->offset, y->size) ||
+                     (j < op->n_inputs && (alias & MT_ALIAS_INPLACE) && x->storage == y->storage &&
+                      x->region == y->region && x->offset == y->offset && x->size == y->size),
+                 MT_ERR_BAD_OP);
+    }
+  }
+  for (k = 0; k < n && !(alias & MT_ALIAS_DELEGATE) && op->scratch_region != MT_NONE16; k++) {
+    MT_REQUIRE(
+        !mt_meet(&m->tensors[in[k]], op->scratch_region, op->scratch_offset, op->scratch_size),
+        MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -210,7 +243,7 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   if (op->opcode == MT_OP_DELEGATE) {
     MT_TRY(mt_check_delegate_op(m, i, in));
   }
-  return MT_STATUS_OK;
+  return mt_check_alias(m, op, in);
 }
 
 /* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The

@@ -21,8 +21,8 @@ from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
 from mcutorch.ref.interpreter import Interpreter
 from test_program import (CORRUPT, SWITCH_CASES, _apply, _sweep, build_program, copy_program,
-                          every_target_name, io_program, limit_files, patch, regions_program,
-                          switch_case_files, unchecked_bytes)
+                          OVERLAP_CASES, every_target_name, io_program, limit_files, overlap_files,
+                          patch, regions_program, switch_case_files, unchecked_bytes)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
@@ -210,6 +210,24 @@ def test_c_loader_enforces_the_limits():
     (got,), (want,) = crt.run_host(p, xs), Interpreter(p).invoke(xs)
     np.testing.assert_array_equal(want, np.full((1, S.MAX_VARIADIC), 7))
     np.testing.assert_array_equal(got, want)
+
+
+def test_overlapping_operands_alike_in_both_executors():
+    """The C loader gives each hand-built overlap the Python reader's verdict (bad_op unless in
+    place, or a delegate); the accepted programs run alike in both executors (in place too)."""
+    files = overlap_files()
+    want = [S.ERROR_CODES[reason] if reason else 0 for _, _, reason in files]
+    assert crt.check_host([blob for _, blob, _ in files]) == want, [n for n, *_ in files]
+    assert [python_code(blob) for _, blob, _ in files] == want
+    rng = np.random.default_rng(5)
+    for name, make, reason in OVERLAP_CASES:
+        p = make()
+        if reason is None and not name.startswith("delegate_output"):
+            xs = [rng.integers(-128, 128, p.tensors[i].shape, dtype=np.int8) for i in p.inputs]
+            if len(p.inputs) == 2 and p.tensors[0].offset == p.tensors[1].offset:
+                xs[1] = xs[0]  # the same bytes: the same values
+            for g, w in zip(crt.run_host(p, xs), Interpreter(p).invoke(xs)):
+                np.testing.assert_array_equal(g, w, err_msg=name)
 
 
 def test_huge_counts_are_refused_quickly():

@@ -5,6 +5,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -490,6 +491,119 @@ def test_limits(name):
     with pytest.raises(ProgramError) as e:
         past().to_bytes()
     assert e.value.reason == reason
+
+
+# ----------------------------------------------------------------------------------------------
+# operands that share bytes (ops.ALIAS_KINDS): refused (bad_op) unless the op runs in place and
+# its output is exactly an input's bytes; delegate ops are exempt, the ops of their CPU versions
+# are not. test_crt runs the same files through the C loader, and the accepted ones through both
+# executors.
+
+
+def one_op_program(name: str, ins: list, out, attrs: dict | None = None, scratch=None,
+                   out_region: int = 0) -> Program:
+    """One op over int8 tensors in region "ram" (256 B; region "ram2" is a second one): `ins`
+    are (shape, offset) of arena inputs, or arrays (constants); `out` the output's (shape,
+    offset)."""
+    pool = ConstantPool()
+    tensors = [pool.tensor(x, 1.0) if isinstance(x, np.ndarray)
+               else TensorInfo.arena("int8", x[0], 0, x[1], 0.5) for x in ins]
+    tensors.append(TensorInfo.arena("int8", out[0], out_region, out[1], 0.5))
+    arena = [i for i, x in enumerate(ins) if not isinstance(x, np.ndarray)]
+    return Program(_target_info("cortex-m55"), [RegionInfo("ram", 256), RegionInfo("ram2", 256)],
+                   tensors, [OpInfo(name, range(len(ins)), [len(ins)], attrs or {}, scratch=scratch)],
+                   arena, [len(ins)], pool.to_bytes())
+
+
+ADD = {"a_zp": 0, "a_mult": 1 << 30, "a_shift": 30, "b_zp": 0, "b_mult": 1 << 30, "b_shift": 30,
+       "out_zp": 0, "out_mult": 1 << 30, "out_shift": 31, "act_min": -128, "act_max": 127}
+CONV = {"stride_h": 1, "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "pad_top": 0,
+        "pad_left": 0, "pad_bottom": 0, "pad_right": 0, "groups": 1, "in_zp": 0, "out_zp": 0,
+        "act_min": -128, "act_max": 127}
+POOL = {"kernel_h": 2, "kernel_w": 2, "stride_h": 2, "stride_w": 2, "pad_top": 0, "pad_left": 0,
+        "pad_bottom": 0, "pad_right": 0, "act_min": -128, "act_max": 127}
+
+
+def _conv(y_offset: int, scratch=None) -> Program:
+    w = np.ones((2, 1, 1, 2), np.int8)
+    consts = [w, np.zeros(2, np.int32), np.full(2, 1 << 30, np.int32), np.full(2, 31, np.int32)]
+    return one_op_program("conv2d", [((1, 4, 4, 2), 0), *consts], ((1, 4, 4, 2), y_offset), CONV,
+                          scratch)
+
+
+def _add(a: int, b: int, y: int, y_shape=(1, 4), region: int = 0) -> Program:
+    return one_op_program("add", [((1, 4), a), ((1, 4), b)], (y_shape, y), ADD, out_region=region)
+
+
+def _delegate_over_input(offset: int, cpu_version: bool) -> Program:
+    """build_program's delegate with its output binding moved to scratch `offset` (its input's
+    bytes are [64, 112)); without the CPU version (lut) when cpu_version is False."""
+    p = build_program()
+    p.tensors[6] = replace(p.tensors[6], offset=offset)
+    p.delegates[0].outputs[0] = replace(p.delegates[0].outputs[0], offset=offset)
+    if not cpu_version:
+        p.delegates[0].cpu_ops, p.ops = None, p.ops[:3]
+    return p
+
+
+TABLE = np.arange(-128, 128, dtype=np.int16).astype(np.int8)[::-1].copy()
+# (name, program, reason or None)
+OVERLAP_CASES = [
+    ("conv_partial", lambda: _conv(16), "bad_op"),
+    ("conv_exact", lambda: _conv(0), "bad_op"),  # no in-place kernel
+    ("conv_apart", lambda: _conv(32), None),
+    ("conv_scratch_on_output", lambda: _conv(32, Area(0, 56, 16)), "bad_op"),
+    ("conv_scratch_on_input", lambda: _conv(32, Area(0, 24, 16)), "bad_op"),
+    ("conv_scratch_apart", lambda: _conv(32, Area(0, 64, 16)), None),
+    ("conv_scratch_other_region", lambda: _conv(32, Area(1, 0, 64)), None),
+    ("max_pool_partial", lambda: one_op_program(
+        "max_pool2d", [((1, 4, 4, 2), 0)], ((1, 2, 2, 2), 24), POOL), "bad_op"),
+    ("concat_on_second_input", lambda: one_op_program(
+        "concat", [((1, 4), 0), ((1, 4), 4)], ((1, 8), 4), {"axis": 3}), "bad_op"),
+    ("concat_apart", lambda: one_op_program(
+        "concat", [((1, 4), 0), ((1, 4), 4)], ((1, 8), 8), {"axis": 3}), None),
+    ("transpose_exact", lambda: one_op_program(
+        "transpose", [((2, 3), 0)], ((3, 2), 0), {"perm0": 0, "perm1": 1, "perm2": 3,
+                                                  "perm3": 2}), "bad_op"),
+    ("pad_partial", lambda: one_op_program(
+        "pad", [((1, 4), 0)], ((1, 6), 2), {**{f"before{k}": 0 for k in range(4)},
+                                            **{f"after{k}": 0 for k in range(3)},
+                                            "after3": 2, "value": 0}), "bad_op"),
+    ("copy_exact", lambda: one_op_program("copy", [((1, 4), 0)], ((1, 4), 0)), "bad_op"),
+    ("copy_empty", lambda: one_op_program("copy", [((1, 0), 0)], ((0,), 0)), None),
+    ("copy_reshape", lambda: one_op_program("copy", [((2, 3), 0)], ((6,), 8)), None),
+    ("add_inplace_a", lambda: _add(0, 8, 0), None),
+    ("add_inplace_b", lambda: _add(0, 8, 8), None),
+    ("add_inplace_both", lambda: _add(0, 0, 0), None),  # add(x, x) into x
+    ("add_inputs_overlap", lambda: _add(0, 2, 8), None),  # inputs may share bytes
+    ("add_shifted", lambda: _add(0, 8, 1), "bad_op"),
+    ("add_same_offset_smaller", lambda: _add(0, 8, 0, y_shape=(1, 2)), "bad_op"),
+    ("add_on_a_partly_b", lambda: _add(0, 2, 0), "bad_op"),
+    ("add_other_region", lambda: _add(0, 8, 0, region=1), None),
+    ("lut_inplace", lambda: one_op_program("lut", [((1, 4), 0), TABLE], ((1, 4), 0)), None),
+    ("lut_partial", lambda: one_op_program("lut", [((1, 4), 0), TABLE], ((1, 4), 3)), "bad_op"),
+    ("clamp_inplace", lambda: one_op_program(
+        "clamp", [((2, 3), 16)], ((2, 3), 16), {"act_min": -5, "act_max": 9}), None),
+    ("delegate_output_over_input", lambda: _delegate_over_input(80, False), None),  # exempt
+    ("delegate_cpu_version_partial", lambda: _delegate_over_input(80, True), "bad_op"),
+    ("delegate_cpu_version_inplace", lambda: _delegate_over_input(64, True), None),
+]
+
+
+def overlap_files() -> list[tuple[str, bytes, str | None]]:
+    return [(name, unchecked_bytes(make()), reason) for name, make, reason in OVERLAP_CASES]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in OVERLAP_CASES])
+def test_overlapping_operands(name):
+    _, make, reason = next(c for c in OVERLAP_CASES if c[0] == name)
+    assert reason_of(unchecked_bytes(make())) == reason
+    if reason is None:
+        assert Program.from_bytes(make().to_bytes()) == make()
+    else:
+        with pytest.raises(ProgramError, match="overlaps") as e:
+            make().to_bytes()
+        assert e.value.reason == reason
 
 
 # ----------------------------------------------------------------------------------------------

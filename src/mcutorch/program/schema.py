@@ -113,7 +113,10 @@ Validation (reader.py, then validate.py; the C loader does the same in the same 
 size, magic, version, file_size == buffer length, CRC, reserved fields; section table bounds,
 alignment, overlap, kinds, record sizes; every record's enum ids and reserved fields; then every
 index and byte range (tensors in their region / CONST, operand and attribute ranges, scratch,
-delegate blobs and bindings, IO) and the counts ops.py prescribes. Failures are named by ERRORS.
+delegate blobs and bindings, IO), the counts ops.py prescribes, and that no op's output shares
+a byte with an input, another output or its scratch beyond what its registry entry allows
+(ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; the delegate op: anything; bad_op).
+Failures are named by ERRORS.
 """
 from __future__ import annotations
 

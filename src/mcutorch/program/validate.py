@@ -189,6 +189,42 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
     _check_source(p, what, op.source)
     if op.name == "delegate":
         _check_delegate_op(p, what, op, in_subgraph)
+    if "delegate" not in d.alias:
+        _check_alias(p, what, op, "inplace" in d.alias)
+
+
+def _bytes_of(p: Program, index: int):
+    """(region, offset, size) of an arena tensor; None for a constant."""
+    t = p.tensors[index]
+    return (t.region, t.offset, t.nbytes) if t.storage == "arena" else None
+
+
+def _meet(a, b) -> bool:
+    """Two (region, offset, size) byte ranges share a byte (empty ones never do)."""
+    return (a is not None and b is not None and a[0] == b[0] and a[2] > 0 and b[2] > 0
+            and a[1] < b[1] + b[2] and b[1] < a[1] + a[2])
+
+
+def _check_alias(p: Program, what: str, op, inplace: bool) -> None:
+    """ops.ALIAS_KINDS: an output shares no byte with another output or the scratch buffer, nor
+    with an input unless the op is in-place capable and the two are exactly the same bytes; the
+    scratch buffer shares none with an input either. The C loader checks the same (bad_op)."""
+    scratch = None if op.scratch is None else (op.scratch.region, op.scratch.offset,
+                                               op.scratch.size)
+    for k, o in enumerate(op.outputs):
+        y = _bytes_of(p, o)
+        for i in op.inputs:
+            x = _bytes_of(p, i)
+            require(not _meet(y, x) or (inplace and x == y), "bad_op",
+                    f"{what}: output tensor {o} {y} overlaps input tensor {i} {x}"
+                    + ("" if inplace else " (the op cannot run in place)")
+                    + (" without being exactly its bytes" if inplace else ""))
+        for o2 in op.outputs[:k]:
+            require(not _meet(y, _bytes_of(p, o2)), "bad_op",
+                    f"{what}: outputs {o2} and {o} overlap")
+    for t in (*op.inputs, *op.outputs):
+        require(not _meet(scratch, _bytes_of(p, t)), "bad_op",
+                f"{what}: scratch {op.scratch} overlaps operand tensor {t}")
 
 
 def _check_source(p: Program, what: str, source) -> None:

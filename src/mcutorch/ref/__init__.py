@@ -30,10 +30,15 @@ VARIANTS = {
 }
 
 
+# Ops whose output may take any shape of their input's element count (a byte copy that is also
+# a reshape); the kernel returns the input's shape and the executor stores the same bytes.
+RESHAPING = frozenset({"copy"})
+
+
 def kernel_for(op: str, variant: str = ops.DEFAULT_VARIANT):
     """The reference kernel of (op, variant)."""
     return VARIANTS.get((op, variant), KERNELS[op])
 
 
-__all__ = ["KERNELS", "VARIANTS", "concat_attrs", "fold_bias", "kernel_for", "make_lut",
+__all__ = ["KERNELS", "RESHAPING", "VARIANTS", "concat_attrs", "fold_bias", "kernel_for", "make_lut",
            "pad_attrs", "softmax_exp_table", "transpose_attrs"]
