@@ -21,8 +21,9 @@ from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
 from mcutorch.ref.interpreter import Interpreter
 from test_program import (CORRUPT, SWITCH_CASES, _apply, _sweep, build_program, copy_program,
-                          OVERLAP_CASES, every_target_name, io_program, limit_files, overlap_files,
-                          patch, regions_program, switch_case_files, unchecked_bytes)
+                          CONV, OVERLAP_CASES, POOL, every_target_name, io_program, limit_files,
+                          one_op_program, overlap_files, patch, regions_program, switch_case_files,
+                          unchecked_bytes)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
@@ -392,6 +393,79 @@ def test_kws_firmware_on_cortex_m0plus_with_unaligned_traps(tmp_path):
     assert r.ok, r.stdout + r.stderr
     np.testing.assert_array_equal(np.frombuffer(r.files["out0.bin"], np.int8),
                                   cm.run_int8(xs)[0].ravel())
+
+
+DIM_MAX = (1 << 30) - 1
+
+
+def _hostile_conv(y_shape, **attrs) -> Program:
+    consts = [np.ones((2, 3, 3, 2), np.int8), np.zeros(2, np.int32), np.full(2, 1 << 30, np.int32),
+              np.full(2, 31, np.int32)]
+    return one_op_program("conv2d", [((1, 4, 4, 2), 0), *consts], (y_shape, 64),
+                          {**CONV, "pad_top": 1, "pad_left": 1, "pad_bottom": 1, "pad_right": 1,
+                           **attrs})
+
+
+def _hostile_fc(n: int) -> Program:
+    """fully_connected of x [n, 1] and a weight [n, 1]: an [n, n] result, the output [n, 1]."""
+    consts = [np.ones((n, 1), np.int8), np.zeros(n, np.int32), np.full(n, 1 << 30, np.int32),
+              np.full(n, 31, np.int32)]
+    p = one_op_program("fully_connected", [((n, 1), 0), *consts], ((n, 1), n),
+                       {"in_zp": 0, "out_zp": 0, "act_min": -128, "act_max": 127})
+    p.regions[0].size = 2 * n
+    return p
+
+
+# (name, program, loads and runs in both executors?): small programs that asked an executor
+# for gigabytes or 2^30-iteration loops; either both refuse at once or both run at once, alike
+HOSTILE = [
+    ("conv_pad_right_6553601", lambda: _hostile_conv((1, 4, 4, 2), pad_right=6553601), False),
+    ("conv_stride_int32_max", lambda: _hostile_conv((1, 4, 4, 2), stride_h=0x7FFFFFFF), False),
+    ("conv_far_windows", lambda: _hostile_conv((1, 2, 4, 2), stride_h=DIM_MAX, pad_top=DIM_MAX,
+                                               pad_bottom=DIM_MAX - 7), True),  # padded 2^31 - 5
+    ("fc_square", lambda: _hostile_fc(40_000), False),
+    ("max_pool_kernel_2p30", lambda: one_op_program(
+        "max_pool2d", [((1, 4, 4, 2), 0)], ((1, 2, 2, 2), 64),
+        {**POOL, "kernel_h": DIM_MAX, "pad_top": DIM_MAX - 1, "stride_w": 1, "kernel_w": 3,
+         "pad_left": 0, "pad_right": 0}), True),
+    ("avg_pool_divisor_int32_max", lambda: one_op_program(
+        "avg_pool2d", [((1, 4, 4, 2), 0)], ((1, 2, 2, 2), 64),
+        {**POOL, "count_include_pad": 0, "divisor": 0x7FFFFFFF, "in_zp": 0, "out_zp": 0}),
+     False),
+    ("pad_after_2p31", lambda: one_op_program(
+        "pad", [((1, 4), 0)], ((1, 6), 8), {**{f"before{k}": 0 for k in range(4)},
+                                            **{f"after{k}": 0 for k in range(3)},
+                                            "after3": 0x7FFFFFFF, "value": 0}), False),
+]
+
+
+@pytest.mark.parametrize("name", [h[0] for h in HOSTILE])
+def test_hostile_programs_are_refused_or_run_quickly_alike(name):
+    """Both executors give the same verdict on each, in well under a second: refused before any
+    allocation (the output shape is checked first; ExecutionError / bad_argument), or run with
+    the same result without building padding no window reads."""
+    from mcutorch.errors import ExecutionError, McutorchError
+
+    _, make, runs = next(h for h in HOSTILE if h[0] == name)
+    p = Program.from_bytes(make().to_bytes())
+    crt.build_host_runner()
+    xs = [np.random.default_rng(3).integers(-128, 128, p.tensors[i].shape, dtype=np.int8)
+          for i in p.inputs]
+    start = time.perf_counter()
+    if runs:
+        want = Interpreter(p).invoke(xs)
+    else:
+        with pytest.raises(ExecutionError, match=r"^op 0 \("):
+            Interpreter(p).invoke(xs)
+    middle = time.perf_counter()
+    if runs:
+        for g, w in zip(crt.run_host(p, xs), want):
+            np.testing.assert_array_equal(g, w)
+    else:
+        with pytest.raises(McutorchError, match="bad_argument"):
+            crt.run_host(p, xs)
+    end = time.perf_counter()
+    assert middle - start < 0.5 and end - middle < 0.5, (middle - start, end - middle)
 
 
 @pytest.mark.parametrize("attr,value", [("stride_h", 0x7FFFFFFF), ("stride_w", 3)])

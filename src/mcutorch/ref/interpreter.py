@@ -11,7 +11,7 @@ import numpy as np
 from mcutorch.errors import ExecutionError, McutorchError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
-from mcutorch.ref import RESHAPING, kernel_for
+from mcutorch.ref import RESHAPING, kernel_for, output_shape
 
 
 class Interpreter:
@@ -51,7 +51,7 @@ class Interpreter:
         out = self.views[op.outputs[0]]
         if op.name in RESHAPING and ins[0].size == out.size:
             out = out.reshape(ins[0].shape)  # the same bytes, seen in the kernel's shape
-        return (i, kernel, ins, op.attrs, out)
+        return (i, op.name, kernel, ins, op.attrs, out)
 
     def invoke(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Set the program's int8 inputs (NHWC), run every op, return copies of the outputs."""
@@ -73,16 +73,21 @@ class Interpreter:
             if isinstance(step, list):
                 self._run(step)
                 continue
-            i, kernel, ins, attrs, out = step
+            i, name, kernel, ins, attrs, out = step
             try:
+                shape = output_shape(name, ins, attrs)  # before the kernel allocates anything
+                if shape is not None and shape != out.shape:
+                    self._mismatch(i, out.dtype, shape, out)
                 y = kernel(*ins, **attrs)
             except ValueError as e:
                 raise ExecutionError(f"{self._where(i)}: {e}") from None
             if y.shape != out.shape or y.dtype != out.dtype:  # never broadcast into the output
-                raise ExecutionError(f"{self._where(i)}: the kernel computes {y.dtype}"
-                                     f"{list(y.shape)} but the program's output is {out.dtype}"
-                                     f"{list(out.shape)}")
+                self._mismatch(i, y.dtype, y.shape, out)
             out[...] = y
+
+    def _mismatch(self, i: int, dtype, shape, out) -> None:
+        raise ExecutionError(f"{self._where(i)}: the kernel computes {dtype}{list(shape)} but "
+                             f"the program's output is {out.dtype}{list(out.shape)}")
 
     def _where(self, i: int) -> str:
         source = self.program.op_source(i)
