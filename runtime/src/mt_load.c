@@ -250,6 +250,7 @@ static mt_status mt_check_region_records(const mt_model *m)
 {
   const uint32_t known = MT_REGION_FLAG_NPU | MT_REGION_FLAG_BASE_KNOWN;
   uint32_t i;
+  MT_REQUIRE(m->n_regions <= MT_MAX_REGIONS, MT_ERR_BAD_REGION);
   for (i = 0; i < m->n_regions; i++) {
     const mt_region_t *r = &m->regions[i];
     MT_REQUIRE(mt_zero_padded(r->name, sizeof r->name), MT_ERR_BAD_REGION);

@@ -22,8 +22,7 @@ static int mt_name_ok(const char *name) /* [A-Za-z0-9_]{1,8}, zero padded */
 
 static mt_status mt_check_regions(const mt_model *m)
 {
-  uint32_t i, j;
-  MT_REQUIRE(m->n_regions <= MT_MAX_REGIONS, MT_ERR_BAD_REGION); /* so the name check is cheap */
+  uint32_t i, j; /* at most MT_MAX_REGIONS regions (mt_load.c): the name check is cheap */
   for (i = 0; i < m->n_regions; i++) {
     const mt_region_t *r = &m->regions[i];
     uint32_t a = r->alignment;

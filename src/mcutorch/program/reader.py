@@ -145,6 +145,8 @@ def _target(v: memoryview) -> TargetInfo:
 
 
 def _regions(v: memoryview) -> list[RegionInfo]:
+    n = len(v) // S.REGION.size
+    require(n <= S.MAX_REGIONS, "bad_region", f"{n} regions (at most {S.MAX_REGIONS})")
     out = []
     known = S.REGION_FLAG_NPU | S.REGION_FLAG_BASE_KNOWN
     for i, r in enumerate(_records(S.REGION, v)):

@@ -106,8 +106,9 @@ MAX_VARIADIC operands in an op's input list and in its output list (bad_op). Rec
 ranges of OPERANDS and BINDINGS, so without these bounds a small file could make a reader do
 work quadratic in its size; with them, the C loader (which has no memory to sort or hash in)
 stays linear. The counts of ops, records and operands and the total operand, binding and
-const bytes are bounded only by the file size. A reader refuses an op's and a delegate's counts
-with its record (reader.py `_op`, `_delegates`), the other counts with the semantic checks.
+const bytes are bounded only by the file size. A reader refuses the region and delegate counts
+and an op's and a delegate's operand counts with the records (reader.py `_regions`, `_op`,
+`_delegates`), the io counts with the semantic checks.
 
 Validation (reader.py, then validate.py; the C loader does the same in the same order): header
 size, magic, version, file_size == buffer length, CRC, reserved fields; section table bounds,
