@@ -830,8 +830,14 @@ def domain_edge_cases():
             out_shape=(1, 3, 5, 6)),
         bad(conv, "height_2p30", inputs=empty_tall, out_shape=(0, 5, 5, 6)),
         bad(dw, "stride_2p30", stride_w=DIM_MAX + 1),
+        bad(dw, "dilation_2p30", dilation_w=DIM_MAX + 1),
         bad(dw, "pad_2p30", pad_bottom=DIM_MAX + 1, out_shape=(1, 5, 5, 6)),
+        bad(dw, "in_zp_low", in_zp=-129),
+        bad(dw, "act_high", act_max=128),
     ]
+    fc = mac_case("fc_edge", "fully_connected", (2, 9), (4, 9))
+    cases += [bad(fc, "out_zp128", out_zp=128), bad(fc, "act_low", act_min=-129),
+              bad(folded(fc), "out_zp128", out_zp=128)]
     xp = s8(rng_for("pool_edge"), (1, 4, 3, 2))
     window = dict(kernel_h=DIM_MAX, kernel_w=2, stride_h=2, stride_w=1, pad_top=DIM_MAX - 1,
                   pad_left=0, pad_bottom=0, pad_right=1)  # 2 x 3 outputs, the kernel 2^30 - 1
@@ -847,6 +853,9 @@ def domain_edge_cases():
     cases += [mp, ap, big,
               bad(mp, "kernel_2p30", kernel_h=DIM_MAX + 1, pad_top=DIM_MAX),
               bad(mp, "stride_2p30", stride_w=DIM_MAX + 1),
+              bad(mp, "stride0", stride_h=0), bad(mp, "pad_negative", pad_right=-1),
+              bad(mp, "act_high", act_max=128),
+              bad(ap, "in_zp_high", in_zp=128), bad(ap, "out_zp_low", out_zp=-129),
               bad(ap, "count_2p30", count_include_pad=1),  # kernel_h * kernel_w > 2^30
               bad(ap, "divisor_int32_max", divisor=INT32_MAX),
               bad(big, "window", kernel_w=(1 << 11) + 1, out_shape=(0, 1, 1, 1))]
