@@ -295,8 +295,8 @@ static const uint8_t mt_cpu_isa[MT_CPU_COUNT] = {
 };
 
 /* validate.py check_target: single rounding (tflite is reserved); no program flags; switches the
- * CPU takes; the ISA level they give
- * (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids are in range (mt_load.c). */
+ * CPU takes; the ISA level they give (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids
+ * are in range (mt_load.c). */
 static mt_status mt_check_target(const mt_target_t *t)
 {
   uint32_t isa = mt_cpu_isa[t->cpu];

@@ -2,7 +2,9 @@
 
 It reads the same bytes the C runtime reads: one byte arena per memory region, tensors as views
 at their planned offsets (so a wrong plan corrupts results, as it would on the device), constants
-read in place. Ops run in program order; a delegate runs through its CPU version.
+read in place. Ops run in program order; a delegate runs through its CPU version. Before a kernel
+runs, the shape it would return (ref.output_shape) is compared with the op's output tensor, so a
+hostile program is refused (ExecutionError) before the kernel allocates anything.
 """
 from __future__ import annotations
 
