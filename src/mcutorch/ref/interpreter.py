@@ -29,7 +29,13 @@ class Interpreter:
             raise McutorchError(f"rounding mode {program.target.rounding!r} is reserved; this "
                                 "mcutorch executes single-rounding programs only")
         self.program = program
-        self.arenas = [np.zeros(r.size, np.uint8) for r in program.regions]
+        # each arena up to its last tensor byte: what the program's tensors use, not what its
+        # regions declare (the rest is scratch, which the reference kernels do not use)
+        used = [0] * len(program.regions)
+        for t in program.tensors:
+            if t.storage == "arena":
+                used[t.region] = max(used[t.region], t.offset + t.nbytes)
+        self.arenas = [np.zeros(n, np.uint8) for n in used]
         self.views = [self._view(i) for i in range(len(program.tensors))]
         self.steps = [self._resolve(i) for i in program.main_ops()]
 
