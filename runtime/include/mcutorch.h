@@ -15,7 +15,8 @@
  * Every fallible call returns an mt_status: MT_STATUS_OK (0), a load error MT_ERR_* (1..63,
  * mt_program.h; the same reason the Python reader gives for the same file) or a run-time
  * MT_STATUS_* (64.., mt_kernel.h): BAD_ARGUMENT (NULL or misaligned pointer, region index out
- * of range; from a kernel: operands it does not support), BAD_STATE (call out of order),
+ * of range, a state or arena over the program, an arena over the state or another arena; from
+ * a kernel: operands it does not support), BAD_STATE (call out of order),
  * ARENA_TOO_SMALL (state or arena), NO_KERNEL, NO_NPU, NPU_FAILED. mt_status_name() names
  * them. The MT_ERR_* constants are another C enum type: compare them as ints,
  * `(int)mt_load(...) == MT_ERR_BAD_CRC`, or gcc's -Wenum-compare complains.
@@ -99,7 +100,8 @@ mt_status mt_load(mt_model *m, const void *program, size_t size, const mt_kernel
 
 /* 2. Bytes of state the loaded program needs (see the picture); 0 before mt_load. */
 size_t mt_state_size(const mt_model *m);
-/* Give the state buffer (pointer-aligned; MT_STATUS_ARENA_TOO_SMALL when too small). */
+/* Give the state buffer (pointer-aligned; MT_STATUS_ARENA_TOO_SMALL when too small;
+ * MT_STATUS_BAD_ARGUMENT when its mt_state_size bytes meet the program). */
 mt_status mt_bind_state(mt_model *m, void *state, size_t size);
 
 /* 3. The memory regions (one arena each) in the program's order, with the planner's needs:
@@ -107,8 +109,10 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size);
 uint32_t mt_region_count(const mt_model *m);
 const mt_region_t *mt_region(const mt_model *m, uint32_t region);
 uint32_t mt_arena_size(const mt_model *m, uint32_t region); /* 0 when out of range */
-/* Bind arena `region`: `mem` aligned to the region's alignment, `size` >= its size.
- * Needs the state bound first (MT_STATUS_BAD_STATE); may be called again to move an arena. */
+/* Bind arena `region`: `mem` aligned to the region's alignment, `size` >= its size. Its
+ * mt_arena_size bytes must not meet the program, the state or another bound arena
+ * (MT_STATUS_BAD_ARGUMENT). Needs the state bound first (MT_STATUS_BAD_STATE); may be called
+ * again to move an arena. */
 mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size);
 
 /* 4. Program inputs and outputs: int8 (usually) NHWC tensors whose data points into the

@@ -16,9 +16,10 @@
  *   - never allocate: scratch comes planned in args->scratch (size from the Python twin in
  *     mcutorch.backends.cortex_m); a missing buffer returns MT_STATUS_BAD_ARGUMENT;
  *   - are bit-exact with the Python reference kernels (mcutorch.ref, docs/numerics.md);
- *   - element-wise kernels (clamp, lut, rescale, add, mul) must allow out == in (the planner
- *     may place the output over an input that dies at this op): read element i before writing
- *     element i, walking forward.
+ *   - element-wise kernels (clamp, lut, rescale, add, mul, maximum, minimum; MT_ALIAS_INPLACE)
+ *     must allow out == in (the planner may place the output over an input that dies at this
+ *     op): read element i before writing element i, walking forward. The loader refuses every
+ *     other overlap of an output with an input, another output or the scratch (bad_op).
  * The loader validated every record, but not that an op's operand shapes fit together:
  * kernels refuse inconsistent operands with MT_STATUS_BAD_ARGUMENT. Views live only for the
  * call (never keep pointers to args); constant data may be in flash (never write inputs).

@@ -136,6 +136,17 @@ static inline int mt_scale_ok(int32_t mult, int32_t shift)
   return mult >= 0 && shift >= MT_MIN_SHIFT && shift <= MT_MAX_SHIFT;
 }
 
+/* (mult, shift) is legal and rq of every value in [lo, hi] fits int32 (rq is monotone for
+ * mult >= 0): the static domain of mul and rescale, from their attributes alone. */
+static inline int mt_rq_range_ok(int32_t lo, int32_t hi, int32_t mult, int32_t shift)
+{
+  if (!mt_scale_ok(mult, shift)) {
+    return 0;
+  }
+  const int64_t a = mt_rq(lo, mult, shift), b = mt_rq(hi, mult, shift);
+  return a >= -0x7FFFFFFF - 1 && b <= 0x7FFFFFFF;
+}
+
 static inline int mt_scales_ok(const int32_t *mult, const int32_t *shift, uint32_t n)
 {
   for (uint32_t i = 0; i < n; i++) {

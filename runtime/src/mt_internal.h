@@ -25,12 +25,13 @@
     }                                                                                              \
   } while (0)
 
-/* Counts per opcode from ops.py (MT_VARIADIC = -1: any number >= 1). */
+/* Counts per opcode from ops.py (MT_VARIADIC = -1: 1..MT_MAX_VARIADIC), and its MT_ALIAS_*. */
 typedef struct {
   int8_t n_inputs;
   int8_t n_outputs;
   uint8_t n_attrs;
   uint8_t n_variants;
+  uint8_t alias;
 } mt_op_counts;
 
 extern const mt_op_counts mt_op_table[MT_OP_COUNT];

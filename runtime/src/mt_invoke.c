@@ -19,12 +19,26 @@ size_t mt_state_size(const mt_model *m)
   return n > (size_t)-1 ? (size_t)-1 : (size_t)n;
 }
 
+/* 1 when bytes [a, a + na) and [b, b + nb) meet (an empty range meets nothing). */
+static int mt_overlap(const void *a, size_t na, const void *b, size_t nb)
+{
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return na != 0 && nb != 0 && x < y + nb && y < x + na;
+}
+
+/* 1 when n bytes at p meet the program (bytes of its file_size) */
+static int mt_over_program(const mt_model *m, const void *p, size_t n)
+{
+  return mt_overlap(p, n, m->program, ((const mt_header_t *)(const void *)m->program)->file_size);
+}
+
 mt_status mt_bind_state(mt_model *m, void *state, size_t size)
 {
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(m->stage != MT_STAGE_EMPTY, MT_STATUS_BAD_STATE);
   MT_REQUIRE(state != NULL && (uintptr_t)state % sizeof(void *) == 0, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(size >= mt_state_size(m), MT_STATUS_ARENA_TOO_SMALL);
+  MT_REQUIRE(!mt_over_program(m, state, mt_state_size(m)), MT_STATUS_BAD_ARGUMENT);
   m->arenas = (void **)state;
   memset(m->arenas, 0, m->n_regions * sizeof(void *));
   m->views = (mt_tensor *)(void *)(m->arenas + m->n_regions);
@@ -50,12 +64,22 @@ uint32_t mt_arena_size(const mt_model *m, uint32_t region)
 mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size)
 {
   const mt_region_t *r;
+  uint32_t k;
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(m->stage == MT_STAGE_READY, MT_STATUS_BAD_STATE);
   MT_REQUIRE(region < m->n_regions, MT_STATUS_BAD_ARGUMENT);
   r = &m->regions[region];
   MT_REQUIRE(mem != NULL && (uintptr_t)mem % r->alignment == 0, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(size >= r->size, MT_STATUS_ARENA_TOO_SMALL);
+  /* the r->size bytes used: not over the program, the state or another bound arena */
+  MT_REQUIRE(!mt_over_program(m, mem, r->size) &&
+                 !mt_overlap(mem, r->size, m->arenas, mt_state_size(m)),
+             MT_STATUS_BAD_ARGUMENT);
+  for (k = 0; k < m->n_regions; k++) {
+    MT_REQUIRE(k == region || m->arenas[k] == NULL ||
+                   !mt_overlap(mem, r->size, m->arenas[k], m->regions[k].size),
+               MT_STATUS_BAD_ARGUMENT);
+  }
   m->arenas[region] = mem;
   return MT_STATUS_OK;
 }

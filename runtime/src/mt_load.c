@@ -16,8 +16,8 @@
 typedef char mt_check_dtypes[(MT_DTYPE_COUNT == 4) ? 1 : -1]; /* mt_dtype_bytes's table */
 
 const mt_op_counts mt_op_table[MT_OP_COUNT] = {
-#define MT_OP_ROW(name, code, n_in, n_out, n_attrs, n_variants)                                    \
-  [code] = {n_in, n_out, n_attrs, n_variants},
+#define MT_OP_ROW(name, code, n_in, n_out, n_attrs, n_variants, alias)                             \
+  [code] = {n_in, n_out, n_attrs, n_variants, alias},
     MT_OP_LIST(MT_OP_ROW)
 #undef MT_OP_ROW
 };
@@ -203,6 +203,7 @@ static mt_status mt_check_op_records(const mt_model *m)
     MT_REQUIRE(op->variant < mt_op_table[op->opcode].n_variants, MT_ERR_BAD_OP);
     MT_REQUIRE((op->flags & ~MT_OP_FLAG_SUBGRAPH) == 0, MT_ERR_BAD_OP);
     MT_REQUIRE(op->n_attrs == mt_op_table[op->opcode].n_attrs, MT_ERR_BAD_OP);
+    MT_REQUIRE(op->n_inputs <= MT_MAX_VARIADIC && op->n_outputs <= MT_MAX_VARIADIC, MT_ERR_BAD_OP);
     MT_REQUIRE((uint64_t)op->first_operand + op->n_inputs + op->n_outputs <= m->n_operands,
                MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)op->first_attr + op->n_attrs <= m->n_attrs, MT_ERR_BAD_OFFSET);
@@ -249,6 +250,7 @@ static mt_status mt_check_region_records(const mt_model *m)
 {
   const uint32_t known = MT_REGION_FLAG_NPU | MT_REGION_FLAG_BASE_KNOWN;
   uint32_t i;
+  MT_REQUIRE(m->n_regions <= MT_MAX_REGIONS, MT_ERR_BAD_REGION);
   for (i = 0; i < m->n_regions; i++) {
     const mt_region_t *r = &m->regions[i];
     MT_REQUIRE(mt_zero_padded(r->name, sizeof r->name), MT_ERR_BAD_REGION);
@@ -279,9 +281,13 @@ static mt_status mt_check_tensor_records(const mt_model *m)
 static mt_status mt_check_delegate_records(const mt_model *m)
 {
   uint32_t k;
+  MT_REQUIRE(m->n_delegates <= MT_MAX_DELEGATES, MT_ERR_BAD_DELEGATE);
   for (k = 0; k < m->n_delegates; k++) {
     const mt_delegate_t *d = &m->delegates[k];
     MT_REQUIRE(d->npu < MT_NPU_COUNT && d->flags == 0, MT_ERR_BAD_DELEGATE);
+    MT_REQUIRE(d->n_inputs >= 1 && d->n_inputs <= MT_MAX_VARIADIC && d->n_outputs >= 1 &&
+                   d->n_outputs <= MT_MAX_VARIADIC,
+               MT_ERR_BAD_DELEGATE);
     MT_REQUIRE((uint64_t)d->first_binding + d->n_inputs + d->n_outputs <= m->n_bindings,
                MT_ERR_BAD_OFFSET);
     MT_REQUIRE(d->cpu_first_op != MT_NONE32 || d->cpu_n_ops == 0, MT_ERR_BAD_DELEGATE);

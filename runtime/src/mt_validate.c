@@ -22,8 +22,7 @@ static int mt_name_ok(const char *name) /* [A-Za-z0-9_]{1,8}, zero padded */
 
 static mt_status mt_check_regions(const mt_model *m)
 {
-  uint32_t i, j;
-  MT_REQUIRE(m->n_regions < MT_NONE16, MT_ERR_BAD_REGION);
+  uint32_t i, j; /* at most MT_MAX_REGIONS regions (mt_load.c): the name check is cheap */
   for (i = 0; i < m->n_regions; i++) {
     const mt_region_t *r = &m->regions[i];
     uint32_t a = r->alignment;
@@ -98,8 +97,7 @@ static mt_status mt_check_const_range(const mt_model *m, uint32_t offset, uint32
 /* Each bound tensor lives exactly at its binding's offset in the delegate's scratch area. */
 static mt_status mt_check_bindings(const mt_model *m, const mt_delegate_t *d)
 {
-  uint32_t k, n = (uint32_t)d->n_inputs + d->n_outputs;
-  MT_REQUIRE(d->n_inputs >= 1 && d->n_outputs >= 1, MT_ERR_BAD_DELEGATE);
+  uint32_t k, n = (uint32_t)d->n_inputs + d->n_outputs; /* 1..256 each (mt_load.c) */
   MT_REQUIRE(d->scratch_region != MT_NONE16, MT_ERR_BAD_DELEGATE);
   for (k = 0; k < n; k++) {
     const mt_binding_t *b = &m->bindings[d->first_binding + k];
@@ -168,7 +166,7 @@ int mt_in_subgraph(const mt_model *m, uint32_t i)
 static mt_status mt_check_operands(const mt_model *m, const int32_t *idx, uint32_t n, int want)
 {
   uint32_t k;
-  MT_REQUIRE(want == MT_VARIADIC ? n >= 1 : n == (uint32_t)want, MT_ERR_BAD_OP);
+  MT_REQUIRE(want == MT_VARIADIC ? n >= 1 : n == (uint32_t)want, MT_ERR_BAD_OP); /* n <= 256 */
   for (k = 0; k < n; k++) {
     MT_REQUIRE(idx[k] >= 0 && (uint32_t)idx[k] < m->n_tensors, MT_ERR_BAD_OP);
   }
@@ -193,6 +191,39 @@ static mt_status mt_check_delegate_op(const mt_model *m, uint32_t i, const int32
   return MT_STATUS_OK;
 }
 
+/* Arena tensors a and b share a byte (empty ones never do). */
+static int mt_meet(const mt_tensor_t *a, uint32_t region, uint32_t offset, uint32_t size)
+{
+  return a->storage == MT_STORAGE_ARENA && a->region == region && a->size != 0 && size != 0 &&
+         (uint64_t)a->offset < (uint64_t)offset + size &&
+         (uint64_t)offset < (uint64_t)a->offset + a->size;
+}
+
+/* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch,
+ * nor an input unless the op runs in place and the two are the same bytes; the scratch meets no
+ * input. Delegate ops are exempt. One output except for delegates: linear in the operands. */
+static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const uint32_t alias = mt_op_table[op->opcode].alias, n = (uint32_t)op->n_inputs + op->n_outputs;
+  uint32_t k, j;
+  for (k = op->n_inputs; k < n && !(alias & MT_ALIAS_DELEGATE); k++) {
+    const mt_tensor_t *y = &m->tensors[in[k]];
+    for (j = 0; j < k; j++) {
+      const mt_tensor_t *x = &m->tensors[in[j]];
+      MT_REQUIRE(!mt_meet(x, y->region, y->offset, y->size) ||
+                     (j < op->n_inputs && (alias & MT_ALIAS_INPLACE) && x->storage == y->storage &&
+                      x->region == y->region && x->offset == y->offset && x->size == y->size),
+                 MT_ERR_BAD_OP);
+    }
+  }
+  for (k = 0; k < n && !(alias & MT_ALIAS_DELEGATE) && op->scratch_region != MT_NONE16; k++) {
+    MT_REQUIRE(
+        !mt_meet(&m->tensors[in[k]], op->scratch_region, op->scratch_offset, op->scratch_size),
+        MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -211,15 +242,36 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   if (op->opcode == MT_OP_DELEGATE) {
     MT_TRY(mt_check_delegate_op(m, i, in));
   }
+  return mt_check_alias(m, op, in);
+}
+
+/* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The
+ * CPU versions are disjoint (mt_check_cpu_ops), so this holds when every op of every CPU version
+ * is marked and there are as many marked ops as CPU version ops: linear in ops + delegates. */
+static mt_status mt_check_op_flags(const mt_model *m)
+{
+  uint32_t i, k, marked = 0, in_versions = 0;
+  for (i = 0; i < m->n_ops; i++) {
+    marked += (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
+  }
+  for (k = 0; k < m->n_delegates; k++) {
+    const mt_delegate_t *d = &m->delegates[k];
+    for (i = 0; d->cpu_first_op != MT_NONE32 && i < d->cpu_n_ops; i++) {
+      MT_REQUIRE(m->ops[d->cpu_first_op + i].flags & MT_OP_FLAG_SUBGRAPH, MT_ERR_BAD_OP);
+    }
+    in_versions += d->cpu_first_op != MT_NONE32 ? d->cpu_n_ops : 0;
+  }
+  MT_REQUIRE(marked == in_versions, MT_ERR_BAD_OP);
   return MT_STATUS_OK;
 }
 
-/* Program inputs/outputs: distinct arena tensors, at least one output. Every failure here is
- * bad_io, so the order of the checks within this step does not change the verdict. */
+/* Program inputs/outputs: distinct arena tensors, at least one output, at most MT_MAX_IO of
+ * each. Every failure here is bad_io, so the order of the checks within this step does not
+ * change the verdict. */
 static mt_status mt_check_io_list(const mt_model *m, const int32_t *idx, uint32_t n)
 {
   uint32_t i, j;
-  MT_REQUIRE(n <= m->n_tensors, MT_ERR_BAD_IO); /* more would repeat a tensor */
+  MT_REQUIRE(n <= MT_MAX_IO, MT_ERR_BAD_IO); /* so the duplicate check is cheap */
   for (i = 0; i < n; i++) {
     MT_REQUIRE(idx[i] >= 0 && (uint32_t)idx[i] < m->n_tensors, MT_ERR_BAD_IO);
     MT_REQUIRE(m->tensors[idx[i]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_IO);
@@ -242,12 +294,13 @@ static const uint8_t mt_cpu_isa[MT_CPU_COUNT] = {
 #undef MT_CPU_ISA
 };
 
-/* validate.py check_target: no program flags; switches the CPU takes; the ISA level they give
- * (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids are in range (mt_load.c). */
+/* validate.py check_target: single rounding (tflite is reserved); no program flags; switches the
+ * CPU takes; the ISA level they give (+nomve lowers mve to dsp, then +nodsp dsp to scalar). Ids
+ * are in range (mt_load.c). */
 static mt_status mt_check_target(const mt_target_t *t)
 {
   uint32_t isa = mt_cpu_isa[t->cpu];
-  MT_REQUIRE(t->flags == 0, MT_ERR_BAD_TARGET);
+  MT_REQUIRE(t->rounding == MT_ROUNDING_SINGLE && t->flags == 0, MT_ERR_BAD_TARGET);
   MT_REQUIRE((t->switches & ~(uint32_t)mt_cpu_switches[t->cpu]) == 0, MT_ERR_BAD_TARGET);
   if ((t->switches & MT_TARGET_SWITCH_NOMVE) && isa == MT_ISA_MVE) {
     isa = MT_ISA_DSP;
@@ -276,9 +329,5 @@ mt_status mt_validate_program(const mt_model *m)
   MT_REQUIRE(m->n_outputs >= 1, MT_ERR_BAD_IO);
   MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
   MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
-  for (i = 0; i < m->n_ops; i++) {
-    int marked = (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
-    MT_REQUIRE(marked == mt_in_subgraph(m, i), MT_ERR_BAD_OP);
-  }
-  return MT_STATUS_OK;
+  return mt_check_op_flags(m);
 }

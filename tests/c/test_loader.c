@@ -287,6 +287,30 @@ static void test_api_order_and_arguments(void)
   CHECK(mt_invoke(&m) == MT_STATUS_OK);
 }
 
+/* Arenas and state may not overlap the program, each other or the state (a kernel writing an
+ * arena would corrupt them): two regions of 32 and 16 bytes. */
+static void test_overlapping_memory_refused(void)
+{
+  spec s;
+  mt_model m;
+  copy_program(&s);
+  memcpy(s.regions[1].name, "ram2", 4);
+  s.regions[1].size = 16;
+  s.regions[1].alignment = 16;
+  s.n_regions = 2;
+  CHECK(mt_load(&m, g_file, assemble(&s), &g_kernels) == MT_STATUS_OK);
+  CHECK(mt_bind_state(&m, g_file + 16, sizeof g_state) == MT_STATUS_BAD_ARGUMENT);
+  CHECK(mt_bind_state(&m, g_state, sizeof g_state) == MT_STATUS_OK);
+  CHECK(mt_bind_arena(&m, 0, g_file + 32, 32) == MT_STATUS_BAD_ARGUMENT); /* the program */
+  CHECK(mt_bind_arena(&m, 0, g_state, sizeof g_state) == MT_STATUS_BAD_ARGUMENT);
+  CHECK(mt_bind_arena(&m, 0, g_arena, 32) == MT_STATUS_OK);
+  CHECK(mt_bind_arena(&m, 1, g_arena + 16, 16) == MT_STATUS_BAD_ARGUMENT); /* arena 0 */
+  CHECK(mt_bind_arena(&m, 1, g_arena + 32, 16) == MT_STATUS_OK); /* adjacent */
+  CHECK(mt_bind_arena(&m, 0, g_arena, 32) == MT_STATUS_OK); /* binding it again is fine */
+  CHECK(mt_bind_arena(&m, 0, g_arena + 16, 48) == MT_STATUS_BAD_ARGUMENT); /* onto arena 1 */
+  CHECK(mt_invoke(&m) == MT_STATUS_OK);
+}
+
 /* Overwrite `n` bytes at `offset` of the assembled file, fix the CRC, load. */
 static mt_status load_patched(uint32_t size, uint32_t offset, const void *bytes, uint32_t n)
 {
@@ -400,6 +424,7 @@ int main(void)
 {
   test_copy_program();
   test_api_order_and_arguments();
+  test_overlapping_memory_refused();
   test_corruptions();
   test_delegate(MT_STATUS_NO_NPU, 1, MT_STATUS_OK, 1); /* no NPU: CPU version runs */
   test_delegate(MT_STATUS_OK, 1, MT_STATUS_OK, 0); /* the NPU did it */

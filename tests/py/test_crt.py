@@ -7,6 +7,7 @@ import random
 import re
 import shutil
 import subprocess
+import time
 from collections import Counter
 from pathlib import Path
 from unittest import mock
@@ -20,7 +21,9 @@ from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
 from mcutorch.ref.interpreter import Interpreter
 from test_program import (CORRUPT, SWITCH_CASES, _apply, _sweep, build_program, copy_program,
-                          every_target_name, patch, switch_case_files)
+                          CONV, OVERLAP_CASES, POOL, every_target_name, io_program, limit_files,
+                          one_op_program, overlap_files, patch, regions_program, switch_case_files,
+                          unchecked_bytes)
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
@@ -189,6 +192,60 @@ def test_c_loader_checks_target_switches():
     assert [python_code(blob) for blob, _ in cases] == expected
 
 
+def test_tflite_rounding_is_refused_by_both_readers(tiny):
+    """The reserved `tflite` rounding: no executor implements it, so neither reader loads it."""
+    blob = patch(tiny.to_bytes(), "target", 0, "rounding", S.ROUNDINGS.index("tflite"))
+    assert python_code(blob) == S.ERROR_CODES["bad_target"]
+    assert crt.check_host([blob]) == [S.ERROR_CODES["bad_target"]]
+
+
+def test_c_loader_enforces_the_limits():
+    """At each count bound (schema.MAX_*) the C loader loads the program, one past it refuses
+    it with the Python reader's reason; a concat of the most inputs runs alike in both."""
+    files = limit_files()
+    got = crt.check_host([f for _, at, past, _ in files for f in (at, past)])
+    want = [c for _, _, _, reason in files for c in (0, S.ERROR_CODES[reason])]
+    assert got == want, [name for name, *_ in files]
+    p = io_program(1, 1, S.MAX_VARIADIC)
+    xs = [np.full((1, 1), 7, np.int8)]
+    (got,), (want,) = crt.run_host(p, xs), Interpreter(p).invoke(xs)
+    np.testing.assert_array_equal(want, np.full((1, S.MAX_VARIADIC), 7))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_overlapping_operands_alike_in_both_executors():
+    """The C loader gives each hand-built overlap the Python reader's verdict (bad_op unless in
+    place, or a delegate); the accepted programs run alike in both executors (in place too)."""
+    files = overlap_files()
+    want = [S.ERROR_CODES[reason] if reason else 0 for _, _, reason in files]
+    assert crt.check_host([blob for _, blob, _ in files]) == want, [n for n, *_ in files]
+    assert [python_code(blob) for _, blob, _ in files] == want
+    rng = np.random.default_rng(5)
+    for name, make, reason in OVERLAP_CASES:
+        p = make()
+        if reason is None and not name.startswith("delegate_output"):
+            xs = [rng.integers(-128, 128, p.tensors[i].shape, dtype=np.int8) for i in p.inputs]
+            if len(p.inputs) == 2 and p.tensors[0].offset == p.tensors[1].offset:
+                xs[1] = xs[0]  # the same bytes: the same values
+            for g, w in zip(crt.run_host(p, xs), Interpreter(p).invoke(xs)):
+                np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def test_huge_counts_are_refused_quickly():
+    """65 536 regions or 120 000 outputs (a quadratic check took seconds): refused at once."""
+    crt.build_host_runner(kernels=False)
+    outputs = io_program(1, 1, 1)
+    outputs.outputs = [0] * 120_000
+    files = [unchecked_bytes(regions_program(65_536)), unchecked_bytes(outputs)]
+    want = [S.ERROR_CODES["bad_region"], S.ERROR_CODES["bad_io"]]
+    start = time.perf_counter()
+    assert [python_code(f) for f in files] == want
+    middle = time.perf_counter()
+    assert crt.check_host(files) == want
+    end = time.perf_counter()
+    assert middle - start < 0.5 and end - middle < 0.5, (middle - start, end - middle)
+
+
 def test_every_named_error_is_reached(verdicts):
     reached = {c for _, c in verdicts}
     missing = set(range(1, len(S.ERRORS) + 1)) - reached - {S.ERROR_CODES["bad_metadata"]}
@@ -338,6 +395,79 @@ def test_kws_firmware_on_cortex_m0plus_with_unaligned_traps(tmp_path):
     assert r.ok, r.stdout + r.stderr
     np.testing.assert_array_equal(np.frombuffer(r.files["out0.bin"], np.int8),
                                   cm.run_int8(xs)[0].ravel())
+
+
+DIM_MAX = (1 << 30) - 1
+
+
+def _hostile_conv(y_shape, **attrs) -> Program:
+    consts = [np.ones((2, 3, 3, 2), np.int8), np.zeros(2, np.int32), np.full(2, 1 << 30, np.int32),
+              np.full(2, 31, np.int32)]
+    return one_op_program("conv2d", [((1, 4, 4, 2), 0), *consts], (y_shape, 64),
+                          {**CONV, "pad_top": 1, "pad_left": 1, "pad_bottom": 1, "pad_right": 1,
+                           **attrs})
+
+
+def _hostile_fc(n: int) -> Program:
+    """fully_connected of x [n, 1] and a weight [n, 1]: an [n, n] result, the output [n, 1]."""
+    consts = [np.ones((n, 1), np.int8), np.zeros(n, np.int32), np.full(n, 1 << 30, np.int32),
+              np.full(n, 31, np.int32)]
+    p = one_op_program("fully_connected", [((n, 1), 0), *consts], ((n, 1), n),
+                       {"in_zp": 0, "out_zp": 0, "act_min": -128, "act_max": 127})
+    p.regions[0].size = 2 * n
+    return p
+
+
+# (name, program, loads and runs in both executors?): small programs that asked an executor
+# for gigabytes or 2^30-iteration loops; either both refuse at once or both run at once, alike
+HOSTILE = [
+    ("conv_pad_right_6553601", lambda: _hostile_conv((1, 4, 4, 2), pad_right=6553601), False),
+    ("conv_stride_int32_max", lambda: _hostile_conv((1, 4, 4, 2), stride_h=0x7FFFFFFF), False),
+    ("conv_far_windows", lambda: _hostile_conv((1, 2, 4, 2), stride_h=DIM_MAX, pad_top=DIM_MAX,
+                                               pad_bottom=DIM_MAX - 7), True),  # padded 2^31 - 5
+    ("fc_square", lambda: _hostile_fc(40_000), False),
+    ("max_pool_kernel_2p30", lambda: one_op_program(
+        "max_pool2d", [((1, 4, 4, 2), 0)], ((1, 2, 2, 2), 64),
+        {**POOL, "kernel_h": DIM_MAX, "pad_top": DIM_MAX - 1, "stride_w": 1, "kernel_w": 3,
+         "pad_left": 0, "pad_right": 0}), True),
+    ("avg_pool_divisor_int32_max", lambda: one_op_program(
+        "avg_pool2d", [((1, 4, 4, 2), 0)], ((1, 2, 2, 2), 64),
+        {**POOL, "count_include_pad": 0, "divisor": 0x7FFFFFFF, "in_zp": 0, "out_zp": 0}),
+     False),
+    ("pad_after_2p31", lambda: one_op_program(
+        "pad", [((1, 4), 0)], ((1, 6), 8), {**{f"before{k}": 0 for k in range(4)},
+                                            **{f"after{k}": 0 for k in range(3)},
+                                            "after3": 0x7FFFFFFF, "value": 0}), False),
+]
+
+
+@pytest.mark.parametrize("name", [h[0] for h in HOSTILE])
+def test_hostile_programs_are_refused_or_run_quickly_alike(name):
+    """Both executors give the same verdict on each, in well under a second: refused before any
+    allocation (the output shape is checked first; ExecutionError / bad_argument), or run with
+    the same result without building padding no window reads."""
+    from mcutorch.errors import ExecutionError, McutorchError
+
+    _, make, runs = next(h for h in HOSTILE if h[0] == name)
+    p = Program.from_bytes(make().to_bytes())
+    crt.build_host_runner()
+    xs = [np.random.default_rng(3).integers(-128, 128, p.tensors[i].shape, dtype=np.int8)
+          for i in p.inputs]
+    start = time.perf_counter()
+    if runs:
+        want = Interpreter(p).invoke(xs)
+    else:
+        with pytest.raises(ExecutionError, match=r"^op 0 \("):
+            Interpreter(p).invoke(xs)
+    middle = time.perf_counter()
+    if runs:
+        for g, w in zip(crt.run_host(p, xs), want):
+            np.testing.assert_array_equal(g, w)
+    else:
+        with pytest.raises(McutorchError, match="bad_argument"):
+            crt.run_host(p, xs)
+    end = time.perf_counter()
+    assert middle - start < 0.5 and end - middle < 0.5, (middle - start, end - middle)
 
 
 @pytest.mark.parametrize("attr,value", [("stride_h", 0x7FFFFFFF), ("stride_w", 3)])

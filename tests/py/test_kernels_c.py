@@ -804,6 +804,76 @@ def bad_cases():
     return cases
 
 
+DIM_MAX = (1 << 30) - 1  # window ops: dims, kernels, strides, dilations, pads (MT_DIM_MAX)
+INT32_MAX = (1 << 31) - 1
+
+
+def domain_edge_cases():
+    """Each attribute at the edge of its domain (docs/numerics.md, "Domain"): the last value
+    both executors accept (run, bit-exact) and the first they both refuse. Zero-size batches
+    stand for inputs too large to build."""
+    conv = mac_case("conv2d_edge", "conv2d", (1, 5, 5, 4), (6, 3, 3, 2), pads=(1,) * 4, groups=2)
+    dw = mac_case("dw_edge", "depthwise_conv2d", (1, 5, 5, 3), (3, 3, 6), pads=(1,) * 4, mult=2)
+    x, w, b, m, s = conv.inputs
+    far = dict(stride_h=DIM_MAX, pad_top=DIM_MAX)  # windows 2^30 apart: 2 rows, one in padding
+    empty_tall = (np.zeros((0, DIM_MAX + 1, 5, 4), np.int8), w, b, m, s)
+    cases = [
+        replace(conv, name="conv2d_edge_far", attrs={**conv.attrs, **far}),
+        replace(conv, name="conv2d_edge_padded_max", attrs={
+            **conv.attrs, **far, "pad_bottom": INT32_MAX - DIM_MAX - 5}),  # H + pads = 2^31 - 1
+        replace(dw, name="dw_edge_far", attrs={**dw.attrs, "stride_w": DIM_MAX,
+                                               "pad_right": DIM_MAX, "pad_left": 0}),
+        bad(conv, "stride_2p30", stride_h=DIM_MAX + 1),
+        bad(conv, "stride_int32_max", stride_w=INT32_MAX),
+        bad(conv, "dilation_2p30", dilation_h=DIM_MAX + 1),
+        bad(conv, "pad_2p30", pad_left=DIM_MAX + 1, out_shape=(1, 5, 5, 6)),
+        bad(conv, "padded_2p31", **far, pad_bottom=INT32_MAX - DIM_MAX - 4,
+            out_shape=(1, 3, 5, 6)),
+        bad(conv, "height_2p30", inputs=empty_tall, out_shape=(0, 5, 5, 6)),
+        bad(dw, "stride_2p30", stride_w=DIM_MAX + 1),
+        bad(dw, "dilation_2p30", dilation_w=DIM_MAX + 1),
+        bad(dw, "pad_2p30", pad_bottom=DIM_MAX + 1, out_shape=(1, 5, 5, 6)),
+        bad(dw, "in_zp_low", in_zp=-129),
+        bad(dw, "act_high", act_max=128),
+    ]
+    fc = mac_case("fc_edge", "fully_connected", (2, 9), (4, 9))
+    cases += [bad(fc, "out_zp128", out_zp=128), bad(fc, "act_low", act_min=-129),
+              bad(folded(fc), "out_zp128", out_zp=128)]
+    xp = s8(rng_for("pool_edge"), (1, 4, 3, 2))
+    window = dict(kernel_h=DIM_MAX, kernel_w=2, stride_h=2, stride_w=1, pad_top=DIM_MAX - 1,
+                  pad_left=0, pad_bottom=0, pad_right=1)  # 2 x 3 outputs, the kernel 2^30 - 1
+    mp = Case("maxpool_edge_kernel_max", "max_pool2d", (xp,), dict(window, act_min=-128,
+                                                                     act_max=127))
+    ap = Case("avgpool_edge_kernel_max", "avg_pool2d", (xp,), dict(
+        window, act_min=-128, act_max=127, count_include_pad=0, divisor=0, in_zp=3, out_zp=-1))
+    wide = np.zeros((0, 1 << 12, (1 << 11) + 1, 1), np.int8)  # windows of 2^23 (+ 2^12) values
+    big = Case("avgpool_edge_window_2p23", "avg_pool2d", (wide,), dict(
+        kernel_h=1 << 12, kernel_w=1 << 11, stride_h=1, stride_w=1, pad_top=0, pad_left=0,
+        pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0, in_zp=0, out_zp=0,
+        act_min=-128, act_max=127))
+    cases += [mp, ap, big,
+              bad(mp, "kernel_2p30", kernel_h=DIM_MAX + 1, pad_top=DIM_MAX),
+              bad(mp, "stride_2p30", stride_w=DIM_MAX + 1),
+              bad(mp, "stride0", stride_h=0), bad(mp, "pad_negative", pad_right=-1),
+              bad(mp, "act_high", act_max=128),
+              bad(ap, "in_zp_high", in_zp=128), bad(ap, "out_zp_low", out_zp=-129),
+              bad(ap, "count_2p30", count_include_pad=1),  # kernel_h * kernel_w > 2^30
+              bad(ap, "divisor_int32_max", divisor=INT32_MAX),
+              bad(big, "window", kernel_w=(1 << 11) + 1, out_shape=(0, 1, 1, 1))]
+    mul = mul_case("mul_edge", (2, 5))
+    resc = unary_case("rescale_edge", "rescale", (2, 5))
+    corner = dict(a_zp=-128, b_zp=-128, mult=1 << 30)  # products in [0, 255^2]
+    top = dict(in_zp=-128, shift=3)  # x - in_zp in [0, 255]
+    cases += [replace(mul, name="mul_edge_rq_max", attrs={**mul.attrs, **corner, "shift": 15}),
+              bad(mul, "rq_overflow", **corner, shift=14),  # 2^16 * 255^2 >= 2^31
+              bad(mul, "rq_overflow_small_data", mult=INT32_MAX, shift=2,
+                  inputs=(np.zeros((2, 5), np.int8), np.zeros((2, 5), np.int8))),
+              replace(resc, name="rescale_edge_rq_max", attrs={**resc.attrs, **top,
+                                                               "mult": 67372035}),
+              bad(resc, "rq_overflow", **top, mult=67372036)]  # rq(255) = 2^31
+    return cases
+
+
 # ----------------------------------------------------------------------------- case files
 
 def conv_px_cases():
@@ -872,7 +942,8 @@ def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
              elem_speedup_cases() +
              pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
-             with_folded(simd_cases()) + bad_cases() + with_folded(conv_px_cases()) +
+             with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
+             with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"

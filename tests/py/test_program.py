@@ -5,6 +5,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -233,6 +234,8 @@ def test_writer_refuses_invalid_programs(program):
         replace(program, outputs=[1]).to_bytes()
     with pytest.raises(ProgramError, match="bad_metadata"):
         replace(program, metadata={"x": float("nan")}).to_bytes()
+    with pytest.raises(ProgramError, match="bad_target.*'tflite' is reserved"):
+        replace(program, target=replace(program.target, rounding="tflite")).to_bytes()
 
 
 def test_version_error_names_the_supported_version(blob):
@@ -404,6 +407,206 @@ def test_target_of_a_bad_record_is_refused():
 
 
 # ----------------------------------------------------------------------------------------------
+# limits (schema.MAX_*): the counts that keep every reader linear in the file. At each bound a
+# program loads; one past it both readers refuse (test_crt runs the same files through the C
+# loader). Files past a bound are written without the writer's validation, as a hostile tool
+# could write them.
+
+
+def unchecked_bytes(p: Program) -> bytes:
+    """The file of `p` without the writer's checks."""
+    from mcutorch.program import writer
+
+    return writer._assemble(writer._payloads(p))
+
+
+def _target_info(name: str) -> TargetInfo:
+    from mcutorch.targets import parse_target
+
+    return TargetInfo.of(parse_target(name))
+
+
+def regions_program(n: int) -> Program:
+    """copy_program with `n` regions (the tensors in the first)."""
+    p = copy_program("cortex-m55")
+    p.regions += [RegionInfo(f"r{k}", 16) for k in range(1, n)]
+    return p
+
+
+def io_program(n_in: int, n_out: int, n_concat: int) -> Program:
+    """`n_in` program inputs, `n_out` outputs and one concat of `n_concat` (1, 1) inputs (in
+    turn) into y (1, n_concat), which is the first output."""
+    n = max(n_in, n_out, n_concat)
+    tensors = [TensorInfo.arena("int8", (1, 1), 0, k, 0.5) for k in range(n)]
+    tensors.append(TensorInfo.arena("int8", (1, n_concat), 0, n, 0.5))
+    y = len(tensors) - 1
+    return Program(_target_info("cortex-m55"), [RegionInfo("ram", n + n_concat)], tensors,
+                   [OpInfo("concat", [k % n_in for k in range(n_concat)], [y], {"axis": 3})], list(range(n_in)),
+                   [y, *range(n_out - 1)])
+
+
+def delegates_program(n_delegates: int, n_bindings: int) -> Program:
+    """`n_delegates` delegates (no ops run them), each binding `n_bindings` (1, 1) inputs and
+    one output in the same scratch area."""
+    pool = ConstantPool()
+    command = pool.add(b"\x01" * 16)
+    tensors = [TensorInfo.arena("int8", (1, 1), 0, k, 0.5) for k in range(n_bindings + 1)]
+    scratch = Area(0, 0, n_bindings + 1)
+    delegates = [DelegateInfo("ethos-u55-128", (command, 16), scratch=scratch,
+                              inputs=[Binding(k, k, (1, 1), 1) for k in range(n_bindings)],
+                              outputs=[Binding(n_bindings, n_bindings, (1, 1), 1)])
+                 for _ in range(n_delegates)]
+    return Program(_target_info("cortex-m55+ethos-u55-128"),
+                   [RegionInfo("sram", n_bindings + 1, npu=True)], tensors, [], [0],
+                   [n_bindings], pool.to_bytes(), delegates)
+
+
+# (name, program at the bound, program one past it, reason)
+LIMITS = [
+    ("regions", lambda: regions_program(S.MAX_REGIONS), lambda: regions_program(S.MAX_REGIONS + 1),
+     "bad_region"),
+    ("inputs", lambda: io_program(S.MAX_IO, 1, 1), lambda: io_program(S.MAX_IO + 1, 1, 1),
+     "bad_io"),
+    ("outputs", lambda: io_program(1, S.MAX_IO, 1), lambda: io_program(1, S.MAX_IO + 1, 1),
+     "bad_io"),
+    ("concat_inputs", lambda: io_program(1, 1, S.MAX_VARIADIC),
+     lambda: io_program(1, 1, S.MAX_VARIADIC + 1), "bad_op"),
+    ("delegates", lambda: delegates_program(S.MAX_DELEGATES, 1),
+     lambda: delegates_program(S.MAX_DELEGATES + 1, 1), "bad_delegate"),
+    ("bindings", lambda: delegates_program(1, S.MAX_VARIADIC),
+     lambda: delegates_program(1, S.MAX_VARIADIC + 1), "bad_delegate"),
+]
+
+
+def limit_files() -> list[tuple[str, bytes, bytes, str]]:
+    return [(name, at().to_bytes(), unchecked_bytes(past()), reason)
+            for name, at, past, reason in LIMITS]
+
+
+@pytest.mark.parametrize("name", [case[0] for case in LIMITS])
+def test_limits(name):
+    _, at, past, reason = next(c for c in LIMITS if c[0] == name)
+    assert reason_of(at().to_bytes()) is None
+    assert reason_of(unchecked_bytes(past())) == reason
+    with pytest.raises(ProgramError) as e:
+        past().to_bytes()
+    assert e.value.reason == reason
+
+
+# ----------------------------------------------------------------------------------------------
+# operands that share bytes (ops.ALIAS_KINDS): refused (bad_op) unless the op runs in place and
+# its output is exactly an input's bytes; delegate ops are exempt, the ops of their CPU versions
+# are not. test_crt runs the same files through the C loader, and the accepted ones through both
+# executors.
+
+
+def one_op_program(name: str, ins: list, out, attrs: dict | None = None, scratch=None,
+                   out_region: int = 0) -> Program:
+    """One op over int8 tensors in region "ram" (256 B; region "ram2" is a second one): `ins`
+    are (shape, offset) of arena inputs, or arrays (constants); `out` the output's (shape,
+    offset)."""
+    pool = ConstantPool()
+    tensors = [pool.tensor(x, 1.0) if isinstance(x, np.ndarray)
+               else TensorInfo.arena("int8", x[0], 0, x[1], 0.5) for x in ins]
+    tensors.append(TensorInfo.arena("int8", out[0], out_region, out[1], 0.5))
+    arena = [i for i, x in enumerate(ins) if not isinstance(x, np.ndarray)]
+    return Program(_target_info("cortex-m55"), [RegionInfo("ram", 256), RegionInfo("ram2", 256)],
+                   tensors, [OpInfo(name, range(len(ins)), [len(ins)], attrs or {}, scratch=scratch)],
+                   arena, [len(ins)], pool.to_bytes())
+
+
+ADD = {"a_zp": 0, "a_mult": 1 << 30, "a_shift": 30, "b_zp": 0, "b_mult": 1 << 30, "b_shift": 30,
+       "out_zp": 0, "out_mult": 1 << 30, "out_shift": 31, "act_min": -128, "act_max": 127}
+CONV = {"stride_h": 1, "stride_w": 1, "dilation_h": 1, "dilation_w": 1, "pad_top": 0,
+        "pad_left": 0, "pad_bottom": 0, "pad_right": 0, "groups": 1, "in_zp": 0, "out_zp": 0,
+        "act_min": -128, "act_max": 127}
+POOL = {"kernel_h": 2, "kernel_w": 2, "stride_h": 2, "stride_w": 2, "pad_top": 0, "pad_left": 0,
+        "pad_bottom": 0, "pad_right": 0, "act_min": -128, "act_max": 127}
+
+
+def _conv(y_offset: int, scratch=None) -> Program:
+    w = np.ones((2, 1, 1, 2), np.int8)
+    consts = [w, np.zeros(2, np.int32), np.full(2, 1 << 30, np.int32), np.full(2, 31, np.int32)]
+    return one_op_program("conv2d", [((1, 4, 4, 2), 0), *consts], ((1, 4, 4, 2), y_offset), CONV,
+                          scratch)
+
+
+def _add(a: int, b: int, y: int, y_shape=(1, 4), region: int = 0) -> Program:
+    return one_op_program("add", [((1, 4), a), ((1, 4), b)], (y_shape, y), ADD, out_region=region)
+
+
+def _delegate_over_input(offset: int, cpu_version: bool) -> Program:
+    """build_program's delegate with its output binding moved to scratch `offset` (its input's
+    bytes are [64, 112)); without the CPU version (lut) when cpu_version is False."""
+    p = build_program()
+    p.tensors[6] = replace(p.tensors[6], offset=offset)
+    p.delegates[0].outputs[0] = replace(p.delegates[0].outputs[0], offset=offset)
+    if not cpu_version:
+        p.delegates[0].cpu_ops, p.ops = None, p.ops[:3]
+    return p
+
+
+TABLE = np.arange(-128, 128, dtype=np.int16).astype(np.int8)[::-1].copy()
+# (name, program, reason or None)
+OVERLAP_CASES = [
+    ("conv_partial", lambda: _conv(16), "bad_op"),
+    ("conv_exact", lambda: _conv(0), "bad_op"),  # no in-place kernel
+    ("conv_apart", lambda: _conv(32), None),
+    ("conv_scratch_on_output", lambda: _conv(32, Area(0, 56, 16)), "bad_op"),
+    ("conv_scratch_on_input", lambda: _conv(32, Area(0, 24, 16)), "bad_op"),
+    ("conv_scratch_apart", lambda: _conv(32, Area(0, 64, 16)), None),
+    ("conv_scratch_other_region", lambda: _conv(32, Area(1, 0, 64)), None),
+    ("max_pool_partial", lambda: one_op_program(
+        "max_pool2d", [((1, 4, 4, 2), 0)], ((1, 2, 2, 2), 24), POOL), "bad_op"),
+    ("concat_on_second_input", lambda: one_op_program(
+        "concat", [((1, 4), 0), ((1, 4), 4)], ((1, 8), 4), {"axis": 3}), "bad_op"),
+    ("concat_apart", lambda: one_op_program(
+        "concat", [((1, 4), 0), ((1, 4), 4)], ((1, 8), 8), {"axis": 3}), None),
+    ("transpose_exact", lambda: one_op_program(
+        "transpose", [((2, 3), 0)], ((3, 2), 0), {"perm0": 0, "perm1": 1, "perm2": 3,
+                                                  "perm3": 2}), "bad_op"),
+    ("pad_partial", lambda: one_op_program(
+        "pad", [((1, 4), 0)], ((1, 6), 2), {**{f"before{k}": 0 for k in range(4)},
+                                            **{f"after{k}": 0 for k in range(3)},
+                                            "after3": 2, "value": 0}), "bad_op"),
+    ("copy_exact", lambda: one_op_program("copy", [((1, 4), 0)], ((1, 4), 0)), "bad_op"),
+    ("copy_empty", lambda: one_op_program("copy", [((1, 0), 0)], ((0,), 0)), None),
+    ("copy_reshape", lambda: one_op_program("copy", [((2, 3), 0)], ((6,), 8)), None),
+    ("add_inplace_a", lambda: _add(0, 8, 0), None),
+    ("add_inplace_b", lambda: _add(0, 8, 8), None),
+    ("add_inplace_both", lambda: _add(0, 0, 0), None),  # add(x, x) into x
+    ("add_inputs_overlap", lambda: _add(0, 2, 8), None),  # inputs may share bytes
+    ("add_shifted", lambda: _add(0, 8, 1), "bad_op"),
+    ("add_same_offset_smaller", lambda: _add(0, 8, 0, y_shape=(1, 2)), "bad_op"),
+    ("add_on_a_partly_b", lambda: _add(0, 2, 0), "bad_op"),
+    ("add_other_region", lambda: _add(0, 8, 0, region=1), None),
+    ("lut_inplace", lambda: one_op_program("lut", [((1, 4), 0), TABLE], ((1, 4), 0)), None),
+    ("lut_partial", lambda: one_op_program("lut", [((1, 4), 0), TABLE], ((1, 4), 3)), "bad_op"),
+    ("clamp_inplace", lambda: one_op_program(
+        "clamp", [((2, 3), 16)], ((2, 3), 16), {"act_min": -5, "act_max": 9}), None),
+    ("delegate_output_over_input", lambda: _delegate_over_input(80, False), None),  # exempt
+    ("delegate_cpu_version_partial", lambda: _delegate_over_input(80, True), "bad_op"),
+    ("delegate_cpu_version_inplace", lambda: _delegate_over_input(64, True), None),
+]
+
+
+def overlap_files() -> list[tuple[str, bytes, str | None]]:
+    return [(name, unchecked_bytes(make()), reason) for name, make, reason in OVERLAP_CASES]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in OVERLAP_CASES])
+def test_overlapping_operands(name):
+    _, make, reason = next(c for c in OVERLAP_CASES if c[0] == name)
+    assert reason_of(unchecked_bytes(make())) == reason
+    if reason is None:
+        assert Program.from_bytes(make().to_bytes()) == make()
+    else:
+        with pytest.raises(ProgramError, match="overlaps") as e:
+            make().to_bytes()
+        assert e.value.reason == reason
+
+
+# ----------------------------------------------------------------------------------------------
 # every named error, each reached by one targeted corruption (CRC recomputed where it matters)
 
 
@@ -464,6 +667,7 @@ def test_named_error(blob, reason):
     (lambda b: patch(b, "bindings", 0, "offset", 0), "bad_delegate"),  # tensor not there
     (lambda b: patch(b, "bindings", 1, "shape", 2, element=5), "bad_delegate"),
     (lambda b: patch(b, "target", 0, "rounding", 2), "bad_target"),
+    (lambda b: patch(b, "target", 0, "rounding", 1), "bad_target"),  # tflite: reserved
     (lambda b: patch_bytes(b, _meta_at(b), b"[" * 8), "bad_metadata"),
 ])
 def test_more_corruptions(blob, corrupt, reason):

@@ -205,11 +205,11 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
   const size_t x_img = (size_t)c->ah.size * w_in * cin, cout = (size_t)c->cout_g, k = c->k;
   const size_t x_row = (size_t)c->ah.dilation * w_in * cin;
   const int32_t per = CONV_COL_MAX / (int32_t)k < MT_PX ? CONV_COL_MAX / (int32_t)k : MT_PX;
-  const int32_t total = c->batch * c->ah.out * c->aw.out;
+  const int64_t total = (int64_t)c->batch * c->ah.out * c->aw.out; /* can pass 2^31 */
   mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max, NULL};
   int32_t n = 0, oh = 0, ow = 0;
-  for (int32_t q = 0; q < total; q += per) {
-    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per};
+  for (int64_t q = 0; q < total; q += per) {
+    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? (int32_t)(total - q) : per};
     const int direct = !MT_MVE && !MT_DSP && run >= 16 && ow + src.np <= c->aw.out &&
                        conv_inside(c, oh, ow) && conv_inside(c, oh, ow + src.np - 1);
     for (int32_t p = 0; p < src.np; p++) {

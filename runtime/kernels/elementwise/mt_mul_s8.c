@@ -100,7 +100,15 @@ mt_status mt_mul_s8(const mt_op_args *args)
   if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
       !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_same_shape(at_, bt) ||
       !mt_same_shape(at_, yt) || !mt_zp_ok(a_zp) || !mt_zp_ok(b_zp) || !mt_zp_ok(out_zp) ||
-      !mt_scale_ok(mult, shift) || !mt_act_ok(lo, hi)) {
+      !mt_act_ok(lo, hi)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  /* the extreme products of (a - a_zp) * (b - b_zp), |p| <= 255 * 255: rq of each fits int32 */
+  const int32_t a0 = MT_S8_MIN - a_zp, a1 = MT_S8_MAX - a_zp, b0 = MT_S8_MIN - b_zp;
+  const int32_t b1 = MT_S8_MAX - b_zp, p0 = a0 * b0, p1 = a0 * b1, p2 = a1 * b0, p3 = a1 * b1;
+  const int32_t p_lo = p0 < p1 ? p0 : p1, p_lo2 = p2 < p3 ? p2 : p3;
+  const int32_t p_hi = p0 > p1 ? p0 : p1, p_hi2 = p2 > p3 ? p2 : p3;
+  if (!mt_rq_range_ok(p_lo < p_lo2 ? p_lo : p_lo2, p_hi > p_hi2 ? p_hi : p_hi2, mult, shift)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const int8_t *a = (const int8_t *)at_->data, *b = (const int8_t *)bt->data;

@@ -1,6 +1,7 @@
 /*
- * mt_rescale_s8.c - int8 -> int8 with new qparams: y = clamp(rq(x - in_zp) + out_zp).
- * y may be x (in place). MVE: four elements per step on int32x4 lanes.
+ * mt_rescale_s8.c - int8 -> int8 with new qparams: y = clamp(rq(x - in_zp) + out_zp), for
+ * (mult, shift) whose rq of every x - in_zp fits int32 (checked first). y may be x (in place). MVE:
+ * four elements per step on int32x4 lanes.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -18,7 +19,7 @@ mt_status mt_rescale_s8(const mt_op_args *args)
   const int32_t lo = at[MT_RESCALE_ACT_MIN], hi = at[MT_RESCALE_ACT_MAX];
   if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
       !mt_same_shape(xt, yt) || !mt_zp_ok(in_zp) || !mt_zp_ok(out_zp) ||
-      !mt_scale_ok(mult, shift) || !mt_act_ok(lo, hi)) {
+      !mt_rq_range_ok(MT_S8_MIN - in_zp, MT_S8_MAX - in_zp, mult, shift) || !mt_act_ok(lo, hi)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const int8_t *x = (const int8_t *)xt->data;

@@ -17,7 +17,8 @@
    MT_AVG_POOL2D_PAD_TOP == 4 && MT_AVG_POOL2D_PAD_RIGHT == 7)
 typedef char mt_avg_pool_attr_order[AVG_ATTR_ORDER_OK ? 1 : -1];
 
-#define AVG_MAX_COUNT (1 << 30) /* larger counts need a multiplier >= 2^31 */
+#define AVG_MAX_COUNT  (1 << 30) /* larger counts need a multiplier >= 2^31 */
+#define AVG_MAX_WINDOW (1 << 23) /* valid elements of a window: |sum| <= 255 * 2^23 < 2^31 */
 
 typedef struct {
   mt_axis ah, aw;
@@ -64,8 +65,11 @@ static int avg_init(avg_ctx *c, const mt_op_args *a)
       !mt_zp_ok(c->out_zp) || !mt_act_ok(c->lo, c->hi)) {
     return 0;
   }
-  /* count <= kernel_h * kernel_w unless a divisor overrides it */
-  if (divisor == 0 && full > AVG_MAX_COUNT) {
+  /* the count: a divisor, kernel_h * kernel_w (count_include_pad) or the valid elements of the
+   * window, at most min(kernel_h, H) * min(kernel_w, W) <= AVG_MAX_WINDOW */
+  const int64_t win = (int64_t)(c->ah.kernel < c->ah.size ? c->ah.kernel : c->ah.size) *
+                      (c->aw.kernel < c->aw.size ? c->aw.kernel : c->aw.size);
+  if ((divisor == 0 && cip && full > AVG_MAX_COUNT) || win > AVG_MAX_WINDOW) {
     return 0;
   }
   c->fixed_count = divisor > 0 ? divisor : (cip ? (int32_t)full : 0);

@@ -25,10 +25,13 @@ QPARAM_RULES = {
     "shared": "the output has its inputs' qparams; a rescale is inserted where they differ",
     "fixed": "the output qparams are fixed by the op's definition",
 }
-# Ways two operands of one op may share bytes (the planner uses only these; readers reject the
-# rest). "inplace": the output over an input of the same size that dies at this op (element-wise
-# kernels read element i before writing it).
-ALIAS_KINDS = ("inplace",)
+# Ways the operands of one op may share bytes. Otherwise an op's output shares no byte with
+# another output, an input or its scratch (both program readers refuse it, bad_op); the planner
+# uses only these. "inplace": an output on exactly the bytes (region, offset, size) of an input
+# of the same size, e.g. one that dies at this op (element-wise kernels read element i before
+# writing it). "delegate": any overlap; the operands are where Vela placed them in its scratch
+# area (the ops of the delegate's CPU version follow the rules of their own ops).
+ALIAS_KINDS = ("inplace", "delegate")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,10 @@ def _constants() -> list[str]:
         f"#define MT_ALIGN {S.ALIGN} /* section and constant alignment */",
         f"#define MT_MAX_RANK {S.MAX_RANK}",
         f"#define MT_MAX_SECTIONS {S.MAX_SECTIONS}",
+        f"#define MT_MAX_REGIONS {S.MAX_REGIONS}",
+        f"#define MT_MAX_IO {S.MAX_IO} /* program inputs; program outputs */",
+        f"#define MT_MAX_DELEGATES {S.MAX_DELEGATES}",
+        f"#define MT_MAX_VARIADIC {S.MAX_VARIADIC} /* operands of a variadic list; bindings */",
         f"#define MT_CRC_START {S.CRC_START} /* crc32 = zlib CRC32 of file[MT_CRC_START:] */",
         "#define MT_NONE16 0xFFFFu /* no region */",
         "#define MT_NONE32 0xFFFFFFFFu /* no source / no CPU version */",
@@ -84,9 +88,11 @@ def _op_block(op: ops.OpDef) -> list[str]:
     p = "MT_" + op.name.upper()
     n_in = "MT_VARIADIC" if ops.VARIADIC in op.inputs else len(op.inputs)
     n_out = "MT_VARIADIC" if ops.VARIADIC in op.outputs else len(op.outputs)
+    alias = " | ".join(f"MT_ALIAS_{_ident(k)}" for k in ops.ALIAS_KINDS if k in op.alias)
     lines = [f"/* {op.name}{': ' + op.doc if op.doc else ''} */",
              f"#define {p}_N_INPUTS {n_in}", f"#define {p}_N_OUTPUTS {n_out}",
-             f"#define {p}_N_ATTRS {len(op.attrs)}", f"#define {p}_N_VARIANTS {len(op.variants)}"]
+             f"#define {p}_N_ATTRS {len(op.attrs)}", f"#define {p}_N_VARIANTS {len(op.variants)}",
+             f"#define {p}_ALIAS {'(' + alias + ')' if alias else '0u'}"]
     for kind, names in (("IN", op.inputs), ("OUT", op.outputs)):
         lines += [f"#define {p}_{kind}_{_ident(n)} {i}" for i, n in enumerate(names)
                   if n != ops.VARIADIC]
@@ -99,14 +105,17 @@ def _ops() -> list[str]:
     items = [(op.name, op.opcode, "") for op in ops.OPS] + [("count", len(ops.OPS), "")]
     lines = ["/* ---- ops (src/mcutorch/ops) ---- */",
              *_enum("mt_opcode_t", "MT_OP_", items),
-             "#define MT_VARIADIC (-1) /* any number (>= 1) of operands */",
-             f"#define MT_MAX_ATTRS {ops.MAX_ATTRS}", "",
-             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants) for every op */",
+             "#define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */",
+             f"#define MT_MAX_ATTRS {ops.MAX_ATTRS}",
+             "/* MT_<OP>_ALIAS: the ways (ops.ALIAS_KINDS) the op's operands may share bytes */",
+             *(f"#define MT_ALIAS_{_ident(k)} 0x{1 << i:X}u" for i, k in enumerate(ops.ALIAS_KINDS)),
+             "",
+             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants, alias) for every op */",
              "#define MT_OP_LIST(X) \\"]
     for op in ops.OPS:
         p = "MT_" + op.name.upper()
         lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_N_INPUTS, {p}_N_OUTPUTS, "
-                     f"{p}_N_ATTRS, {p}_N_VARIANTS) \\")
+                     f"{p}_N_ATTRS, {p}_N_VARIANTS, {p}_ALIAS) \\")
     lines[-1] = lines[-1].removesuffix(" \\")
     lines.append("")
     for op in ops.OPS:

@@ -145,6 +145,8 @@ def _target(v: memoryview) -> TargetInfo:
 
 
 def _regions(v: memoryview) -> list[RegionInfo]:
+    n = len(v) // S.REGION.size
+    require(n <= S.MAX_REGIONS, "bad_region", f"{n} regions (at most {S.MAX_REGIONS})")
     out = []
     known = S.REGION_FLAG_NPU | S.REGION_FLAG_BASE_KNOWN
     for i, r in enumerate(_records(S.REGION, v)):
@@ -206,6 +208,9 @@ def _op(i: int, r: dict, operands: tuple, attrs: tuple) -> OpInfo:
     require(r["flags"] & ~S.OP_FLAG_SUBGRAPH == 0, "bad_op", f"{what}: flags 0x{r['flags']:x}")
     require(r["n_attrs"] == len(d.attrs), "bad_op",
             f"{what}: {r['n_attrs']} attributes, ops.py says {len(d.attrs)}")
+    require(r["n_inputs"] <= S.MAX_VARIADIC and r["n_outputs"] <= S.MAX_VARIADIC, "bad_op",
+            f"{what}: {r['n_inputs']} inputs, {r['n_outputs']} outputs (at most "
+            f"{S.MAX_VARIADIC} each)")
     first, n_in = r["first_operand"], r["n_inputs"]
     end = first + n_in + r["n_outputs"]
     require(end <= len(operands), "bad_offset",
@@ -239,6 +244,8 @@ def _io(v: memoryview) -> tuple[list[int], list[int]]:
 
 
 def _delegates(v: memoryview, bindings_v: memoryview) -> list[DelegateInfo]:
+    n = len(v) // S.DELEGATE.size
+    require(n <= S.MAX_DELEGATES, "bad_delegate", f"{n} delegates (at most {S.MAX_DELEGATES})")
     bindings = _records(S.BINDING, bindings_v)
     return [_delegate(k, r, bindings) for k, r in enumerate(_records(S.DELEGATE, v))]
 
@@ -247,6 +254,9 @@ def _delegate(k: int, r: dict, bindings: list[dict]) -> DelegateInfo:
     what = f"delegate {k}"
     npu = _enum(S.NPUS, r["npu"], "bad_delegate", f"{what}: npu")
     require(r["flags"] == 0, "bad_delegate", f"{what}: flags 0x{r['flags']:x}")
+    require(1 <= r["n_inputs"] <= S.MAX_VARIADIC and 1 <= r["n_outputs"] <= S.MAX_VARIADIC,
+            "bad_delegate", f"{what}: {r['n_inputs']} inputs, {r['n_outputs']} outputs (each "
+            f"1..{S.MAX_VARIADIC})")
     first, n_in = r["first_binding"], r["n_inputs"]
     end = first + n_in + r["n_outputs"]
     require(end <= len(bindings), "bad_offset",

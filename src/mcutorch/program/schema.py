@@ -64,8 +64,9 @@ Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
     feature switches (`switches`: bit 1 << k for TARGET_SWITCHES[k], i.e. TARGET_SWITCH_NODSP,
     TARGET_SWITCH_NOMVE, TARGET_SWITCH_NOFP; since 1.1), the requantization rounding rule
-    (ROUNDINGS; "tflite" is reserved for imported TFLite models: the format carries it,
-    executors refuse it until they implement it), and program flags (none defined; must be 0).
+    (ROUNDINGS; "tflite" is reserved for imported TFLite models: the format has its id, but
+    no executor implements it, so both readers refuse it, bad_target, like an unknown id), and
+    program flags (none defined; must be 0).
     CPU + switches + NPU name the target (`mcutorch.targets`: "cortex-m4+nofp"), so a program
     says exactly how firmware for it is built. Readers refuse (bad_target) unknown switch bits,
     a switch the CPU does not take (its `targets.CPUS[cpu].switches`: +nomve only on M55/M85,
@@ -98,11 +99,25 @@ Meaning of the records:
     model's NCHW tensor stored NHWC; Program.stripped keeps only this key). Other keys are kept
     as they are.
 
+Limits (every reader, every format version): at most MAX_REGIONS (16) regions (bad_region),
+MAX_IO (256) program inputs and as many outputs (bad_io), MAX_DELEGATES (256) delegates and at
+most MAX_VARIADIC (256) input and as many output bindings per delegate (bad_delegate), at most
+MAX_VARIADIC operands in an op's input list and in its output list (bad_op). Records may share
+ranges of OPERANDS and BINDINGS, so without these bounds a small file could make a reader do
+work quadratic in its size; with them, the C loader (which has no memory to sort or hash in)
+stays linear. The counts of ops, records and operands and the total operand, binding and
+const bytes are bounded only by the file size. A reader refuses the region and delegate counts
+and an op's and a delegate's operand counts with the records (reader.py `_regions`, `_op`,
+`_delegates`), the io counts with the semantic checks.
+
 Validation (reader.py, then validate.py; the C loader does the same in the same order): header
 size, magic, version, file_size == buffer length, CRC, reserved fields; section table bounds,
 alignment, overlap, kinds, record sizes; every record's enum ids and reserved fields; then every
 index and byte range (tensors in their region / CONST, operand and attribute ranges, scratch,
-delegate blobs and bindings, IO) and the counts ops.py prescribes. Failures are named by ERRORS.
+delegate blobs and bindings, IO), the counts ops.py prescribes, and that no op's output shares
+a byte with an input, another output or its scratch beyond what its registry entry allows
+(ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; the delegate op: anything; bad_op).
+Failures are named by ERRORS.
 """
 from __future__ import annotations
 
@@ -121,6 +136,12 @@ VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to th
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
 MAX_SECTIONS = 64  # a reader refuses larger section tables outright
+# Counts that bound the loader's work (see "Limits" above): every check stays linear in the file.
+MAX_REGIONS = 16  # regions (bad_region)
+MAX_IO = 256  # program inputs, and program outputs (bad_io)
+MAX_DELEGATES = 256  # delegate records (bad_delegate)
+MAX_VARIADIC = 256  # operands of one variadic list (concat inputs, delegate op inputs / outputs;
+#                     bad_op) and a delegate's input / output bindings (bad_delegate)
 REGION_ALIGN_MIN, REGION_ALIGN_MAX = 4, 65536  # arena alignment bounds (powers of two)
 NONE16 = 0xFFFF  # "no region"
 NONE32 = 0xFFFFFFFF  # "no source", "no CPU version"

@@ -49,6 +49,8 @@ def check_target(p: Program) -> None:
                         ("rounding", S.ROUNDINGS)):
         require(getattr(t, name) in table, "bad_target",
                 f"{name} {getattr(t, name)!r} is not one of {', '.join(table)}")
+    require(t.rounding == "single", "bad_target", f"rounding {t.rounding!r} is reserved: no "
+            "executor implements it yet (only 'single' programs load)")
     require(t.flags == 0, "bad_target", f"program flags 0x{t.flags:x}: none are defined in "
             f"format {S.VERSION_MAJOR}.{S.VERSION_MINOR}")
     check_switches(t)
@@ -79,7 +81,8 @@ def check_switches(t) -> None:
 
 
 def check_regions(p: Program) -> None:
-    require(len(p.regions) < S.NONE16, "bad_region", f"{len(p.regions)} regions")
+    require(len(p.regions) <= S.MAX_REGIONS, "bad_region",
+            f"{len(p.regions)} regions (at most {S.MAX_REGIONS})")
     seen: set = set()
     for i, r in enumerate(p.regions):
         what = f"region {i} ({r.name!r})"
@@ -157,11 +160,11 @@ def check_const_range(p: Program, rng, what: str) -> None:
 
 
 def _count_ok(names: tuple[str, ...], n: int) -> bool:
-    return n >= 1 if ops.VARIADIC in names else n == len(names)
+    return 1 <= n <= S.MAX_VARIADIC if ops.VARIADIC in names else n == len(names)
 
 
 def _expected(names: tuple[str, ...]) -> str:
-    return ">= 1" if ops.VARIADIC in names else str(len(names))
+    return f"1..{S.MAX_VARIADIC}" if ops.VARIADIC in names else str(len(names))
 
 
 def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
@@ -171,7 +174,7 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
     require(op.variant in d.variants, "bad_op",
             f"{what}: variant {op.variant!r} not in {', '.join(d.variants)}")
     for kind, names, got in (("inputs", d.inputs, op.inputs), ("outputs", d.outputs, op.outputs)):
-        require(_count_ok(names, len(got)) and len(got) <= 0xFFFF, "bad_op",
+        require(_count_ok(names, len(got)), "bad_op",
                 f"{what}: {len(got)} {kind}, ops.py says {_expected(names)}")
         require(all(is_int(t, 0, len(p.tensors) - 1) for t in got), "bad_op",
                 f"{what}: {kind} {got} (program has {len(p.tensors)} tensors)")
@@ -186,6 +189,42 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
     _check_source(p, what, op.source)
     if op.name == "delegate":
         _check_delegate_op(p, what, op, in_subgraph)
+    if "delegate" not in d.alias:
+        _check_alias(p, what, op, "inplace" in d.alias)
+
+
+def _bytes_of(p: Program, index: int):
+    """(region, offset, size) of an arena tensor; None for a constant."""
+    t = p.tensors[index]
+    return (t.region, t.offset, t.nbytes) if t.storage == "arena" else None
+
+
+def _meet(a, b) -> bool:
+    """Two (region, offset, size) byte ranges share a byte (empty ones never do)."""
+    return (a is not None and b is not None and a[0] == b[0] and a[2] > 0 and b[2] > 0
+            and a[1] < b[1] + b[2] and b[1] < a[1] + a[2])
+
+
+def _check_alias(p: Program, what: str, op, inplace: bool) -> None:
+    """ops.ALIAS_KINDS: an output shares no byte with another output or the scratch buffer, nor
+    with an input unless the op is in-place capable and the two are exactly the same bytes; the
+    scratch buffer shares none with an input either. The C loader checks the same (bad_op)."""
+    scratch = None if op.scratch is None else (op.scratch.region, op.scratch.offset,
+                                               op.scratch.size)
+    for k, o in enumerate(op.outputs):
+        y = _bytes_of(p, o)
+        for i in op.inputs:
+            x = _bytes_of(p, i)
+            require(not _meet(y, x) or (inplace and x == y), "bad_op",
+                    f"{what}: output tensor {o} {y} overlaps input tensor {i} {x}"
+                    + ("" if inplace else " (the op cannot run in place)")
+                    + (" without being exactly its bytes" if inplace else ""))
+        for o2 in op.outputs[:k]:
+            require(not _meet(y, _bytes_of(p, o2)), "bad_op",
+                    f"{what}: outputs {o2} and {o} overlap")
+    for t in (*op.inputs, *op.outputs):
+        require(not _meet(scratch, _bytes_of(p, t)), "bad_op",
+                f"{what}: scratch {op.scratch} overlaps operand tensor {t}")
 
 
 def _check_source(p: Program, what: str, source) -> None:
@@ -211,6 +250,8 @@ def _check_delegate_op(p: Program, what: str, op, in_subgraph: bool) -> None:
 def check_delegates(p: Program) -> set[int]:
     """Check every delegate; return the op indices that form their CPU versions."""
     subgraph: set[int] = set()
+    require(len(p.delegates) <= S.MAX_DELEGATES, "bad_delegate",
+            f"{len(p.delegates)} delegates (at most {S.MAX_DELEGATES})")
     for k, d in enumerate(p.delegates):
         what = f"delegate {k}"
         require(d.npu in S.NPUS[1:] and d.npu == p.target.npu, "bad_delegate",
@@ -233,8 +274,9 @@ def check_delegates(p: Program) -> set[int]:
 
 
 def _check_bindings(p: Program, what: str, d) -> None:
-    require(1 <= len(d.inputs) <= 0xFFFF and 1 <= len(d.outputs) <= 0xFFFF, "bad_delegate",
-            f"{what}: {len(d.inputs)} inputs, {len(d.outputs)} outputs (each 1..65535)")
+    require(1 <= len(d.inputs) <= S.MAX_VARIADIC and 1 <= len(d.outputs) <= S.MAX_VARIADIC,
+            "bad_delegate", f"{what}: {len(d.inputs)} inputs, {len(d.outputs)} outputs (each "
+            f"1..{S.MAX_VARIADIC})")
     require(d.scratch is not None, "bad_delegate", f"{what}: bindings need a scratch area")
     for b in d.inputs + d.outputs:
         bw = f"{what} binding of tensor {b.tensor}"
@@ -265,6 +307,8 @@ def _check_cpu_ops(p: Program, what: str, d) -> set[int]:
 
 def check_io(p: Program) -> None:
     require(len(p.outputs) >= 1, "bad_io", "a program needs at least one output")
+    require(len(p.inputs) <= S.MAX_IO and len(p.outputs) <= S.MAX_IO, "bad_io",
+            f"{len(p.inputs)} inputs, {len(p.outputs)} outputs (at most {S.MAX_IO} each)")
     for kind, idx in (("input", p.inputs), ("output", p.outputs)):
         require(len(set(idx)) == len(idx), "bad_io", f"duplicate {kind}s {idx}")
         for t in idx:

@@ -30,10 +30,39 @@ VARIANTS = {
 }
 
 
+# Ops whose output can be larger than their inputs (its size follows from attributes or from
+# several operands): the shape their kernel returns, from operand shapes and attributes alone,
+# allocating nothing (ValueError outside the domain, as the kernel). An executor compares it with
+# the program's output before running the kernel, so a hostile program cannot make the kernel
+# allocate more than a few times the operands the program declares.
+SHAPES = {
+    "conv2d": conv.conv2d_shape,
+    "depthwise_conv2d": conv.depthwise_conv2d_shape,
+    "fully_connected": conv.fully_connected_shape,
+    "max_pool2d": pool.pool_shape,
+    "avg_pool2d": pool.pool_shape,
+    "pad": movement.pad_shape,
+}
+
+
+def output_shape(op: str, inputs, attrs: dict) -> tuple | None:
+    """The shape KERNELS[op](*inputs, **attrs) returns (every variant), computed without running
+    it; None for ops whose output is no larger than their inputs (element-wise, softmax,
+    transpose, concat, copy)."""
+    fn = SHAPES.get(op)
+    return None if fn is None else tuple(fn(*inputs, **attrs))
+
+
+# Ops whose output may take any shape of their input's element count (a byte copy that is also
+# a reshape); the kernel returns the input's shape and the executor stores the same bytes.
+RESHAPING = frozenset({"copy"})
+
+
 def kernel_for(op: str, variant: str = ops.DEFAULT_VARIANT):
     """The reference kernel of (op, variant)."""
     return VARIANTS.get((op, variant), KERNELS[op])
 
 
-__all__ = ["KERNELS", "VARIANTS", "concat_attrs", "fold_bias", "kernel_for", "make_lut",
-           "pad_attrs", "softmax_exp_table", "transpose_attrs"]
+__all__ = ["KERNELS", "RESHAPING", "SHAPES", "VARIANTS", "concat_attrs", "fold_bias",
+           "kernel_for", "make_lut", "output_shape", "pad_attrs", "softmax_exp_table",
+           "transpose_attrs"]

@@ -12,6 +12,7 @@ from mcutorch import quant
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 INT8_MIN, INT8_MAX = -128, 127
+DIM_MAX = (1 << 30) - 1  # window ops: every dim, kernel, stride, dilation and pad (MT_DIM_MAX)
 
 
 def check(cond: bool, msg: str) -> None:
@@ -76,22 +77,43 @@ def requantize(acc, mult, shift, out_zp: int, act_min: int, act_max: int) -> np.
     return np.clip(scaled + out_zp, act_min, act_max).astype(np.int8)
 
 
+def check_dims(a: np.ndarray, name: str, op: str) -> None:
+    """Window ops: every dim of an activation or weight is below 2^30 (int32 loop bounds in C)."""
+    check(all(d <= DIM_MAX for d in a.shape), f"{op}: {name} shape {a.shape} has a dim >= 2^30")
+
+
 def out_size(size: int, kernel: int, stride: int, dilation: int, pad0: int, pad1: int,
              what: str) -> int:
-    """Output length of a window op: (size + pad0 + pad1 - dilation*(kernel-1) - 1)//stride + 1."""
-    check(kernel >= 1 and stride >= 1 and dilation >= 1, f"{what}: kernel/stride/dilation < 1")
-    check(pad0 >= 0 and pad1 >= 0, f"{what}: negative padding")
+    """Output length of a window op: (size + pad0 + pad1 - dilation*(kernel-1) - 1)//stride + 1.
+
+    The domain (docs/numerics.md): kernel, stride and dilation in [1, 2^30), pads in [0, 2^30),
+    the padded size size + pad0 + pad1 below 2^31, and a window no larger than it."""
+    check(1 <= kernel <= DIM_MAX and 1 <= stride <= DIM_MAX and 1 <= dilation <= DIM_MAX,
+          f"{what}: kernel/stride/dilation {kernel}/{stride}/{dilation} outside [1, 2^30)")
+    check(0 <= pad0 <= DIM_MAX and 0 <= pad1 <= DIM_MAX,
+          f"{what}: padding {pad0}/{pad1} outside [0, 2^30)")
+    check(size + pad0 + pad1 <= INT32_MAX, f"{what}: padded size {size + pad0 + pad1} >= 2^31")
     span = size + pad0 + pad1 - dilation * (kernel - 1) - 1
     check(span >= 0, f"{what}: window ({kernel}, dilation {dilation}) larger than padded input")
     return span // stride + 1
 
 
-def pad_hw(x: np.ndarray, pads: tuple[int, int, int, int], value) -> np.ndarray:
-    """Pad an NHWC array spatially; pads = (top, left, bottom, right)."""
-    top, left, bottom, right = pads
-    return np.pad(x, ((0, 0), (top, bottom), (left, right), (0, 0)), constant_values=value)
+def tap_outputs(size: int, out: int, stride: int, pad0: int, offset: int) -> tuple[int, int]:
+    """[lo, hi): the outputs o whose tap at `offset` (k * dilation) reads inside the input,
+    0 <= o * stride - pad0 + offset < size (a range: positions grow with o)."""
+    first = pad0 - offset  # o * stride >= first
+    lo = max(0, -(-first // stride))
+    hi = min(out, -(-(first + size) // stride))
+    return lo, max(lo, hi)
 
 
-def window_slice(offset: int, stride: int, count: int) -> slice:
-    """Rows offset, offset + stride, ... (count of them) of a padded input."""
-    return slice(offset, offset + stride * (count - 1) + 1, stride)
+def tap_slice(o0: int, o1: int, stride: int, pad0: int, offset: int) -> slice:
+    """The input positions o * stride - pad0 + offset for o in [o0, o1) (o0 < o1, all inside)."""
+    start = o0 * stride - pad0 + offset
+    return slice(start, start + (o1 - o0 - 1) * stride + 1, stride)
+
+
+def window_ranges(size: int, out: int, kernel: int, stride: int, pad0: int):
+    """Pools (dilation 1): per output o, the in-bounds window [lo[o], hi[o]) as int64 arrays."""
+    start = np.arange(out, dtype=np.int64) * stride - pad0
+    return np.clip(start, 0, size), np.clip(start + kernel, 0, size)

@@ -8,14 +8,19 @@ and requantize it per output channel: y = clamp(rq(acc, mult[c], shift[c]) + out
 act_max). Products are summed exactly: (x - in_zp) * w is at most 255 * 128 in magnitude, so float64
 matrix products of these integer-valued arrays are exact (every partial sum stays far below 2^53)
 whatever order BLAS adds them in. The accumulator must fit int32 (checked).
+
+Window ops never build a padded input: padding contributes 0, so each kernel tap adds the
+products of the outputs whose tap lands inside the input (a strided view of x), as the C kernels
+skip the padding. What they allocate is a few times the operands they are given and the output
+they return; `conv2d_shape` & co. give that output's shape from the operand shapes and the
+attributes alone, so an executor can compare it with the program's output first (ref.output_shape).
 """
 from __future__ import annotations
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
-from mcutorch.ref._common import (as_array, check, check_zp, out_size, pad_hw, requantize,
-                      window_slice)
+from mcutorch.ref._common import (as_array, check, check_dims, check_zp, out_size, requantize,
+                                  tap_outputs, tap_slice)
 
 
 def _mac_operands(bias, mult, shift, cout: int):
@@ -28,18 +33,44 @@ def _mac_operands(bias, mult, shift, cout: int):
 
 def _geometry(x, kh, kw, stride_h, stride_w, dilation_h, dilation_w, pads, op):
     """Output (Ho, Wo) of a window op on NHWC x; pads = (top, left, bottom, right)."""
+    as_array(x, np.int8, "x", 4)
+    check_dims(x, "x", op)
     _, h, w, _ = x.shape
     ho = out_size(h, kh, stride_h, dilation_h, pads[0], pads[2], f"{op} height")
     wo = out_size(w, kw, stride_w, dilation_w, pads[1], pads[3], f"{op} width")
     return ho, wo
 
 
-def _im2col(xc, kh, kw, ho, wo, stride_h, stride_w, dilation_h, dilation_w):
-    """Patches of padded float64 NHWC xc -> (N, Ho, Wo, KH, KW, C) (a copy, C fastest)."""
-    eff_h, eff_w = dilation_h * (kh - 1) + 1, dilation_w * (kw - 1) + 1
-    win = sliding_window_view(xc, (eff_h, eff_w), axis=(1, 2))  # (N, H', W', C, effH, effW)
-    win = win[:, ::stride_h, ::stride_w, :, ::dilation_h, ::dilation_w][:, :ho, :wo]
-    return np.ascontiguousarray(win.transpose(0, 1, 2, 4, 5, 3))
+def _taps(x_shape, kh, kw, ho, wo, stride, dilation, pads):
+    """For every kernel tap (i, j) that some window reads inside the input: (i, j, output rows,
+    output cols, input rows, input cols) as slices, the input ones strided."""
+    _, h, w, _ = x_shape
+    (sh, sw), (dh, dw), (pt, pl, _, _) = stride, dilation, pads
+    rows = [(i, tap_outputs(h, ho, sh, pt, i * dh)) for i in _used(h, ho, kh, sh, dh, pt)]
+    cols = [(j, tap_outputs(w, wo, sw, pl, j * dw)) for j in _used(w, wo, kw, sw, dw, pl)]
+    for i, (r0, r1) in rows:
+        for j, (c0, c1) in cols:
+            yield (i, j, slice(r0, r1), slice(c0, c1), tap_slice(r0, r1, sh, pt, i * dh),
+                   tap_slice(c0, c1, sw, pl, j * dw))
+
+
+def _used(size, out, kernel, stride, dilation, pad0):
+    """The taps k of one axis that land inside [0, size) for some output (vectorised over k)."""
+    first = pad0 - np.arange(kernel, dtype=np.int64) * dilation
+    lo = np.maximum(0, -(-first // stride))
+    hi = np.minimum(out, -(-(first + size) // stride))
+    return np.flatnonzero(lo < hi).tolist()
+
+
+def conv2d_shape(x, weight, *_, stride_h, stride_w, dilation_h, dilation_w, pad_top, pad_left,
+                 pad_bottom, pad_right, **__):
+    """The (N, Ho, Wo, Cout) conv2d returns, from shapes and attributes (ValueError outside the
+    window domain); allocates nothing."""
+    as_array(weight, np.int8, "weight", 4)
+    check_dims(weight, "weight", "conv2d")
+    ho, wo = _geometry(x, weight.shape[1], weight.shape[2], stride_h, stride_w, dilation_h,
+                       dilation_w, (pad_top, pad_left, pad_bottom, pad_right), "conv2d")
+    return (x.shape[0], ho, wo, weight.shape[0])
 
 
 def conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dilation_w,
@@ -47,26 +78,52 @@ def conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dila
     """Grouped 2-D convolution, NHWC activations, OHWI weights, per-channel requantization."""
     # x: (N, H, W, Cin) int8; weight: (Cout, KH, KW, Cin/groups) int8
     # bias, mult, shift: (Cout,) int32  ->  y: (N, Ho, Wo, Cout) int8
-    as_array(x, np.int8, "x", 4)
-    as_array(weight, np.int8, "weight", 4)
+    pads = (pad_top, pad_left, pad_bottom, pad_right)
+    n, ho, wo, cout = conv2d_shape(x, weight, stride_h=stride_h, stride_w=stride_w,
+                                   dilation_h=dilation_h, dilation_w=dilation_w, pad_top=pad_top,
+                                   pad_left=pad_left, pad_bottom=pad_bottom, pad_right=pad_right)
     check_zp("in_zp", in_zp)
-    n, _, _, cin = x.shape
-    cout, kh, kw, cg = weight.shape
+    cin = x.shape[3]
+    _, kh, kw, cg = weight.shape
     check(groups >= 1 and cg * groups == cin and cout % groups == 0,
           f"conv2d: groups={groups} does not fit Cin={cin}, weight {weight.shape}")
     bias64 = _mac_operands(bias, mult, shift, cout)
-    pads = (pad_top, pad_left, pad_bottom, pad_right)
-    ho, wo = _geometry(x, kh, kw, stride_h, stride_w, dilation_h, dilation_w, pads, "conv2d")
 
-    xc = pad_hw(x.astype(np.float64) - in_zp, pads, 0.0)  # padding with in_zp contributes 0
-    cols = _im2col(xc, kh, kw, ho, wo, stride_h, stride_w, dilation_h, dilation_w)
-    m = n * ho * wo
-    # (G, M, KH*KW*Cg) @ (G, KH*KW*Cg, Cout/G): one matmul per group (G = 1: a single matmul)
-    cols = cols.reshape(m, kh * kw, groups, cg).transpose(2, 0, 1, 3).reshape(groups, m, -1)
-    wmat = weight.astype(np.float64).reshape(groups, cout // groups, -1).transpose(0, 2, 1)
-    acc = np.matmul(cols, wmat).transpose(1, 0, 2).reshape(n, ho, wo, cout)
-    acc = acc.astype(np.int64) + bias64
-    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+    xc = x.astype(np.float64) - in_zp  # padding would hold in_zp: it contributes 0
+    # per tap, one (G, M, Cg) @ (G, Cg, Cout/G) matmul (G = 1: a single matmul); every sum is
+    # an integer below 2^53 in magnitude (|bias| < 2^31, K * 255 * 128 < 2^47): float64 is exact
+    wt = weight.astype(np.float64).reshape(groups, cout // groups, kh, kw, cg)
+    acc = np.broadcast_to(bias64.astype(np.float64), (n, ho, wo, cout)).copy()
+    for i, j, orow, ocol, irow, icol in _taps(x.shape, kh, kw, ho, wo, (stride_h, stride_w),
+                                              (dilation_h, dilation_w), pads):
+        slab = xc[:, irow, icol, :]
+        m = slab.shape[0] * slab.shape[1] * slab.shape[2]
+        if groups == 1:
+            part = slab.reshape(m, cg) @ wt[0, :, i, j, :].T
+        else:
+            part = np.matmul(slab.reshape(m, groups, cg).transpose(1, 0, 2),
+                             wt[:, :, i, j, :].transpose(0, 2, 1)).transpose(1, 0, 2)
+        acc[:, orow, ocol, :] += part.reshape(slab.shape[:3] + (cout,))
+    return requantize(acc.astype(np.int64), mult, shift, out_zp, act_min, act_max)
+
+
+def _dw_weight(weight):
+    """The depthwise weight as (KH, KW, C*M): rank 3, or rank 4 with a leading 1 ("1HWC")."""
+    as_array(weight, np.int8, "weight", (3, 4))
+    if weight.ndim == 4:
+        check(weight.shape[0] == 1, f"depthwise weight: need (1, KH, KW, C*M), not {weight.shape}")
+        weight = weight[0]
+    check_dims(weight, "weight", "depthwise_conv2d")
+    return weight
+
+
+def depthwise_conv2d_shape(x, weight, *_, stride_h, stride_w, dilation_h, dilation_w, pad_top,
+                           pad_left, pad_bottom, pad_right, **__):
+    """The (N, Ho, Wo, C*M) depthwise_conv2d returns (see conv2d_shape)."""
+    weight = _dw_weight(weight)
+    ho, wo = _geometry(x, weight.shape[0], weight.shape[1], stride_h, stride_w, dilation_h,
+                       dilation_w, (pad_top, pad_left, pad_bottom, pad_right), "depthwise")
+    return (x.shape[0], ho, wo, weight.shape[2])
 
 
 def depthwise_conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dilation_w,
@@ -75,30 +132,28 @@ def depthwise_conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilati
     """Depthwise convolution: output channel c*M + m reads input channel c only."""
     # x: (N, H, W, C) int8; weight: (KH, KW, C*M) int8 (a leading 1 dim, "1HWC", is accepted)
     # bias, mult, shift: (C*M,) int32  ->  y: (N, Ho, Wo, C*M) int8
-    as_array(x, np.int8, "x", 4)
-    as_array(weight, np.int8, "weight", (3, 4))
-    if weight.ndim == 4:
-        check(weight.shape[0] == 1, f"depthwise weight: need (1, KH, KW, C*M), not {weight.shape}")
-        weight = weight[0]
+    pads = (pad_top, pad_left, pad_bottom, pad_right)
+    n, ho, wo, cout = depthwise_conv2d_shape(
+        x, weight, stride_h=stride_h, stride_w=stride_w, dilation_h=dilation_h,
+        dilation_w=dilation_w, pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom,
+        pad_right=pad_right)
+    weight = _dw_weight(weight)
     check_zp("in_zp", in_zp)
-    n, _, _, c = x.shape
-    kh, kw, cout = weight.shape
+    c = x.shape[3]
+    kh, kw, _ = weight.shape
     check(depth_multiplier >= 1 and cout == c * depth_multiplier,
           f"depthwise_conv2d: weight {weight.shape} does not fit C={c}, M={depth_multiplier}")
     bias64 = _mac_operands(bias, mult, shift, cout)
-    pads = (pad_top, pad_left, pad_bottom, pad_right)
-    ho, wo = _geometry(x, kh, kw, stride_h, stride_w, dilation_h, dilation_w, pads, "depthwise")
 
-    xc = pad_hw(x.astype(np.int64) - in_zp, pads, 0)
-    if depth_multiplier > 1:
-        xc = np.repeat(xc, depth_multiplier, axis=3)  # channel c*M + m is a copy of c
+    xc = x.astype(np.int64) - in_zp  # padding would hold in_zp: it contributes 0
     w64 = weight.astype(np.int64)
     acc = np.broadcast_to(bias64, (n, ho, wo, cout)).copy()
-    for i in range(kh):  # shift-and-accumulate: one strided slab per kernel tap
-        rows = window_slice(i * dilation_h, stride_h, ho)
-        for j in range(kw):
-            cols = window_slice(j * dilation_w, stride_w, wo)
-            acc += xc[:, rows, cols, :] * w64[i, j]
+    for i, j, orow, ocol, irow, icol in _taps(x.shape, kh, kw, ho, wo, (stride_h, stride_w),
+                                              (dilation_h, dilation_w), pads):
+        slab = xc[:, irow, icol, :]  # shift-and-accumulate: one strided slab per kernel tap
+        if depth_multiplier > 1:
+            slab = np.repeat(slab, depth_multiplier, axis=3)  # channel c*M + m is a copy of c
+        acc[:, orow, ocol, :] += slab * w64[i, j]
     return requantize(acc, mult, shift, out_zp, act_min, act_max)
 
 
@@ -119,11 +174,17 @@ def fully_connected_folded(x, weight, bias, mult, shift, *, in_zp, out_zp, act_m
                            act_min=act_min, act_max=act_max)
 
 
+def fully_connected_shape(x, weight, *_, **__):
+    """The (N, Out) fully_connected (either variant) returns; allocates nothing."""
+    as_array(x, np.int8, "x", 2)
+    as_array(weight, np.int8, "weight", 2)
+    return (x.shape[0], weight.shape[0])
+
+
 def fully_connected(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act_max):
     """y = x @ weight.T with per-output-channel requantization."""
     # x: (N, In) int8; weight: (Out, In) int8; bias, mult, shift: (Out,) int32 -> y: (N, Out) int8
-    as_array(x, np.int8, "x", 2)
-    as_array(weight, np.int8, "weight", 2)
+    fully_connected_shape(x, weight)
     check_zp("in_zp", in_zp)
     check(x.shape[1] == weight.shape[1],
           f"fully_connected: x {x.shape} and weight {weight.shape} disagree on In")

@@ -51,12 +51,23 @@ def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult,
     return requantize(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max)
 
 
+def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:
+    """Static domain: rq of every value in [lo, hi] fits int32 (rq is monotone for mult >= 0)."""
+    check_scale(mult, shift, f"{op} scale")
+    out = quant.rq([lo, hi], mult, shift)
+    check(INT32_MIN <= out.min() and out.max() <= INT32_MAX,
+          f"{op}: rq(mult={mult}, shift={shift}) of [{lo}, {hi}] can overflow int32")
+
+
 def mul(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
     """y = clamp(rq((a - a_zp) * (b - b_zp)) + out_zp)."""
     # a, b: (...) int8, same shape  ->  y: (...) int8
     _same_shape(a, b, "mul")
     check_zp("a_zp", a_zp)
     check_zp("b_zp", b_zp)
+    corners = [u * v for u in (INT8_MIN - a_zp, INT8_MAX - a_zp)
+               for v in (INT8_MIN - b_zp, INT8_MAX - b_zp)]  # the extreme products
+    _check_rq_range(min(corners), max(corners), mult, shift, "mul")
     prod = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)  # |prod| <= 255 * 255
     return requantize(prod, mult, shift, out_zp, act_min, act_max)
 
@@ -99,6 +110,7 @@ def rescale(x, *, in_zp, out_zp, mult, shift, act_min, act_max):
     # x: (...) int8  ->  y: (...) int8
     as_array(x, np.int8, "x")
     check_zp("in_zp", in_zp)
+    _check_rq_range(INT8_MIN - in_zp, INT8_MAX - in_zp, mult, shift, "rescale")
     return requantize(x.astype(np.int64) - in_zp, mult, shift, out_zp, act_min, act_max)
 
 

@@ -2,7 +2,9 @@
 
 It reads the same bytes the C runtime reads: one byte arena per memory region, tensors as views
 at their planned offsets (so a wrong plan corrupts results, as it would on the device), constants
-read in place. Ops run in program order; a delegate runs through its CPU version.
+read in place. Ops run in program order; a delegate runs through its CPU version. Before a kernel
+runs, the shape it would return (ref.output_shape) is compared with the op's output tensor, so a
+hostile program is refused (ExecutionError) before the kernel allocates anything.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import numpy as np
 from mcutorch.errors import ExecutionError, McutorchError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
-from mcutorch.ref import kernel_for
+from mcutorch.ref import RESHAPING, kernel_for, output_shape
 
 
 class Interpreter:
@@ -27,7 +29,13 @@ class Interpreter:
             raise McutorchError(f"rounding mode {program.target.rounding!r} is reserved; this "
                                 "mcutorch executes single-rounding programs only")
         self.program = program
-        self.arenas = [np.zeros(r.size, np.uint8) for r in program.regions]
+        # each arena up to its last tensor byte: what the program's tensors use, not what its
+        # regions declare (the rest is scratch, which the reference kernels do not use)
+        used = [0] * len(program.regions)
+        for t in program.tensors:
+            if t.storage == "arena":
+                used[t.region] = max(used[t.region], t.offset + t.nbytes)
+        self.arenas = [np.zeros(n, np.uint8) for n in used]
         self.views = [self._view(i) for i in range(len(program.tensors))]
         self.steps = [self._resolve(i) for i in program.main_ops()]
 
@@ -49,7 +57,9 @@ class Interpreter:
         kernel = kernel_for(op.name, op.variant)
         ins = [self.views[t] for t in op.inputs]
         out = self.views[op.outputs[0]]
-        return (i, kernel, ins, op.attrs, out)
+        if op.name in RESHAPING and ins[0].size == out.size:
+            out = out.reshape(ins[0].shape)  # the same bytes, seen in the kernel's shape
+        return (i, op.name, kernel, ins, op.attrs, out)
 
     def invoke(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Set the program's int8 inputs (NHWC), run every op, return copies of the outputs."""
@@ -71,16 +81,21 @@ class Interpreter:
             if isinstance(step, list):
                 self._run(step)
                 continue
-            i, kernel, ins, attrs, out = step
+            i, name, kernel, ins, attrs, out = step
             try:
+                shape = output_shape(name, ins, attrs)  # before the kernel allocates anything
+                if shape is not None and shape != out.shape:
+                    self._mismatch(i, out.dtype, shape, out)
                 y = kernel(*ins, **attrs)
             except ValueError as e:
                 raise ExecutionError(f"{self._where(i)}: {e}") from None
             if y.shape != out.shape or y.dtype != out.dtype:  # never broadcast into the output
-                raise ExecutionError(f"{self._where(i)}: the kernel computes {y.dtype}"
-                                     f"{list(y.shape)} but the program's output is {out.dtype}"
-                                     f"{list(out.shape)}")
+                self._mismatch(i, y.dtype, y.shape, out)
             out[...] = y
+
+    def _mismatch(self, i: int, dtype, shape, out) -> None:
+        raise ExecutionError(f"{self._where(i)}: the kernel computes {dtype}{list(shape)} but "
+                             f"the program's output is {out.dtype}{list(out.shape)}")
 
     def _where(self, i: int) -> str:
         source = self.program.op_source(i)

@@ -78,9 +78,8 @@ def concat(*xs, axis):
     return np.concatenate(xs, axis=local)
 
 
-def pad(x, *, before0, before1, before2, before3, after0, after1, after2, after3, value):
-    """Constant padding with the int8 `value` (the input's zero point for a "zero" pad)."""
-    # x: rank r <= 4, int8  ->  y: rank r, int8, dim k grows by before_k + after_k
+def pad_shape(x, *, before0, before1, before2, before3, after0, after1, after2, after3, **_):
+    """The shape pad returns (ValueError outside its domain), without allocating it."""
     as_array(x, np.int8, "x")
     lead = _lead(x, "pad")
     before = (before0, before1, before2, before3)
@@ -88,9 +87,19 @@ def pad(x, *, before0, before1, before2, before3, after0, after1, after2, after3
     check(min(before + after) >= 0, "pad: negative padding")
     check(not any(before[:lead]) and not any(after[:lead]),
           f"pad: padding on a prepended unit dim of a rank-{x.ndim} tensor")
+    return tuple(d + b + a for d, b, a in zip(x.shape, before[lead:], after[lead:]))
+
+
+def pad(x, *, before0, before1, before2, before3, after0, after1, after2, after3, value):
+    """Constant padding with the int8 `value` (the input's zero point for a "zero" pad)."""
+    # x: rank r <= 4, int8  ->  y: rank r, int8, dim k grows by before_k + after_k
+    pad_shape(x, before0=before0, before1=before1, before2=before2, before3=before3,
+              after0=after0, after1=after1, after2=after2, after3=after3)
     check(INT8_MIN <= value <= INT8_MAX, f"pad: value {value} is not int8")
-    widths = list(zip(before[lead:], after[lead:]))
-    return np.pad(x, widths, constant_values=np.int8(value))
+    lead = 4 - x.ndim
+    before = (before0, before1, before2, before3)[lead:]
+    after = (after0, after1, after2, after3)[lead:]
+    return np.pad(x, list(zip(before, after)), constant_values=np.int8(value))
 
 
 def copy(x):

@@ -2,7 +2,13 @@
 
 Both ops take an explicit (top, left, bottom, right) padding; a window is the kernel_h x kernel_w
 block at (oh*stride_h - pad_top, ow*stride_w - pad_left). "Valid" elements are those inside the
-input. A window with no valid element is outside the domain (ValueError).
+input. A window with no valid element is outside the domain (ValueError), and so is an average
+window that could hold more than 2^23 valid elements (its sum might leave int32).
+
+The kernels read only the valid elements (no padded input is built; the kernel size is an
+attribute, up to 2^30): per output row and column the valid input range, then sums from prefix
+sums (avg) and maxima over the range offsets (max, one axis at a time). What they allocate is a
+few times their input and output; `pool_shape` gives the output's shape without allocating.
 """
 from __future__ import annotations
 
@@ -10,47 +16,64 @@ import numpy as np
 
 from mcutorch import quant
 
-from mcutorch.ref._common import (as_array, check, check_act, check_zp, out_size, pad_hw,
-                                  requantize, window_slice)
+from mcutorch.ref._common import (as_array, check, check_act, check_dims, check_zp, out_size,
+                                  requantize, window_ranges)
+
+AVG_MAX_COUNT = 1 << 30  # a divisor or kernel_h * kernel_w count: reciprocal mult < 2^31
+AVG_MAX_WINDOW = 1 << 23  # valid elements of one average window: |sum| <= 255 * 2^23 < 2^31
 
 
-def _pool_geometry(x, kernel_h, kernel_w, stride_h, stride_w, pads, op):
-    """(Ho, Wo) and the number of valid elements of each window, shape (Ho, Wo)."""
+def _nonempty(size: int, out: int, kernel: int, stride: int, pad0: int) -> bool:
+    """Every window of the axis holds a valid element (the first and the last one do)."""
+    last = (out - 1) * stride - pad0
+    return size > 0 and pad0 < kernel and last < size and last + kernel > 0
+
+
+def pool_shape(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, pad_bottom,
+               pad_right, **_):
+    """The (N, Ho, Wo, C) both pools return, from x's shape and the window attributes
+    (ValueError outside their domain); allocates nothing."""
+    as_array(x, np.int8, "x", 4)
+    check_dims(x, "x", "pool")
+    n, h, w, c = x.shape
+    ho = out_size(h, kernel_h, stride_h, 1, pad_top, pad_bottom, "pool height")
+    wo = out_size(w, kernel_w, stride_w, 1, pad_left, pad_right, "pool width")
+    check(_nonempty(h, ho, kernel_h, stride_h, pad_top)
+          and _nonempty(w, wo, kernel_w, stride_w, pad_left),
+          "pool: a window lies entirely in the padding")
+    return (n, ho, wo, c)
+
+
+def _ranges(x, attrs):
+    """(Ho, Wo) and the valid [lo, hi) of every output row and column."""
+    n, ho, wo, c = pool_shape(x, **attrs)
     _, h, w, _ = x.shape
-    ho = out_size(h, kernel_h, stride_h, 1, pads[0], pads[2], f"{op} height")
-    wo = out_size(w, kernel_w, stride_w, 1, pads[1], pads[3], f"{op} width")
-    rows = _valid_1d(h, ho, kernel_h, stride_h, pads[0])
-    cols = _valid_1d(w, wo, kernel_w, stride_w, pads[1])
-    valid = np.outer(rows, cols)
-    check(valid.min() > 0, f"{op}: a window lies entirely in the padding")
-    return ho, wo, valid
+    return (window_ranges(h, ho, attrs["kernel_h"], attrs["stride_h"], attrs["pad_top"]),
+            window_ranges(w, wo, attrs["kernel_w"], attrs["stride_w"], attrs["pad_left"]))
 
 
-def _valid_1d(size, out, kernel, stride, pad0):
-    """Valid elements per window along one axis: |[start, start+kernel) & [0, size)|."""
-    start = np.arange(out) * stride - pad0
-    return np.clip(np.minimum(start + kernel, size) - np.maximum(start, 0), 0, None)
-
-
-def _taps(xp, kernel_h, kernel_w, stride_h, stride_w, ho, wo):
-    """Yield the strided slab of padded xp read by each kernel tap, each (N, Ho, Wo, C)."""
-    for i in range(kernel_h):
-        for j in range(kernel_w):
-            yield xp[:, window_slice(i, stride_h, ho), window_slice(j, stride_w, wo), :]
+def _max_along(x, axis: int, lo, hi):
+    """Max of x over [lo[o], hi[o]) along `axis`, per o (every range nonempty): offset t reads
+    min(lo + t, hi - 1), so a short range repeats its last element, which leaves the max."""
+    best = np.take(x, lo, axis=axis)
+    for t in range(1, int((hi - lo).max())):
+        best = np.maximum(best, np.take(x, np.minimum(lo + t, hi - 1), axis=axis))
+    return best
 
 
 def max_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, pad_bottom,
                pad_right, act_min, act_max):
     """Max over the valid elements of each window (padding never wins), then clamp."""
     # x: (N, H, W, C) int8  ->  y: (N, Ho, Wo, C) int8
-    as_array(x, np.int8, "x", 4)
+    (r0, r1), (c0, c1) = _ranges(x, dict(
+        kernel_h=kernel_h, kernel_w=kernel_w, stride_h=stride_h, stride_w=stride_w,
+        pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom, pad_right=pad_right))
     check_act(act_min, act_max)
-    pads = (pad_top, pad_left, pad_bottom, pad_right)
-    ho, wo, _ = _pool_geometry(x, kernel_h, kernel_w, stride_h, stride_w, pads, "max_pool2d")
-    xp = pad_hw(x.astype(np.int16), pads, np.iinfo(np.int16).min)  # below every int8
-    best = None
-    for slab in _taps(xp, kernel_h, kernel_w, stride_h, stride_w, ho, wo):
-        best = slab.copy() if best is None else np.maximum(best, slab)
+    _, h, w, _ = x.shape
+    if h * len(c0) <= len(r0) * w:  # columns first: the smaller intermediate
+        best = _max_along(_max_along(x, 2, c0, c1), 1, r0, r1)
+    else:
+        best = _max_along(_max_along(x, 1, r0, r1), 2, c0, c1)
     return np.clip(best, act_min, act_max).astype(np.int8)
 
 
@@ -58,22 +81,32 @@ def avg_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, 
                pad_right, count_include_pad, divisor, in_zp, out_zp, act_min, act_max):
     """acc = sum of (x - in_zp) over valid elements; y = clamp(rq(acc, reciprocal_scale(count)))."""
     # x: (N, H, W, C) int8  ->  y: (N, Ho, Wo, C) int8
-    as_array(x, np.int8, "x", 4)
+    (r0, r1), (c0, c1) = _ranges(x, dict(
+        kernel_h=kernel_h, kernel_w=kernel_w, stride_h=stride_h, stride_w=stride_w,
+        pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom, pad_right=pad_right))
     check_zp("in_zp", in_zp)
     check(count_include_pad in (0, 1), f"avg_pool2d: count_include_pad={count_include_pad}")
-    check(divisor >= 0, f"avg_pool2d: divisor={divisor} < 0")
-    pads = (pad_top, pad_left, pad_bottom, pad_right)
-    ho, wo, valid = _pool_geometry(x, kernel_h, kernel_w, stride_h, stride_w, pads, "avg_pool2d")
-    xp = pad_hw(x.astype(np.int64) - in_zp, pads, 0)
-    acc = sum(_taps(xp, kernel_h, kernel_w, stride_h, stride_w, ho, wo))
+    check(0 <= divisor <= AVG_MAX_COUNT, f"avg_pool2d: divisor={divisor} outside [0, 2^30]")
+    check(divisor > 0 or not count_include_pad or kernel_h * kernel_w <= AVG_MAX_COUNT,
+          f"avg_pool2d: count {kernel_h}x{kernel_w} > 2^30")
+    _, h, w, _ = x.shape
+    check(min(kernel_h, h) * min(kernel_w, w) <= AVG_MAX_WINDOW,
+          f"avg_pool2d: windows of up to {min(kernel_h, h)}x{min(kernel_w, w)} valid elements "
+          "(more than 2^23: the sum may leave int32)")
+    total = np.zeros((x.shape[0], h + 1, w + 1, x.shape[3]), np.int64)  # prefix sums
+    total[:, 1:, 1:] = (x.astype(np.int64) - in_zp).cumsum(1).cumsum(2)
+    rows0, rows1, cols0, cols1 = r0[:, None], r1[:, None], c0[None, :], c1[None, :]
+    acc = (total[:, rows1, cols1] - total[:, rows0, cols1] - total[:, rows1, cols0]
+           + total[:, rows0, cols0])
 
     if divisor > 0:
-        count = np.full((ho, wo), divisor)
+        count = np.full((len(r0), len(c0)), divisor, np.int64)
     elif count_include_pad:
-        count = np.full((ho, wo), kernel_h * kernel_w)
+        count = np.full((len(r0), len(c0)), kernel_h * kernel_w, np.int64)
     else:
-        count = valid
-    scales = {int(c): quant.reciprocal_scale(int(c)) for c in np.unique(count)}
-    mult = np.vectorize(lambda c: scales[c][0], otypes=[np.int64])(count)[:, :, None]
-    shift = np.vectorize(lambda c: scales[c][1], otypes=[np.int64])(count)[:, :, None]
+        count = (r1 - r0)[:, None] * (c1 - c0)[None, :]
+    counts, where = np.unique(count, return_inverse=True)
+    scales = np.array([quant.reciprocal_scale(int(c)) for c in counts], np.int64).reshape(-1, 2)
+    mult = scales[:, 0][where].reshape(count.shape)[:, :, None]
+    shift = scales[:, 1][where].reshape(count.shape)[:, :, None]
     return requantize(acc, mult, shift, out_zp, act_min, act_max)
