@@ -16,8 +16,9 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "mcutorch"
 CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__init__.py",
         "ops/defs.py", "frontend", "passes", "plan", "program", "backends")
 # lines of code: 4,349 when set; 5,198 with the input checks, any-PT2E lift, functions as tables
-# and graph hygiene (constant folding, no-ops, out-of-scope errors)
-BUDGET = 5250
+# and graph hygiene (constant folding, no-ops, out-of-scope errors); 5,254 with the readers'
+# overlap rule and format limits
+BUDGET = 5300
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -441,8 +441,8 @@ def io_program(n_in: int, n_out: int, n_concat: int) -> Program:
     tensors.append(TensorInfo.arena("int8", (1, n_concat), 0, n, 0.5))
     y = len(tensors) - 1
     return Program(_target_info("cortex-m55"), [RegionInfo("ram", n + n_concat)], tensors,
-                   [OpInfo("concat", [k % n_in for k in range(n_concat)], [y], {"axis": 3})], list(range(n_in)),
-                   [y, *range(n_out - 1)])
+                   [OpInfo("concat", [k % n_in for k in range(n_concat)], [y], {"axis": 3})],
+                   list(range(n_in)), [y, *range(n_out - 1)])
 
 
 def delegates_program(n_delegates: int, n_bindings: int) -> Program:
@@ -511,7 +511,8 @@ def one_op_program(name: str, ins: list, out, attrs: dict | None = None, scratch
     tensors.append(TensorInfo.arena("int8", out[0], out_region, out[1], 0.5))
     arena = [i for i, x in enumerate(ins) if not isinstance(x, np.ndarray)]
     return Program(_target_info("cortex-m55"), [RegionInfo("ram", 256), RegionInfo("ram2", 256)],
-                   tensors, [OpInfo(name, range(len(ins)), [len(ins)], attrs or {}, scratch=scratch)],
+                   tensors,
+                   [OpInfo(name, range(len(ins)), [len(ins)], attrs or {}, scratch=scratch)],
                    arena, [len(ins)], pool.to_bytes())
 
 

@@ -108,7 +108,8 @@ def _ops() -> list[str]:
              "#define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */",
              f"#define MT_MAX_ATTRS {ops.MAX_ATTRS}",
              "/* MT_<OP>_ALIAS: the ways (ops.ALIAS_KINDS) the op's operands may share bytes */",
-             *(f"#define MT_ALIAS_{_ident(k)} 0x{1 << i:X}u" for i, k in enumerate(ops.ALIAS_KINDS)),
+             *(f"#define MT_ALIAS_{_ident(k)} 0x{1 << i:X}u"
+               for i, k in enumerate(ops.ALIAS_KINDS)),
              "",
              "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants, alias) for every op */",
              "#define MT_OP_LIST(X) \\"]
