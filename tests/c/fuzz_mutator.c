@@ -1,6 +1,6 @@
 /* fuzz_mutator.c - a structure-aware libFuzzer mutator for mcutorch program files.
  *
- * Linked next to a fuzz target (fuzz_loader.c), it replaces libFuzzer's byte mutations: it finds
+ * Linked next to a fuzz target (fuzz_invoke.c), it replaces libFuzzer's byte mutations: it finds
  * the records through the file's own section table (the structs of mt_program.h) and changes
  * what the validator and the kernels read - a field of a TENSOR / OP / REGION / DELEGATE /
  * BINDING / TARGET / IO record, an ATTRS or OPERANDS int, a section table entry, CONST bytes,
@@ -10,12 +10,11 @@
  * loader is built without MT_SKIP_CRC: files the fuzzer keeps are real programs that the Python
  * reader reads too (tests/py/fuzzing.py replays them through both executors).
  *
- *   clang -fsanitize=fuzzer,address,undefined -DFUZZ_REAL_KERNELS -Iruntime/include ... \
- *       tests/c/fuzz_loader.c tests/c/fuzz_mutator.c (runtime, port, kernel sources) -o fuzz
+ *   clang -fsanitize=fuzzer,address,undefined -Iruntime/include ... tests/c/fuzz_invoke.c \
+ *       tests/c/fuzz_mutator.c (runtime, port and kernel sources) -o fuzz
  *   ./fuzz -max_total_time=60 corpus/ seeds/
  *
- * With -DFUZZ_STANDALONE_MUTATE the byte-level fallback does not call libFuzzer's
- * LLVMFuzzerMutate (for the standalone driver fuzz_driver.c). */
+ * (tests/py/fuzzing.py builds it, 64- and 32-bit, and runs it.) */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -546,12 +545,7 @@ static int fm_bytes(fm_file *f, fm_rng *r)
   n = s->size < sizeof tmp ? s->size : (uint32_t)sizeof tmp;
   at = s->offset + fm_below(r, s->size - n + 1);
   memcpy(tmp, f->data + at, n);
-#ifdef FUZZ_STANDALONE_MUTATE
-  got = 0;
-  tmp[fm_below(r, n)] ^= (uint8_t)(1u << fm_below(r, 8));
-#else
   got = (uint32_t)LLVMFuzzerMutate(tmp, n, n);
-#endif
   (void)got;
   memcpy(f->data + at, tmp, n);
   return 1;
@@ -601,13 +595,7 @@ size_t LLVMFuzzerCustomMutator(uint8_t *data, size_t size, size_t max_size, unsi
     if (size >= MT_HEADER_RECORD_SIZE && fm_below(&r, 2)) {
       fm_header(&f, &r);
     } else {
-#ifdef FUZZ_STANDALONE_MUTATE
-      if (size != 0) {
-        data[fm_below(&r, (uint32_t)size)] ^= (uint8_t)(1u << fm_below(&r, 8));
-      }
-#else
       size = LLVMFuzzerMutate(data, size, max_size);
-#endif
     }
     fm_seal(data, size);
     return size;
