@@ -17,11 +17,31 @@
 #include <string.h>
 
 #include "mcutorch.h"
+#include "mt_port.h"
 
 #define FUZZ_REPLAY_MAX_ARENA   (16u << 20) /* bytes of all arenas together */
 #define FUZZ_REPLAY_MAX_REGIONS 64
 
 extern const mt_kernel_table mt_kernels_all;
+
+static void *g_arenas[FUZZ_REPLAY_MAX_REGIONS];
+static size_t g_sizes[FUZZ_REPLAY_MAX_REGIONS];
+static uint32_t g_regions;
+static int g_trace;
+
+void mt_port_op_begin(uint32_t op)
+{
+  (void)op;
+}
+
+void mt_port_op_end(uint32_t op)
+{
+  uint32_t r;
+  for (r = 0; g_trace && r < g_regions; r++) {
+    printf("op %u %u %08x\n", (unsigned)op, (unsigned)r,
+           (unsigned)mt_crc32(0, g_arenas[r], g_sizes[r]));
+  }
+}
 
 /* The whole file in a 16-aligned block of exactly its size; NULL when it cannot be read. */
 static void *replay_read(const char *path, size_t *size)
@@ -117,6 +137,9 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
       abort();
     }
     memset(arenas[r], 0, info->size); /* as the Python interpreter's np.zeros arenas */
+    g_arenas[r] = arenas[r];
+    g_sizes[r] = info->size;
+    g_regions = r + 1;
     status = (int)mt_bind_arena(&m, r, arenas[r], info->size);
   }
   if (status == MT_STATUS_OK) {
@@ -134,6 +157,7 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
       status = -100;
     }
   }
+  g_regions = 0;
   for (r = 0; r < n; r++) {
     free(arenas[r]);
   }
@@ -146,6 +170,7 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
 int main(int argc, char **argv)
 {
   int i;
+  g_trace = getenv("FUZZ_REPLAY_TRACE") != NULL;
   for (i = 1; i < argc; i++) {
     size_t n = strlen(argv[i]);
     char *in = malloc(n + 5), *out = malloc(n + 5);

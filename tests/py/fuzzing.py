@@ -36,7 +36,7 @@ import uuid
 import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from unittest import mock
 
@@ -46,14 +46,14 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mcutorch.device import crt, paths  # noqa: E402
-from mcutorch.errors import McutorchError, ProgramError  # noqa: E402
-from mcutorch.program import reader  # noqa: E402
-from mcutorch.program import schema as S  # noqa: E402
+from mcutorch.device import crt, paths
+from mcutorch.errors import McutorchError, ProgramError
+from mcutorch.program import reader
+from mcutorch.program import schema as S
 
 TESTS_C = ROOT / "tests" / "c"
 BUILD = paths.build_dir("fuzz")
-SEED_FORMAT = 2  # bump to rebuild the cached seed corpus
+SEED_FORMAT = 2  # bump when the seed models below change (the cache is keyed by it)
 MAX_ARENA = 16 << 20  # bytes of all arenas of a program that is still run (fuzz_replay.c)
 MAX_REGIONS = 64
 PY_TIMEOUT = int(os.environ.get("FUZZ_PY_TIMEOUT", "20"))  # s for one program in Python
@@ -81,10 +81,63 @@ def build_fuzzer(bits: int = 64) -> Path:
     return crt.compile_host(sources, f"fuzz_structured{bits}", flags, cc="clang")
 
 
-def build_replay(bits: int = 64) -> Path:
-    """The C half of the differential check (tests/c/fuzz_replay.c)."""
+def build_replay(bits: int = 64, trace: bool = False) -> Path:
+    """The C half of the differential check (tests/c/fuzz_replay.c); `trace`: with the
+    per-op arena CRCs (MT_PROFILE)."""
     sources = [*crt.core_sources(), *crt.kernel_sources(), TESTS_C / "fuzz_replay.c"]
-    return crt.compile_host(sources, f"fuzz_replay{bits}", _flags(bits), cc="clang")
+    flags = [*_flags(bits), *(["-DMT_PROFILE"] if trace else [])]
+    return crt.compile_host(sources, f"fuzz_replay{bits}", flags, cc="clang")
+
+
+def trace(path: Path, bits: int = 64) -> str:
+    """The first op after which Python's and C's arenas differ (CRC32 of each arena after
+    every op, in program order; delegates' CPU versions op by op), or why there is none."""
+    return _trace(path, bits)[1]
+
+
+def _trace(path: Path, bits: int = 64) -> tuple[int | None, str]:
+    from mcutorch.ref.interpreter import Interpreter
+
+    blob = Path(path).read_bytes()
+    _, p = python_load(blob)
+    if p is None:
+        return None, "the Python reader refuses it"
+    it = Interpreter(p)
+    for idx, x in zip(p.inputs, inputs_for(p, blob)):
+        it.views[idx][...] = x
+    py = []
+
+    def run(steps):
+        for step in steps:
+            if isinstance(step, list):
+                run(step)
+                continue
+            i, kernel, ins, attrs, out = step
+            out[...] = kernel(*ins, **attrs)
+            py.append((i, [zlib.crc32(a.tobytes()) for a in it.arenas]))
+
+    run(it.steps)
+    with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
+        f = Path(tmp) / "p.mtp"
+        f.write_bytes(blob)
+        f.with_name("p.mtp.in").write_bytes(b"".join(x.tobytes() for x in inputs_for(p, blob)))
+        out = subprocess.run([str(build_replay(bits, trace=True)), str(f)], capture_output=True,
+                             text=True, env={**os.environ, "FUZZ_REPLAY_TRACE": "1"}).stdout
+    c: dict[int, list[int]] = {}
+    order = []
+    for line in out.splitlines():
+        m = re.match(r"op (\d+) (\d+) ([0-9a-f]+)$", line)
+        if m and p.ops[int(m.group(1))].name != "delegate":  # the NPU hook's own op
+            i = int(m.group(1))
+            if i not in c:
+                order.append(i)
+            c.setdefault(i, []).append(int(m.group(3), 16))
+    for (i, crcs), j in zip(py, order):
+        if i != j or crcs != c[j]:
+            op = p.ops[i]
+            return i, (f"arenas differ after op {i} ({op.name}, inputs {list(op.inputs)}, "
+                       f"outputs {list(op.outputs)}, attrs {dict(op.attrs)}); C ran op {j} there")
+    return None, f"same arenas after all {len(py)} ops (C: {len(order)})"
 
 
 # ----------------------------------------------------------------------------------------------
@@ -92,10 +145,11 @@ def build_replay(bits: int = 64) -> Path:
 
 
 def _source_hash() -> str:
+    """The compiler's sources and test_program.py (the tiny program); SEED_FORMAT stands for
+    the seed models of this file."""
     h = hashlib.sha256(str(SEED_FORMAT).encode())
-    for p in sorted((ROOT / "src" / "mcutorch").rglob("*.py")) + [Path(__file__),
-                                                                   Path(__file__).parent /
-                                                                   "test_program.py"]:
+    for p in [*sorted((ROOT / "src" / "mcutorch").rglob("*.py")),
+              Path(__file__).parent / "test_program.py"]:
         h.update(p.read_bytes())
     return h.hexdigest()[:16]
 
@@ -184,9 +238,9 @@ def seed_programs() -> dict[str, bytes]:
 
 def _make_seeds() -> dict[str, bytes]:
     import torch
+    from test_program import build_program
 
     from mcutorch.models import build, example_input
-    from test_program import build_program
 
     out: dict[str, bytes] = {}
 
@@ -412,7 +466,7 @@ def python_outcome(blob: bytes) -> Outcome:
         return Outcome(0, "refused", f"{type(e).__name__}: {e}"[:300])
     except _Timeout:
         return Outcome(0, "crash", f"no result in {PY_TIMEOUT} s")
-    except Exception as e:  # noqa: BLE001 - the reference must refuse with a McutorchError
+    except Exception as e:
         return Outcome(0, "crash", f"{_op_of(e, p)}{type(e).__name__}: {e}"[:400])
     finally:
         signal.alarm(0)
@@ -522,6 +576,29 @@ def _target_rounding(blob: bytes) -> int:
     return -1
 
 
+def partial_overlap(program, i: int) -> bool:
+    """Does an output of op `i` overlap one of its inputs without being it (same bytes)?"""
+    op = program.ops[i]
+    for o in op.outputs:
+        a = program.tensors[o]
+        for x in op.inputs:
+            b = program.tensors[x]
+            if (a.storage == b.storage == "arena" and a.region == b.region
+                    and a.offset != b.offset and a.offset < b.offset + b.nbytes
+                    and b.offset < a.offset + a.nbytes):
+                return True
+    return False
+
+
+def _diverges_at_overlap(blob: bytes) -> bool:
+    with tempfile.TemporaryDirectory(dir=BUILD) as tmp:
+        f = Path(tmp) / "p.mtp"
+        f.write_bytes(blob)
+        i, _ = _trace(f)
+    _, p = python_load(blob)
+    return i is not None and p is not None and partial_overlap(p, i)
+
+
 def _avg_pool_divisor(blob: bytes) -> int:
     """The largest avg_pool2d divisor of a program the reader takes (-1 otherwise)."""
     _, p = python_load(blob)
@@ -545,6 +622,10 @@ KNOWN: dict[str, object] = {
     # memcpy-param-overlap). fuzz_invoke.c -DFUZZ_SKIP_KNOWN does not run such programs.
     "overlap-memcpy": lambda fd, blob: fd.kind == "c_crash"
     and "memcpy-param-overlap" in fd.c,
+    # The same for element-wise kernels (in place only when out == in, mt_kernel.h): the C
+    # kernel overwrites input bytes it has not read yet, the reference reads all first, so the
+    # outputs differ (the first op where the arenas part has a partial overlap).
+    "overlap-elementwise": lambda fd, blob: fd.kind == "outputs" and _diverges_at_overlap(blob),
     # avg_pool2d divisor in (2^30, 2^31): the reference computes, the C kernel refuses
     # (AVG_MAX_COUNT = 2^30 in mt_avg_pool2d_s8.c).
     "avg-pool-divisor-range": lambda fd, blob: fd.kind == "c_refuses"
@@ -694,7 +775,7 @@ def explain(blob: bytes, seeds: dict[str, bytes]) -> str:
     parts = []
     try:
         fields = _fields_at(seed, diff)
-    except Exception as e:  # noqa: BLE001 - a seed is always parseable; be safe anyway
+    except Exception as e:
         return f"{name}: bytes {diff[:20]} ({e})"
     for label, (off, char) in fields.items():
         fmt = "<" + char
