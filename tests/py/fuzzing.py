@@ -576,16 +576,24 @@ def _target_rounding(blob: bytes) -> int:
     return -1
 
 
+ELEMENTWISE = {"clamp", "lut", "rescale", "add", "mul", "maximum", "minimum"}  # may run in place
+WINDOW_ATTRS = {f"{a}_{b}" for a in ("kernel", "stride", "dilation") for b in "hw"} | {
+    f"pad_{s}" for s in ("top", "left", "bottom", "right")}
+DIM_MAX = 0x3FFFFFFF  # the C kernels' bound on sizes, kernels, strides, pads (mt_kernel_util.h)
+
+
 def partial_overlap(program, i: int) -> bool:
-    """Does an output of op `i` overlap one of its inputs without being it (same bytes)?"""
+    """Does an output of op `i` share bytes with one of its inputs, other than in place (the
+    same bytes, on an element-wise op: mt_kernel.h)?"""
     op = program.ops[i]
     for o in op.outputs:
         a = program.tensors[o]
         for x in op.inputs:
             b = program.tensors[x]
-            if (a.storage == b.storage == "arena" and a.region == b.region
-                    and a.offset != b.offset and a.offset < b.offset + b.nbytes
-                    and b.offset < a.offset + a.nbytes):
+            if not (a.storage == b.storage == "arena" and a.region == b.region
+                    and a.offset < b.offset + b.nbytes and b.offset < a.offset + a.nbytes):
+                continue
+            if not (op.name in ELEMENTWISE and a.offset == b.offset and a.nbytes == b.nbytes):
                 return True
     return False
 
@@ -597,6 +605,12 @@ def _diverges_at_overlap(blob: bytes) -> bool:
         i, _ = _trace(f)
     _, p = python_load(blob)
     return i is not None and p is not None and partial_overlap(p, i)
+
+
+def _max_window_attr(blob: bytes) -> int:
+    _, p = python_load(blob)
+    return max((v for op in (p.ops if p else []) for k, v in op.attrs.items()
+                if k in WINDOW_ATTRS), default=-1)
 
 
 def _avg_pool_divisor(blob: bytes) -> int:
@@ -622,10 +636,16 @@ KNOWN: dict[str, object] = {
     # memcpy-param-overlap). fuzz_invoke.c -DFUZZ_SKIP_KNOWN does not run such programs.
     "overlap-memcpy": lambda fd, blob: fd.kind == "c_crash"
     and "memcpy-param-overlap" in fd.c,
-    # The same for element-wise kernels (in place only when out == in, mt_kernel.h): the C
-    # kernel overwrites input bytes it has not read yet, the reference reads all first, so the
-    # outputs differ (the first op where the arenas part has a partial overlap).
-    "overlap-elementwise": lambda fd, blob: fd.kind == "outputs" and _diverges_at_overlap(blob),
+    # The same for the other kernels (only element-wise ones may run in place, out == in:
+    # mt_kernel.h): the C kernel overwrites input bytes it has not read yet, the reference reads
+    # all first, so the outputs differ (at the first op where the arenas part, an overlap).
+    "overlap-wrong-outputs": lambda fd, blob: fd.kind == "outputs"
+    and _diverges_at_overlap(blob),
+    # A window attribute (kernel, stride, dilation, pad) above 2^30 - 1 that does not change
+    # the output shape (e.g. dilation_w 2^31 - 1 on a 1x1 kernel): the reference computes, the
+    # C kernels refuse every such value (MT_DIM_MAX).
+    "window-attr-range": lambda fd, blob: fd.kind == "c_refuses"
+    and _max_window_attr(blob) > DIM_MAX,
     # avg_pool2d divisor in (2^30, 2^31): the reference computes, the C kernel refuses
     # (AVG_MAX_COUNT = 2^30 in mt_avg_pool2d_s8.c).
     "avg-pool-divisor-range": lambda fd, blob: fd.kind == "c_refuses"
@@ -641,7 +661,7 @@ def summary(findings: list[Finding]) -> list[str]:
     example file."""
     groups: dict[str, list[Finding]] = {}
     for fd in findings:
-        key = re.sub(r"(?<![A-Za-z_])\d+(?![A-Za-z_\d])", "N", f"{fd.kind} [{fd.known or 'NEW'}] {fd.executor}: python "
+        key = re.sub(r"(?<![A-Za-z_\d])\d+(?![A-Za-z_\d])", "N", f"{fd.kind} [{fd.known or 'NEW'}] {fd.executor}: python "
                      f"{fd.python.splitlines()[0][:120]}; C {fd.c.splitlines()[0][:80]}")
         key = re.sub(r"outputs [0-9a-f.]+", "outputs ...", key)
         groups.setdefault(key, []).append(fd)

@@ -156,7 +156,7 @@ def test_reserved_rounding_is_refused_by_both(tmp_path):
     assert not _findings(tmp_path, _tiny_with([("target", 0, "rounding", 1)]))
 
 
-@pytest.mark.xfail(strict=True, reason="finding overlap-elementwise: the loader takes an op whose "
+@pytest.mark.xfail(strict=True, reason="finding overlap-wrong-outputs: the loader takes an op whose "
                    "output partially overlaps its input (tiny: clamp output tensor 7 moved to "
                    "SRAM offset 144, its input 6 is at 128): the C kernel overwrites input bytes "
                    "before reading them, the Python reference reads all first; outputs differ")
@@ -165,12 +165,14 @@ def test_partially_overlapping_clamp_agrees(tmp_path):
     assert not _findings(tmp_path, blob)
 
 
-def _zoo_with(tmp_path, op_name: str, change) -> list:
+def _zoo_with(tmp_path, op_name: str, change, seed: str = "zoo_m4_stripped") -> list:
+    """A seed program (default: the zoo for Cortex-M4) with `change` made to its first op
+    named `op_name`; the findings on it."""
     from test_program import patch
 
     from mcutorch.program import Program
 
-    blob = fuzzing.seed_programs()["zoo_m4_stripped"]
+    blob = fuzzing.seed_programs()[seed]
     p = Program.from_bytes(blob)
     i = next(i for i, op in enumerate(p.ops) if op.name == op_name)
     return _findings(tmp_path, change(blob, p, i, patch))
@@ -204,3 +206,23 @@ def test_avg_pool_divisor_range_agrees(tmp_path):
         return recrc(buf)
 
     assert not _zoo_with(tmp_path, "avg_pool2d", change)
+
+
+@pytest.mark.xfail(strict=True, reason="finding overlap-wrong-outputs: a fully_connected whose "
+                   "output starts where its input does (ad: op 9 reads tensor 40, which shares "
+                   "offset 0 with its output 50, in the fuzzer's find): the loader accepts it, the "
+                   "C kernel overwrites the input while it reads it; outputs differ")
+def test_fully_connected_in_place_agrees(tmp_path):
+    def change(blob, p, i, patch):
+        x, y = p.ops[i].inputs[0], p.ops[i].outputs[0]
+        assert p.tensors[x].region == p.tensors[y].region
+        return patch(blob, "tensors", y, "offset", p.tensors[x].offset)
+
+    assert not _zoo_with(tmp_path, "fully_connected", change, seed="small_stripped")
+
+
+@pytest.mark.xfail(strict=True, reason="finding window-attr-range: conv2d dilation_w 2^31 - 1 on "
+                   "a 1x1 kernel (tiny: op 0), which does not change the output shape: the Python "
+                   "reference computes, the C kernel returns bad_argument (MT_DIM_MAX = 2^30 - 1)")
+def test_huge_dilation_of_a_1x1_conv_agrees(tmp_path):
+    assert not _findings(tmp_path, _tiny_with([("attrs", 0, "dilation_w", 0x7FFFFFFF)]))
