@@ -46,10 +46,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from mcutorch.device import crt, paths
-from mcutorch.errors import McutorchError, ProgramError
-from mcutorch.program import reader
-from mcutorch.program import schema as S
+from mcutorch.device import crt, paths  # noqa: E402
+from mcutorch.errors import McutorchError, ProgramError  # noqa: E402
+from mcutorch.program import reader  # noqa: E402
+from mcutorch.program import schema as S  # noqa: E402
 
 TESTS_C = ROOT / "tests" / "c"
 BUILD = paths.build_dir("fuzz")
@@ -208,7 +208,8 @@ def _wide():
     from torch import nn
 
     torch.manual_seed(2)
-    m = nn.Sequential(nn.Conv2d(3, 16, 1), nn.ReLU(), nn.AvgPool2d(4), nn.Conv2d(16, 8, 3, padding=1),
+    m = nn.Sequential(nn.Conv2d(3, 16, 1), nn.ReLU(), nn.AvgPool2d(4),
+                      nn.Conv2d(16, 8, 3, padding=1),
                       nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 4)).eval()
     return m, torch.randn(1, 3, 64, 64)
 
@@ -349,8 +350,8 @@ def campaign(seconds: float, corpus_root: Path, bits=BITS) -> tuple[list[FuzzRun
     seeds_dir.mkdir(parents=True, exist_ok=True)
     for name, blob in seed_programs().items():
         (seeds_dir / f"{name}.mtp").write_bytes(blob)
-    for b in bits:  # build first, one at a time (two cores)
-        build_fuzzer(b)
+    with ThreadPoolExecutor(2) as pool:  # build first (two cores)
+        list(pool.map(build_fuzzer, bits))
     with ThreadPoolExecutor(len(bits)) as pool:
         runs = list(pool.map(lambda b: run_fuzzer(b, corpus_root / f"corpus{b}", seeds_dir,
                                                   seconds, seed=b), bits))
@@ -661,7 +662,8 @@ def summary(findings: list[Finding]) -> list[str]:
     example file."""
     groups: dict[str, list[Finding]] = {}
     for fd in findings:
-        key = re.sub(r"(?<![A-Za-z_\d])\d+(?![A-Za-z_\d])", "N", f"{fd.kind} [{fd.known or 'NEW'}] {fd.executor}: python "
+        key = re.sub(r"(?<![A-Za-z_\d])\d+(?![A-Za-z_\d])", "N",
+                     f"{fd.kind} [{fd.known or 'NEW'}] {fd.executor}: python "
                      f"{fd.python.splitlines()[0][:120]}; C {fd.c.splitlines()[0][:80]}")
         key = re.sub(r"outputs [0-9a-f.]+", "outputs ...", key)
         groups.setdefault(key, []).append(fd)
@@ -684,7 +686,8 @@ def differential(files: list[Path], bits=BITS, py_timeout: int = PY_TIMEOUT
             dst.with_name(dst.name + ".in").write_bytes(
                 b"".join(x.tobytes() for x in inputs_for(p, blob)))
         names.append(str(dst))
-    exes = {f"c{b}": build_replay(b) for b in bits}
+    with ThreadPoolExecutor(2) as pool:
+        exes = dict(zip((f"c{b}" for b in bits), pool.map(build_replay, bits)))
     py_cmd = [sys.executable, str(Path(__file__).resolve()), "--python-worker"]
     with ThreadPoolExecutor(2) as pool:
         env = {**os.environ, "FUZZ_PY_TIMEOUT": str(py_timeout)}

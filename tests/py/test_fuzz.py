@@ -156,10 +156,11 @@ def test_reserved_rounding_is_refused_by_both(tmp_path):
     assert not _findings(tmp_path, _tiny_with([("target", 0, "rounding", 1)]))
 
 
-@pytest.mark.xfail(strict=True, reason="finding overlap-wrong-outputs: the loader takes an op whose "
-                   "output partially overlaps its input (tiny: clamp output tensor 7 moved to "
-                   "SRAM offset 144, its input 6 is at 128): the C kernel overwrites input bytes "
-                   "before reading them, the Python reference reads all first; outputs differ")
+@pytest.mark.xfail(strict=True, reason="finding overlap-wrong-outputs: the loader takes an op "
+                   "whose output partially overlaps its input (tiny: clamp output tensor 7 moved "
+                   "to SRAM offset 144, its input 6 is at 128): the C kernel overwrites input "
+                   "bytes before reading them, the Python reference reads all first; outputs "
+                   "differ")
 def test_partially_overlapping_clamp_agrees(tmp_path):
     blob = _tiny_with([("tensors", 7, "region", 0), ("tensors", 7, "offset", 144)])
     assert not _findings(tmp_path, blob)
