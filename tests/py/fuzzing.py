@@ -13,8 +13,12 @@ UBSan) on the same inputs: same load verdict (ProgramError reason = MT_ERR_<REAS
 every program both load, both refuse to run it or both give the same output bytes.
 
     python tests/py/fuzzing.py --seconds 600     # `make fuzz`: long runs, then the replay
+    python tests/py/fuzzing.py --minimize FILE   # a finding cut down to the fields it needs
+    python tests/py/fuzzing.py --trace FILE      # the first op after which the arenas differ
 
-tests/py/test_fuzz.py runs the short version (`short_campaign`) in `make test`.
+Every disagreement is a `Finding`; the ones already reported are tagged with their name in
+`KNOWN` (and have an xfail test in test_fuzz.py), so only new ones fail. tests/py/test_fuzz.py
+runs the short version (`short_campaign`) in `make test`.
 """
 from __future__ import annotations
 
@@ -858,10 +862,16 @@ def main(argv=None) -> int:
                     help="programs of the corpora to replay through Python and C")
     ap.add_argument("--minimize", nargs="+", type=Path, metavar="FILE",
                     help="only shrink these findings to their essential fields and say them")
+    ap.add_argument("--trace", nargs="+", type=Path, metavar="FILE",
+                    help="only say after which op the Python and C arenas first differ")
     ap.add_argument("--python-worker", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.python_worker is not None:
         _python_worker(a.python_worker)
+        return 0
+    if a.trace:
+        for path in a.trace:
+            print(f"{path}: {trace(path)}")
         return 0
     if a.minimize:
         seeds = seed_programs()

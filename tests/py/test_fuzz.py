@@ -227,3 +227,18 @@ def test_fully_connected_in_place_agrees(tmp_path):
                    "reference computes, the C kernel returns bad_argument (MT_DIM_MAX = 2^30 - 1)")
 def test_huge_dilation_of_a_1x1_conv_agrees(tmp_path):
     assert not _findings(tmp_path, _tiny_with([("attrs", 0, "dilation_w", 0x7FFFFFFF)]))
+
+
+@pytest.mark.slow
+def test_structured_fuzzing_long(tmp_path):
+    """`make test-all`: two minutes per build, then the replay of 400 of the programs found
+    (`make fuzz` is the long version: 10 minutes per build, every program replayed)."""
+    runs, seeds_dir = fuzzing.campaign(120, tmp_path)
+    for r in runs:
+        print(r.line())
+    assert not any(r.crash for r in runs), "\n".join(r.crash for r in runs if r.crash)
+    files = [p for b in fuzzing.BITS for p in fuzzing.sample(tmp_path / f"corpus{b}", 200, b)]
+    findings, counts = fuzzing.differential(files)
+    print(counts, *fuzzing.summary(findings), sep="\n")
+    new = [f for f in findings if not f.known]
+    assert not new, "\n".join(f.line() for f in new)
