@@ -40,7 +40,7 @@ import uuid
 import zlib
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from unittest import mock
 
@@ -292,14 +292,16 @@ class FuzzRun:
     new_files: int = 0
     ran: int = 0  # programs that loaded and ran
     skipped_known: int = 0  # programs not run: they hit a known finding (fuzz_invoke.c)
-    crash: str = ""  # the report, when the run found one
+    crash: str = ""  # the report of a new crash (the run stopped there)
     artifact: str = ""
+    known_crashes: list = field(default_factory=list)  # "name: signature (artifact)"
 
     def line(self) -> str:
         return (f"{self.bits}-bit: {self.runs} executions in {self.seconds:.0f} s "
                 f"({self.exec_per_s} exec/s), cov {self.cov}, ft {self.ft}, corpus {self.corpus}"
                 f" files ({self.new_files} new), {self.ran} programs ran, {self.skipped_known} "
-                f"skipped (known finding)" + (f", CRASH {self.artifact}" if self.crash else ""))
+                f"skipped (known finding), {len(self.known_crashes)} known crashes"
+                + (f", NEW CRASH {self.artifact}" if self.crash else ""))
 
 
 _DONE_RE = re.compile(r"^#(\d+)\s+DONE\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ .*?exec/s: (\d+)",
@@ -309,10 +311,41 @@ _LAST_RE = re.compile(r"^#(\d+)\s+\w+\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+ .*?
                       re.M)
 
 
+# Crashes already reported: name -> predicate on the signature (`crash_signature`). A run goes
+# on after one of these (a new libFuzzer session on the same corpus); any other ends it.
+KNOWN_CRASHES = {
+    # UBSan: rq(acc) + zp in the 1x1 conv fast path overflows int32 when a CONST shift of 2
+    # makes rq(acc) wrap to near INT32_MIN / INT32_MAX (outside the numerics domain the kernels
+    # promise "some int8 value, never trap", mt_kernel_util.h).
+    "conv1x1-rq-overflow-ub": lambda sig: "mt_conv_1x1.h" in sig
+    and "signed integer overflow" in sig,
+    # ASan memcpy-param-overlap (see KNOWN "overlap-memcpy"; fuzz_invoke.c skips most).
+    "overlap-memcpy": lambda sig: "memcpy-param-overlap" in sig,
+}
+
+
+def crash_signature(log: str) -> str:
+    """Where and what: "file.c:LINE runtime error: KIND" (UBSan) or "ASan KIND in FUNCTION"."""
+    m = re.search(r"^(\S+?):(\d+):\d+: runtime error: ([a-z -]+)", log, re.M)
+    if m:
+        return f"{Path(m.group(1)).name}:{m.group(2)} runtime error: {m.group(3).strip()}"
+    m = re.search(r"ERROR: AddressSanitizer: (\S+)", log)
+    if m:
+        frames = re.findall(r"^\s+#\d+ 0x[0-9a-f]+ in (\w+)", log, re.M)
+        own = next((f for f in frames if not f.startswith("__")), "?")
+        return f"AddressSanitizer {m.group(1)} in {own}"
+    return "crash: " + (log.strip().splitlines() or ["?"])[-1][:200]
+
+
+def _known_crash(sig: str) -> str:
+    return next((name for name, pred in KNOWN_CRASHES.items() if pred(sig)), "")
+
+
 def run_fuzzer(bits: int, corpus: Path, seeds: Path, seconds: float, seed: int = 1,
                extra: tuple[str, ...] = ()) -> FuzzRun:
-    """One libFuzzer run: new programs go to `corpus` (which it also starts from, with
-    `seeds`); returns the figures libFuzzer printed, and the crash report if any."""
+    """libFuzzer for `seconds`: new programs go to `corpus` (which it also starts from, with
+    `seeds`). After a known crash (KNOWN_CRASHES) a new session goes on from the corpus; a new
+    crash ends the run. Returns the figures libFuzzer printed and the crashes."""
     exe = build_fuzzer(bits)
     corpus.mkdir(parents=True, exist_ok=True)
     artifacts = BUILD / "artifacts"
@@ -320,30 +353,45 @@ def run_fuzzer(bits: int, corpus: Path, seeds: Path, seconds: float, seed: int =
     before = len(list(corpus.iterdir()))
     max_len = max(p.stat().st_size for p in seeds.glob("*.mtp"))
     t0 = time.monotonic()
-    proc = subprocess.run(
-        [str(exe), f"-seed={seed}", f"-max_total_time={max(1, int(seconds))}",
-         f"-max_len={max_len}", "-print_final_stats=1", "-timeout=30", "-rss_limit_mb=2560",
-         "-entropic_scale_per_exec_time=1",  # the small programs more often: 10x the exec/s
-         f"-artifact_prefix={artifacts}/{bits}-", *extra, str(corpus), str(seeds)],
-        capture_output=True, text=True, cwd=BUILD)
-    r = FuzzRun(bits, time.monotonic() - t0)
-    log = proc.stderr
-    (BUILD / f"last-{bits}.log").write_text(log)
-    m = _DONE_RE.search(log) or (_LAST_RE.findall(log) or [None])[-1]
-    if m is not None:
-        g = m.groups() if hasattr(m, "groups") else m
-        r.runs, r.cov, r.ft, r.corpus, r.exec_per_s = map(int, g)
-    stats = _STATS_RE.search(log)
-    if stats:
-        r.runs = int(stats.group(1))
-    ran = re.search(r"^fuzz_invoke: ran (\d+) programs, skipped (\d+)", log, re.M)
-    if ran:
-        r.ran, r.skipped_known = int(ran.group(1)), int(ran.group(2))
-    r.new_files = len(list(corpus.iterdir())) - before
-    if proc.returncode != 0:
-        r.crash = log[-6000:]
+    r = FuzzRun(bits, 0)
+    session = 0
+    while True:
+        left = seconds - (time.monotonic() - t0)
+        if session and left < 5:
+            break
+        proc = subprocess.run(
+            [str(exe), f"-seed={seed + 1000 * session}", f"-max_total_time={max(1, int(left))}",
+             f"-max_len={max_len}", "-print_final_stats=1", "-timeout=30", "-rss_limit_mb=2560",
+             "-entropic_scale_per_exec_time=1",  # the small programs more often: 10x exec/s
+             f"-artifact_prefix={artifacts}/{bits}-", *extra, str(corpus), str(seeds)],
+            capture_output=True, text=True, cwd=BUILD)
+        session += 1
+        log = proc.stderr
+        (BUILD / f"last-{bits}.log").write_text(log)
+        m = _DONE_RE.search(log) or (_LAST_RE.findall(log) or [None])[-1]
+        runs = 0
+        if m is not None:
+            g = m.groups() if hasattr(m, "groups") else m
+            runs, r.cov, r.ft, r.corpus, _ = map(int, g)
+        stats = _STATS_RE.search(log)
+        r.runs += int(stats.group(1)) if stats else runs
+        ran = re.search(r"^fuzz_invoke: ran (\d+) programs, skipped (\d+)", log, re.M)
+        if ran:
+            r.ran += int(ran.group(1))
+            r.skipped_known += int(ran.group(2))
+        if proc.returncode == 0:
+            break
+        sig = crash_signature(log)
         art = re.search(r"Test unit written to (\S+)", log)
-        r.artifact = art.group(1) if art else "(no artifact)"
+        where = art.group(1) if art else "(no artifact)"
+        name = _known_crash(sig)
+        if not name:
+            r.crash, r.artifact = f"{sig}\n{log[-6000:]}", where
+            break
+        r.known_crashes.append(f"{name}: {sig} ({where})")
+    r.seconds = time.monotonic() - t0
+    r.exec_per_s = int(r.runs / max(r.seconds, 1e-9))
+    r.new_files = len(list(corpus.iterdir())) - before
     return r
 
 
@@ -888,6 +936,8 @@ def main(argv=None) -> int:
     runs, seeds_dir = campaign(a.seconds, a.corpus)
     for r in runs:
         print(r.line())
+        for k in r.known_crashes:
+            print(f"  known crash {k}")
         if r.crash:
             print(r.crash)
     print(f"total: {sum(r.runs for r in runs)} executions")

@@ -29,7 +29,7 @@ def test_structured_fuzzer_finds_no_crash(short, bits):
     an AddressSanitizer or UBSan report, refusing inconsistent operands."""
     runs, _ = short
     r = next(r for r in runs if r.bits == bits)
-    print(r.line())
+    print(r.line(), *r.known_crashes, sep="\n  ")
     assert not r.crash, f"{r.line()}\n{r.crash}"
     assert r.runs >= 1000 and r.new_files > 0, r.line()
 
@@ -242,3 +242,19 @@ def test_structured_fuzzing_long(tmp_path):
     print(counts, *fuzzing.summary(findings), sep="\n")
     new = [f for f in findings if not f.known]
     assert not new, "\n".join(f.line() for f in new)
+
+
+@pytest.mark.parametrize("bits", fuzzing.BITS)
+@pytest.mark.xfail(strict=True, reason="finding conv1x1-rq-overflow-ub: the fuzzer's file "
+                   "tests/c/fuzz_findings/conv1x1-rq-overflow-ub.mtp (tiny_stripped: op 1 turned "
+                   "into a second conv2d with scratch, CONST shift[2] 35 -> 2) makes "
+                   "runtime/kernels/conv/mt_conv_1x1.h:129 compute rq(acc) + zp = INT32_MIN + -1: "
+                   "UBSan signed integer overflow (the Python reference refuses the program: "
+                   "requantized accumulator overflows int32)")
+def test_conv1x1_requantize_overflow_is_not_undefined(bits):
+    import subprocess
+
+    f = fuzzing.TESTS_C / "fuzz_findings" / "conv1x1-rq-overflow-ub.mtp"
+    run = subprocess.run([str(fuzzing.build_fuzzer(bits)), str(f)], capture_output=True,
+                         text=True)
+    assert run.returncode == 0, fuzzing.crash_signature(run.stderr)
