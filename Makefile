@@ -5,7 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: setup toolchain demo lint test test-all test-c bench header clean
+.PHONY: setup toolchain demo lint test test-all test-c bench fuzz header clean
 
 setup: $(STAMP)
 
@@ -32,6 +32,12 @@ test: setup toolchain lint
 
 test-all: setup toolchain
 	$(PY) -m pytest -q -n $(JOBS)
+
+# structure-aware libFuzzer over load + invoke, 64- and 32-bit side by side (FUZZ_SECONDS each),
+# then the Python-vs-C replay of what it found; corpora kept in build/fuzz/long/
+FUZZ_SECONDS ?= 600
+fuzz: setup toolchain
+	$(PY) tests/py/fuzzing.py --seconds $(FUZZ_SECONDS)
 
 bench: setup toolchain
 	$(PY) -m bench

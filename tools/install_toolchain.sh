@@ -10,6 +10,10 @@ command -v clang-format >/dev/null || need+=(clang-format)
 # libFuzzer's runtime (clang -fsanitize=fuzzer) for the loader fuzzing test
 ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 \
   || need+=(libclang-rt-14-dev)
+# 32-bit host builds of the fuzzers (clang -m32: Cortex-M's 32-bit size_t): i386 libc, libgcc
+# and libstdc++ (libFuzzer is C++); clang's i386 libFuzzer comes with libclang-rt-14-dev
+[ -e /usr/lib32/crt1.o ] || need+=(gcc-multilib)
+ls /usr/lib/gcc/x86_64-linux-gnu/*/32/libstdc++.so >/dev/null 2>&1 || need+=(lib32stdc++-12-dev)
 [ -e /usr/lib/arm-none-eabi/newlib/libc.a ] || need+=(libnewlib-arm-none-eabi)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "installing ${need[*]} (Debian packages)"

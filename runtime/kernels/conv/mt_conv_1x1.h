@@ -115,8 +115,9 @@ typedef struct {
 static MT_ALWAYS_INLINE void c1x1_out2(uint32_t a, uint32_t b, int32_t mult, int32_t shift,
                                        c1x1_act act, int fast, int8_t *ya, int8_t *yb)
 {
-  int32_t va = c1x1_rq(a, mult, shift, fast) + act.zp;
-  int32_t vb = c1x1_rq(b, mult, shift, fast) + act.zp;
+  /* + zp wraps (outside the numerics domain rq may be near INT32_MIN: some int8 value, no UB) */
+  int32_t va = mt_wrap_s32((uint32_t)c1x1_rq(a, mult, shift, fast) + (uint32_t)act.zp);
+  int32_t vb = mt_wrap_s32((uint32_t)c1x1_rq(b, mult, shift, fast) + (uint32_t)act.zp);
 #if defined(__ARM_FEATURE_SAT)
   if (fast) {
     *ya = (int8_t)__ssat(va, 8);
