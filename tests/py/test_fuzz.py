@@ -220,10 +220,15 @@ def test_structured_fuzzing_long(tmp_path):
 
 
 @pytest.mark.parametrize("bits", fuzzing.BITS)
-def test_conv1x1_requantize_overflow_is_not_undefined(bits):
+@pytest.mark.parametrize("finding", [
+    "conv1x1-rq-overflow-ub",  # rq(acc) + zp overflowed int32 (now adds with wrap-around)
+    "conv1x1-stride-row-pointer-overflow",  # the next image's row walked back from past the input
+])
+def test_conv1x1_requantize_overflow_is_not_undefined(bits, finding):
+    """Files the fuzzer found crashing the conv 1x1 path (UBSan) now run clean."""
     import subprocess
 
-    f = fuzzing.TESTS_C / "fuzz_findings" / "conv1x1-rq-overflow-ub.mtp"
+    f = fuzzing.TESTS_C / "fuzz_findings" / f"{finding}.mtp"
     run = subprocess.run([str(fuzzing.build_fuzzer(bits)), str(f)], capture_output=True,
                          text=True)
     assert run.returncode == 0, fuzzing.crash_signature(run.stderr)

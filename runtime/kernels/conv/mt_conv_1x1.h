@@ -40,22 +40,24 @@ typedef struct {
 
 #define C1X1_BUF 512 /* int32 words of unpacked input: two pixels of up to 256 channels (C) */
 
-/* Where the output pixels' inputs are: the next one at x + (row + ox * stride_w) * Cin. */
+/* Where the output pixels' inputs are: output (oy, ox) of the image at img reads
+ * img + (oy * stride_h * W + ox * stride_w) * Cin. Addresses are made from the image base, never
+ * walked past the input (with stride > 1 the row after the last window may lie outside it). */
 typedef struct {
-  const int8_t *row; /* input row of the current output row */
+  const int8_t *img; /* input image of the current output pixel */
   int32_t ox, oy;
 } c1x1_cursor;
 
 static const int8_t *c1x1_next(const mt_conv1x1 *p, c1x1_cursor *c)
 {
-  const int8_t *px = c->row + (size_t)c->ox * (size_t)p->stride_w * (size_t)p->cin;
   const size_t x_row = (size_t)p->w_in * (size_t)p->cin;
+  const int8_t *px = c->img + (size_t)c->oy * (size_t)p->stride_h * x_row +
+                     (size_t)c->ox * (size_t)p->stride_w * (size_t)p->cin;
   if (++c->ox == p->wo) {
     c->ox = 0;
-    c->row += (size_t)p->stride_h * x_row;
-    if (++c->oy == p->ho) { /* next image: skip the input rows below the last window */
+    if (++c->oy == p->ho) { /* next image (after the last one: one past the input's end) */
       c->oy = 0;
-      c->row += (size_t)(p->h - p->ho * p->stride_h) * x_row;
+      c->img += (size_t)p->h * x_row;
     }
   }
   return px;
