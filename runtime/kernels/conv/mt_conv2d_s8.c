@@ -83,7 +83,8 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
          mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W], at[MT_CONV2D_DILATION_W],
                       at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT], y->shape[2]) &&
          mt_zp_ok(at[MT_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
-         mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, w->shape[0]);
+         mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, w->shape[0]) &&
+         (int64_t)c->batch * c->ah.out * c->aw.out <= INT32_MAX; /* pixel loops count in 32 bits */
 }
 
 /* The taps of one output pixel that land inside the input: rows [ky0, ky1), cols [kx0, kx1). */
@@ -205,11 +206,11 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
   const size_t x_img = (size_t)c->ah.size * w_in * cin, cout = (size_t)c->cout_g, k = c->k;
   const size_t x_row = (size_t)c->ah.dilation * w_in * cin;
   const int32_t per = CONV_COL_MAX / (int32_t)k < MT_PX ? CONV_COL_MAX / (int32_t)k : MT_PX;
-  const int64_t total = (int64_t)c->batch * c->ah.out * c->aw.out; /* can pass 2^31 */
+  const int32_t total = c->batch * c->ah.out * c->aw.out; /* < 2^31: checked at entry */
   mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max, NULL};
   int32_t n = 0, oh = 0, ow = 0;
-  for (int64_t q = 0; q < total; q += per) {
-    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? (int32_t)(total - q) : per};
+  for (int32_t q = 0; q < total; q += per) {
+    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per};
     const int direct = !MT_MVE && !MT_DSP && run >= 16 && ow + src.np <= c->aw.out &&
                        conv_inside(c, oh, ow) && conv_inside(c, oh, ow + src.np - 1);
     for (int32_t p = 0; p < src.np; p++) {

@@ -40,25 +40,26 @@ typedef struct {
 
 #define C1X1_BUF 512 /* int32 words of unpacked input: two pixels of up to 256 channels (C) */
 
-/* Where the output pixels' inputs are: output (oy, ox) of the image at img reads
- * img + (oy * stride_h * W + ox * stride_w) * Cin. Addresses are made from the image base, never
- * walked past the input (with stride > 1 the row after the last window may lie outside it). */
+/* Where the output pixels' inputs are: the next one at row + ox * stride_w * Cin. At the end of
+ * an output row the row moves stride_h rows on; at the end of an image it moves on to the next
+ * image's first row, H - (Ho - 1) * stride_h >= 1 rows on (every window lies inside the input),
+ * so it never leaves the input (after the last image: one past its end). */
 typedef struct {
-  const int8_t *img; /* input image of the current output pixel */
+  const int8_t *row; /* input row of the current output row */
   int32_t ox, oy;
 } c1x1_cursor;
 
 static const int8_t *c1x1_next(const mt_conv1x1 *p, c1x1_cursor *c)
 {
-  const size_t x_row = (size_t)p->w_in * (size_t)p->cin;
-  const int8_t *px = c->img + (size_t)c->oy * (size_t)p->stride_h * x_row +
-                     (size_t)c->ox * (size_t)p->stride_w * (size_t)p->cin;
+  const int8_t *px = c->row + (size_t)c->ox * (size_t)p->stride_w * (size_t)p->cin;
   if (++c->ox == p->wo) {
     c->ox = 0;
-    if (++c->oy == p->ho) { /* next image (after the last one: one past the input's end) */
+    int32_t rows = p->stride_h;
+    if (++c->oy == p->ho) { /* next image */
       c->oy = 0;
-      c->img += (size_t)p->h * x_row;
+      rows = p->h - (p->ho - 1) * p->stride_h;
     }
+    c->row += (size_t)rows * (size_t)p->w_in * (size_t)p->cin;
   }
   return px;
 }

@@ -70,6 +70,7 @@ def conv2d_shape(x, weight, *_, stride_h, stride_w, dilation_h, dilation_w, pad_
     check_dims(weight, "weight", "conv2d")
     ho, wo = _geometry(x, weight.shape[1], weight.shape[2], stride_h, stride_w, dilation_h,
                        dilation_w, (pad_top, pad_left, pad_bottom, pad_right), "conv2d")
+    check(x.shape[0] * ho * wo < 1 << 31, "conv2d: N * Ho * Wo output pixels must be < 2^31")
     return (x.shape[0], ho, wo, weight.shape[0])
 
 
