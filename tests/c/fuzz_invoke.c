@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_bind.h"
 #include "mcutorch.h"
 
 #define FUZZ_MAX_ARENA_BYTES (1u << 20)
@@ -87,18 +88,9 @@ static void fuzz_run(mt_model *m, uint32_t seed)
   }
   g_runs++;
 #endif
-  state = malloc(mt_state_size(m));
-  if (state == NULL || mt_bind_state(m, state, mt_state_size(m)) != MT_STATUS_OK) {
-    abort();
-  }
+  fuzz_bind(m, &state, arenas, n);
   for (r = 0; r < n; r++) {
-    const mt_region_t *info = mt_region(m, r);
-    size_t align = info->alignment < sizeof(void *) ? sizeof(void *) : info->alignment;
-    if (posix_memalign(&arenas[r], align, info->size != 0 ? info->size : 1) != 0 ||
-        mt_bind_arena(m, r, arenas[r], info->size) != MT_STATUS_OK) {
-      abort();
-    }
-    memset(arenas[r], 0, info->size);
+    memset(arenas[r], 0, mt_region(m, r)->size);
   }
   for (r = 0; r < mt_input_count(m); r++) {
     mt_tensor *x = mt_input(m, r);

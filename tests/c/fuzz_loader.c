@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz_bind.h"
 #include "mcutorch.h"
 #include "mt_port.h"
 
@@ -102,18 +103,7 @@ static void fuzz_run(mt_model *m)
   if (n > 64 || total > FUZZ_MAX_ARENA_BYTES || mt_state_size(m) > FUZZ_MAX_ARENA_BYTES) {
     return;
   }
-  state = malloc(mt_state_size(m)); /* exact sizes: ASan sees a byte too far */
-  if (state == NULL || mt_bind_state(m, state, mt_state_size(m)) != MT_STATUS_OK) {
-    abort();
-  }
-  for (r = 0; r < n; r++) {
-    const mt_region_t *info = mt_region(m, r);
-    size_t align = info->alignment < sizeof(void *) ? sizeof(void *) : info->alignment;
-    if (posix_memalign(&arenas[r], align, info->size != 0 ? info->size : 1) != 0 ||
-        mt_bind_arena(m, r, arenas[r], info->size) != MT_STATUS_OK) {
-      abort();
-    }
-  }
+  fuzz_bind(m, &state, arenas, n); /* exact sizes: ASan sees a byte too far */
   for (r = 0; r < mt_input_count(m); r++) {
     touch_out(mt_input(m, r)->data, mt_input(m, r)->size);
   }

@@ -145,7 +145,8 @@ def _hash(paths: Sequence[Path], flags: Sequence[str]) -> str:
     h = hashlib.sha256("\0".join(flags).encode())
     headers = [p for d in include_dirs() for p in sorted(d.rglob("*.h"))]
     headers += sorted((P.RUNTIME / "src").glob("*.h"))
-    for p in [*paths, *headers]:
+    headers += sorted({h for p in paths for h in Path(p).parent.glob("*.h")} - set(headers))
+    for p in [*paths, *headers]:  # a header next to a source is part of its build
         h.update(str(p.relative_to(P.SOURCES)).encode() + b"\0" + p.read_bytes())
     return h.hexdigest()[:16]
 

@@ -548,13 +548,19 @@ def _linear(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
     lf.emit("fully_connected", [x, w, b], out, {"act": act}, n)
 
 
-def _binary(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
-        return _lut(lf, n, out, act)
+def _same_shape_operands(lf: Lifter, n: FxNode, out: Tensor) -> tuple[Tensor, Tensor]:
+    """The two int8 operands of an element-wise op, which must have the output's shape."""
     a, b = (lf.operand(v, n) for v in n.args[:2])
     if a.shape != b.shape or a.shape != out.shape:
         raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
                                  f"{list(b.shape)} is not supported; shapes must match")
+    return a, b
+
+
+def _binary(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
+    if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
+        return _lut(lf, n, out, act)
+    a, b = _same_shape_operands(lf, n, out)
     if n.target in (A.add.Tensor, A.add_.Tensor) and _arg(n, 2, "alpha", 1) != 1:
         raise UnsupportedOpError(f"{source_of(n)}: add with alpha != 1")
     op = "add" if n.target in (A.add.Tensor, A.add_.Tensor) else "mul"
@@ -724,10 +730,7 @@ def _avg_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
 
 
 def _minmax(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    a, b = (lf.operand(v, n) for v in n.args[:2])
-    if a.shape != b.shape or a.shape != out.shape:
-        raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
-                                 f"{list(b.shape)} is not supported; shapes must match")
+    a, b = _same_shape_operands(lf, n, out)
     lf.emit(ops.SOURCES[str(n.target)][0].name, [a, b], out, {"act": act}, n)
 
 
