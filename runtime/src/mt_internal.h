@@ -25,13 +25,15 @@
     }                                                                                              \
   } while (0)
 
-/* Counts per opcode from ops.py (MT_VARIADIC = -1: 1..MT_MAX_VARIADIC), and its MT_ALIAS_*. */
+/* Counts per opcode from ops.py (MT_VARIADIC = -1: 1..MT_MAX_VARIADIC), its MT_ALIAS_* and
+ * MT_<OP>_MAC. */
 typedef struct {
   int8_t n_inputs;
   int8_t n_outputs;
   uint8_t n_attrs;
   uint8_t n_variants;
   uint8_t alias;
+  uint32_t mac;
 } mt_op_counts;
 
 extern const mt_op_counts mt_op_table[MT_OP_COUNT];

@@ -224,6 +224,68 @@ static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int3
   return MT_STATUS_OK;
 }
 
+/* MAC operand k: a constant of `dtype` and rank >= 1 (else NULL). */
+static const mt_tensor_t *mt_mac_const(const mt_model *m, const int32_t *in, int k, uint32_t dtype)
+{
+  const mt_tensor_t *t = &m->tensors[in[k]];
+  return t->storage == MT_STORAGE_CONST && t->dtype == dtype && t->rank >= 1 ? t : NULL;
+}
+
+/* v and rq(v) = (v * mult + 2^(shift-1)) >> shift fit int32 (v first: then no int64 overflow). */
+static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift)
+{
+  int64_t r;
+  if (v < INT32_MIN || v > INT32_MAX) {
+    return 0;
+  }
+  r = (v * mult + ((int64_t)1 << (shift - 1))) >> shift;
+  return r >= INT32_MIN && r <= INT32_MAX;
+}
+
+/* validate.py _check_mac_range: weight int8 and bias/mult/shift int32 constants, one of each
+ * per output channel; for every channel, the accumulator bias + sum((x - zp) * w) over all int8
+ * x, and its rq, fit int32 (docs/numerics.md, Domain). One pass over the weights. */
+static mt_status mt_check_mac(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const uint32_t mac = mt_op_table[op->opcode].mac;
+  const mt_tensor_t *w = mt_mac_const(m, in, 1, MT_DTYPE_INT8), *t[3];
+  const int8_t *wd;
+  const int32_t *q[3];
+  uint32_t k, c, n_c, n_k, step_c, step_k;
+  int32_t zp;
+  if (mac == 0) {
+    return MT_STATUS_OK;
+  }
+  MT_REQUIRE(w != NULL, MT_ERR_BAD_OP);
+  n_c = w->shape[MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? 0 : w->rank - 1];
+  for (k = 0; k < 3; k++) {
+    t[k] = mt_mac_const(m, in, (int)k + 2, MT_DTYPE_INT32);
+    MT_REQUIRE(t[k] != NULL && t[k]->size / 4 == n_c, MT_ERR_BAD_OP);
+    q[k] = (const int32_t *)(const void *)(m->constants + t[k]->offset); /* 16-aligned */
+  }
+  zp =
+      MT_MAC_ZP_FOLDED_IN(mac, op->variant) ? 0 : m->attrs[op->first_attr + MT_MAC_ZP_ATTR_OF(mac)];
+  MT_REQUIRE(zp >= -128 && zp <= 127, MT_ERR_BAD_OP);
+  n_k = n_c != 0 ? w->size / n_c : 0;
+  step_c = MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? n_k : 1;
+  step_k = MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? 1 : n_c;
+  wd = (const int8_t *)(const void *)(m->constants + w->offset);
+  for (c = 0; c < n_c; c++) {
+    int64_t pos = 0, neg = 0, lo, hi;
+    const int32_t mult = q[1][c], shift = q[2][c];
+    for (k = 0; k < n_k; k++) {
+      const int32_t v = wd[c * step_c + k * step_k];
+      pos += v > 0 ? v : 0;
+      neg += v < 0 ? v : 0;
+    }
+    MT_REQUIRE(mult >= 0 && shift >= 2 && shift <= 62, MT_ERR_BAD_OP);
+    hi = (127 - zp) * pos + (-128 - zp) * neg + q[0][c];
+    lo = (-128 - zp) * pos + (127 - zp) * neg + q[0][c];
+    MT_REQUIRE(mt_rq_fits(lo, mult, shift) && mt_rq_fits(hi, mult, shift), MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -242,7 +304,8 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   if (op->opcode == MT_OP_DELEGATE) {
     MT_TRY(mt_check_delegate_op(m, i, in));
   }
-  return mt_check_alias(m, op, in);
+  MT_TRY(mt_check_alias(m, op, in));
+  return mt_check_mac(m, op, in);
 }
 
 /* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The

@@ -17,8 +17,8 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
         "ops/defs.py", "frontend", "passes", "plan", "program", "backends")
 # lines of code: 4,349 when set; 5,198 with the input checks, any-PT2E lift, functions as tables
 # and graph hygiene (constant folding, no-ops, out-of-scope errors); 5,254 with the readers'
-# overlap rule and format limits
-BUDGET = 5300
+# overlap rule and format limits; 5,318 with the load-time MAC accumulator bound
+BUDGET = 5330
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -25,7 +25,8 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # Lines of the runtime core (runtime/src, runtime/include without mt_program.h, runtime/port):
 # the loader, validator, interpreter and port hooks a newcomer reads first. Raise it only in a
 # commit that says why the core had to grow.
-CORE_LINE_BUDGET = 1350
+# 1,412 with the load-time MAC accumulator bound (mt_check_mac).
+CORE_LINE_BUDGET = 1420
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
 

@@ -7,10 +7,14 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
+from dataclasses import replace
+
 import fuzzing
 import pytest
 
+from mcutorch.errors import ProgramError
 from mcutorch.program import schema as S
+from mcutorch.program import validate
 
 SHORT_SECONDS = 12  # each build; the two run side by side
 REPLAY = 120  # fuzzed programs of each build replayed through Python and C
@@ -95,14 +99,14 @@ def test_differential_on_fuzzed_programs(short):
 
 def _tiny_with(patches) -> bytes:
     """The tiny program with ("attrs", op, attr name, value) / ("const", tensor, element,
-    value) / (section, record, field, value) changes; CRC fixed."""
+    value) / (section, record, field, value[, element]) changes; CRC fixed."""
     import struct
 
     from test_program import build_program, patch, recrc, sections
 
     p = build_program()
     blob = p.to_bytes()
-    for where, index, name, value in patches:
+    for where, index, name, value, *element in patches:
         if where == "attrs":
             first = sum(len(op.attrs) for op in p.ops[:index])  # the writer's ATTRS order
             k = first + list(p.ops[index].attrs).index(name) if p.ops[index].name != "clamp" \
@@ -117,7 +121,7 @@ def _tiny_with(patches) -> bytes:
             struct.pack_into("<" + {1: "b", 2: "h", 4: "i"}[t.elem_size], buf, off, value)
             blob = recrc(buf)
         else:
-            blob = patch(blob, where, index, name, value)
+            blob = patch(blob, where, index, name, value, *element)
     return blob
 
 
@@ -134,12 +138,49 @@ def test_tiny_program_agrees(tmp_path):
     assert not _findings(tmp_path, _tiny_with([]))
 
 
-@pytest.mark.xfail(strict=True, reason="finding domain-overflow-runs-in-c: conv2d with a CONST "
-                   "shift of 2 (tiny: tensor 4, shift[0] 33 -> 2): the Python reference raises "
-                   "ExecutionError 'requantized accumulator overflows int32', the C kernel "
-                   "returns saturated int8 values (status ok)")
-def test_requantize_overflow_is_refused_by_both(tmp_path):
-    assert not _findings(tmp_path, _tiny_with([("const", 4, 0, 2)]))
+def _load_verdicts(tmp_path, blob: bytes) -> str:
+    """The one load verdict both readers give `blob` ('ok' or a reason); no finding either way."""
+    assert not _findings(tmp_path, blob)
+    code, _ = fuzzing.python_load(blob)
+    return "ok" if code == 0 else S.ERRORS[code - 1]
+
+
+# The tiny conv2d (in_zp -3, so x - in_zp in [-125, 130]): channel 0 has weights [-3, -2] and
+# bias 100, so its accumulator spans [100 - 650, 100 + 625]; mult[0] = 2^30, shift[0] = 33.
+INT32_MAX = 2**31 - 1
+
+
+def _smallest_shift(acc: int, mult: int) -> int:
+    return next(s for s in range(2, 63) if (acc * mult + (1 << (s - 1))) >> s <= INT32_MAX)
+
+
+@pytest.mark.parametrize("patches, verdict", [
+    ([("const", 2, 0, INT32_MAX - 625)], "ok"),  # the accumulator reaches INT32_MAX
+    ([("const", 2, 0, INT32_MAX - 624)], "bad_op"),
+    ([("const", 2, 0, -2**31 + 650)], "ok"),  # ... and INT32_MIN
+    ([("const", 2, 0, -2**31 + 649)], "bad_op"),
+    ([("const", 4, 0, _smallest_shift(725, 1 << 30))], "ok"),  # rq(725) reaches the edge
+    ([("const", 4, 0, _smallest_shift(725, 1 << 30) - 1)], "bad_op"),
+    ([("const", 4, 0, 2)], "bad_op"),  # the fuzzer's finding: C saturated, Python raised
+    ([("const", 3, 0, -1)], "bad_op"),  # mult outside [0, 2^31)
+    ([("const", 4, 2, 63)], "bad_op"),  # shift outside [2, 62]
+    ([("attrs", 0, "in_zp", 128)], "bad_op"),
+    ([("tensors", 2, "dtype", 0), ("tensors", 2, "shape", 12)], "bad_op"),  # an int8 bias
+    ([("tensors", 1, "shape", 6), ("tensors", 1, "shape", 1, 3)], "bad_op"),  # 6 channels
+])
+def test_mac_accumulator_range_is_checked_at_load_by_both(tmp_path, patches, verdict):
+    """A MAC op whose accumulator or its rq could leave int32 for some input is refused at load
+    (docs/numerics.md, Domain), by both readers, at the exact edge."""
+    assert _load_verdicts(tmp_path, _tiny_with(patches)) == verdict
+
+
+def test_mac_weight_must_be_a_constant(tmp_path):
+    from mcutorch.program import Program
+
+    p = Program.from_bytes(_tiny_with([]))
+    with pytest.raises(ProgramError, match=r"weight \(tensor 1\) must be a constant int8"):
+        validate.validate(replace(p, tensors=[*p.tensors[:1], replace(
+            p.tensors[1], storage="arena", region=1, offset=0), *p.tensors[2:]]))
 
 
 def test_huge_conv_padding_is_refused_by_both(tmp_path):

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 VARIADIC = "*"  # operand list of any length (concat inputs, delegate I/O)
+MAC_OPERANDS = ("x", "weight", "bias", "mult", "shift")  # the operands of a MAC op, in order
 DEFAULT_VARIANT = "default"  # the kernel every op has: MVE, DSP and pure-C paths in one C function
 
 # How the quantizer annotates an aten node (frontend/quantizer.py implements each rule).
@@ -78,6 +79,11 @@ class OpDef:
     c_sources: dict = field(default_factory=dict)  # variant -> C files under runtime/kernels
     tosa: str = ""  # "" = lowered to TOSA 1.0 (backends/tosa/rules.py); else why not
     since: int = 0  # program format minor version (1.x) that added the opcode
+    # MAC ops (operands x, weight, bias, mult, shift): the weight's output-channel axis (0 or -1)
+    # and the variants whose accumulator reads x itself (in_zp folded into the bias). Both
+    # program readers bound every channel's accumulator from the constant weights at load.
+    mac_axis: int | None = None
+    zp_folded: tuple[str, ...] = ()
 
     def __post_init__(self):
         assert self.qparams in QPARAM_RULES, (self.name, self.qparams)
@@ -85,6 +91,9 @@ class OpDef:
         assert self.variants[0] == DEFAULT_VARIANT and len(self.variants) <= 4, self.name
         assert set(self.c_sources) <= set(self.variants), self.name
         assert not self.fusable or {"act_min", "act_max"} <= set(self.attrs), self.name
+        assert self.mac_axis in (None, 0, -1) and set(self.zp_folded) <= set(self.variants)
+        assert self.mac_axis is None or (self.inputs[:5] == MAC_OPERANDS
+                                         and "in_zp" in self.attrs), self.name
 
     @property
     def c_name(self) -> str:

@@ -92,13 +92,23 @@ def _op_block(op: ops.OpDef) -> list[str]:
     lines = [f"/* {op.name}{': ' + op.doc if op.doc else ''} */",
              f"#define {p}_N_INPUTS {n_in}", f"#define {p}_N_OUTPUTS {n_out}",
              f"#define {p}_N_ATTRS {len(op.attrs)}", f"#define {p}_N_VARIANTS {len(op.variants)}",
-             f"#define {p}_ALIAS {'(' + alias + ')' if alias else '0u'}"]
+             f"#define {p}_ALIAS {'(' + alias + ')' if alias else '0u'}",
+             f"#define {p}_MAC {_mac(op)}"]
     for kind, names in (("IN", op.inputs), ("OUT", op.outputs)):
         lines += [f"#define {p}_{kind}_{_ident(n)} {i}" for i, n in enumerate(names)
                   if n != ops.VARIADIC]
     lines += [f"#define {p}_{_ident(a)} {i}" for i, a in enumerate(op.attrs)]
     lines += [f"#define {p}_VARIANT_{_ident(v)} {i}" for i, v in enumerate(op.variants)]
     return lines + [""]
+
+
+def _mac(op: ops.OpDef) -> str:
+    """MT_<OP>_MAC: 0, or the MAC range check's facts (ops.OpDef.mac_axis, zp_folded)."""
+    if op.mac_axis is None:
+        return "0u"
+    folded = sum(1 << i for i, v in enumerate(op.variants) if v in op.zp_folded)
+    axis = "MT_MAC_AXIS_FIRST" if op.mac_axis == 0 else "MT_MAC_AXIS_LAST"
+    return f"({axis} | MT_MAC_ZP_ATTR({op.attr_index('in_zp')}) | MT_MAC_ZP_FOLDED(0x{folded:X}u))"
 
 
 def _ops() -> list[str]:
@@ -110,13 +120,25 @@ def _ops() -> list[str]:
              "/* MT_<OP>_ALIAS: the ways (ops.ALIAS_KINDS) the op's operands may share bytes */",
              *(f"#define MT_ALIAS_{_ident(k)} 0x{1 << i:X}u"
                for i, k in enumerate(ops.ALIAS_KINDS)),
+             "/* MT_<OP>_MAC: 0, or for a MAC op (x, weight, bias, mult, shift) the weight's",
+             " * output-channel axis, the in_zp attribute index and the variants whose",
+             " * accumulator reads x itself (in_zp folded into the bias): mt_validate.c",
+             " * mt_check_mac bounds every channel's accumulator at load */",
+             "#define MT_MAC_AXIS_FIRST 0x1u",
+             "#define MT_MAC_AXIS_LAST 0x2u",
+             "#define MT_MAC_AXIS(mac) ((mac)&0x3u)",
+             "#define MT_MAC_ZP_ATTR(i) ((uint32_t)(i) << 8)",
+             "#define MT_MAC_ZP_ATTR_OF(mac) (((mac) >> 8) & 0xFFu)",
+             "#define MT_MAC_ZP_FOLDED(mask) ((uint32_t)(mask) << 16)",
+             "#define MT_MAC_ZP_FOLDED_IN(mac, variant) (((mac) >> (16 + (variant))) & 1u)",
              "",
-             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants, alias) for every op */",
+             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants, alias, mac) for every",
+             " * op */",
              "#define MT_OP_LIST(X) \\"]
     for op in ops.OPS:
         p = "MT_" + op.name.upper()
         lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_N_INPUTS, {p}_N_OUTPUTS, "
-                     f"{p}_N_ATTRS, {p}_N_VARIANTS, {p}_ALIAS) \\")
+                     f"{p}_N_ATTRS, {p}_N_VARIANTS, {p}_ALIAS, {p}_MAC) \\")
     lines[-1] = lines[-1].removesuffix(" \\")
     lines.append("")
     for op in ops.OPS:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import re
 
+import numpy as np
+
 from mcutorch import ops
 from mcutorch.errors import ProgramError
 from mcutorch.program import schema as S
@@ -191,6 +193,52 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
         _check_delegate_op(p, what, op, in_subgraph)
     if "delegate" not in d.alias:
         _check_alias(p, what, op, "inplace" in d.alias)
+    if d.mac_axis is not None:
+        _check_mac_range(p, what, op, d)
+
+
+def _const_operand(p: Program, what: str, op, k: int, dtype: str, n: int | None = None):
+    """Input k of a MAC op as a constant array of `dtype` (with n elements when given)."""
+    t, name = p.tensors[op.inputs[k]], op.opdef.inputs[k]
+    require(t.storage == "const" and t.dtype == dtype and len(t.shape) >= 1, "bad_op",
+            f"{what}: {name} (tensor {op.inputs[k]}) must be a constant {dtype} tensor of rank "
+            f">= 1, got {t.storage} {t.dtype} of rank {len(t.shape)}")
+    require(n is None or t.numel == n, "bad_op",
+            f"{what}: {name} has {t.numel} elements, the weight has {n} output channels")
+    return p.const_array(op.inputs[k])
+
+
+def _check_mac_range(p: Program, what: str, op, d) -> None:
+    """docs/numerics.md "Domain": with every x - in_zp in its int8 range, each output channel's
+    accumulator bias + sum((x - in_zp) * w) and its rq(acc, mult, shift) fit int32, whatever the
+    input. Checked from the constant operands, so no input can leave the domain at run time; the
+    C loader checks the same (mt_validate.c mt_check_mac), one pass over the weights."""
+    w = _const_operand(p, what, op, 1, "int8").astype(np.int64)
+    channels = w.shape[d.mac_axis]
+    bias, mult, shift = (_const_operand(p, what, op, k, "int32", channels).ravel()
+                         .astype(np.int64) for k in (2, 3, 4))
+    zp = 0 if op.variant in d.zp_folded else op.attrs["in_zp"]
+    require(-128 <= zp <= 127, "bad_op", f"{what}: in_zp {zp} is not int8")
+    if channels == 0:
+        return
+    w = np.moveaxis(w, d.mac_axis, 0).reshape(channels, -1)
+    pos, neg = np.maximum(w, 0).sum(axis=1), np.minimum(w, 0).sum(axis=1)
+    hi = (127 - zp) * pos + (-128 - zp) * neg + bias
+    lo = (-128 - zp) * pos + (127 - zp) * neg + bias
+    bad = (mult < 0) | (mult > I32[1]) | (shift < 2) | (shift > 62)
+    c = int(np.argmax(bad)) if bad.any() else -1
+    require(c < 0, "bad_op", f"{what}: channel {c}: mult {mult[c]} / shift {shift[c]} outside "
+            "[0, 2^31) / [2, 62]")
+    half = np.left_shift(np.int64(1), shift - 1)
+    bad = np.zeros(channels, bool)
+    for v in (lo, hi):  # |v| <= 2^31 once it fits int32, so v * mult + half < 2^63
+        fits = (v >= I32[0]) & (v <= I32[1])
+        scaled = (np.where(fits, v, 0) * mult + half) >> shift
+        bad |= ~fits | (scaled < I32[0]) | (scaled > I32[1])
+    c = int(np.argmax(bad)) if bad.any() else -1
+    require(c < 0, "bad_op", f"{what}: channel {c}: the accumulator spans [{lo[c]}, {hi[c]}]; it "
+            f"or its rescale (mult {mult[c]}, shift {shift[c]}) can leave int32 "
+            "(docs/numerics.md, Domain)")
 
 
 def _bytes_of(p: Program, index: int):
