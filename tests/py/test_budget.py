@@ -1,8 +1,9 @@
 """Size budget of the compiler core: the code a newcomer reads to understand mcutorch.
 
 Counted in lines of code (tokenizer-based: comments, blank lines and docstrings do not count).
-Not counted: the op registry's entries (ops/<family>.py), the reference kernels (ref/, the
-definitions of the ops), the model zoo, and the device side (C builds and runners). The budget is
+Not counted: the op registry's entries (ops/<family>.py), lift's per-op builders
+(frontend/builders/<family>.py), the reference kernels (ref/, the definitions of the ops), the
+model zoo, and the device side (C builds and runners): code that grows with each op added. The budget is
 raised only by a commit that says why in its message; a change that makes the core smaller lowers
 it in the same commit. The C runtime core has its own budget (tests/py/test_c_style.py).
 """
@@ -17,8 +18,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
         "ops/defs.py", "frontend", "passes", "plan", "program", "backends")
 # lines of code: 4,349 when set; 5,198 with the input checks, any-PT2E lift, functions as tables
 # and graph hygiene (constant folding, no-ops, out-of-scope errors); 5,254 with the readers'
-# overlap rule and format limits; 5,318 with the load-time MAC accumulator bound
-BUDGET = 5330
+# overlap rule and format limits; 5,318 with the load-time MAC accumulator bound; 5,143 with
+# lift's builders moved to frontend/builders/ (per-op code, not counted)
+BUDGET = 5200
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
@@ -38,12 +40,16 @@ def code_lines(source: str) -> int:
     return len(lines)
 
 
+PER_OP = "frontend/builders"  # its family modules; __init__.py and _common.py are core
+
+
 def core_files() -> list[Path]:
     files = []
     for entry in CORE:
         path = PACKAGE / entry
         files += sorted(path.rglob("*.py")) if path.is_dir() else [path]
-    return files
+    return [f for f in files if not (str(f.relative_to(PACKAGE)).startswith(PER_OP)
+                                     and not f.name.startswith("_"))]
 
 
 def test_code_lines_counts_code_only():

@@ -16,7 +16,7 @@ from mcutorch import ops
 from mcutorch.backends.tosa.rules import RULES as TOSA_RULES
 from mcutorch.device import kernels as ck
 from mcutorch.device.generate import stale
-from mcutorch.frontend.lift import BUILDERS
+from mcutorch.frontend.builders import BUILDERS
 from mcutorch.passes.requant import RULES as REQUANT_RULES
 from mcutorch.ref import KERNELS
 

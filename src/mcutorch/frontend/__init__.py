@@ -5,6 +5,7 @@
     quantize.py   PT2E: prepare_pt2e(Quantizer) -> calibrate -> convert_pt2e  (`quantize`)
     quantizer.py  mcutorch's PT2E `Quantizer` (the numerics contract as annotations)
     lift.py       the converted Q/DQ graph -> IR (integer ops on int8 tensors, NCHW, float scales)
+    builders/     lift's builder per registry op, one module per kernel family
 
 `mcutorch.quantize` and `mcutorch.Quantizer` are the public names of this package.
 """

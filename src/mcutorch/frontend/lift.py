@@ -29,7 +29,6 @@ torch's NCHW layout with float scales; passes/ turn it into program-ready NHWC i
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -37,41 +36,25 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
+from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, elementwise
+from mcutorch.frontend.builders._common import FULL, A, act_range, bounds
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
 from mcutorch.frontend.fold import check_stateless
 from mcutorch.ir import Graph, Node, Tensor, compose_act, verify
 from mcutorch import ops
 from mcutorch.frontend._torchao import pt2e
-from mcutorch.quant import quantize as quantize_float
 
 pt2e()  # registers torch.ops.quantized_decomposed
 
-A = torch.ops.aten
 QD = torch.ops.quantized_decomposed
 Q_OPS = {QD.quantize_per_tensor.default, QD.quantize_per_tensor.tensor}
 DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
           QD.dequantize_per_channel.default}
 CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
-ACT_BOUNDS = {A.relu.default: (0.0, math.inf), A.relu_.default: (0.0, math.inf),
-              A.relu6.default: (0.0, 6.0)}
-HARDTANH = {A.hardtanh.default, A.hardtanh_.default}
-FULL = (-128, 127)
 MOVES = ("reshape", "transpose")  # registry ops that only move int8 values (commute with q)
 MONOTONE = {A.cat.default, A.concat.default, A.max_pool2d.default, A.maximum.default,
             A.minimum.default}
 ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
-
-
-def _bounds(node: FxNode) -> tuple[float, float] | None:
-    """Float clamp bounds of an activation node, or None if it is not one."""
-    if node.target in ACT_BOUNDS:
-        return ACT_BOUNDS[node.target]
-    if node.target in HARDTANH:
-        return (float(_arg(node, 1, "min_val", -1.0)), float(_arg(node, 2, "max_val", 1.0)))
-    if node.target == A.clamp.default:
-        lo, hi = _arg(node, 1, "min", None), _arg(node, 2, "max", None)
-        return (-math.inf if lo is None else float(lo), math.inf if hi is None else float(hi))
-    return None
 
 
 def _move(node) -> str | None:
@@ -85,7 +68,7 @@ def _move(node) -> str | None:
 def _commutes(node: FxNode) -> bool:
     """Whether quantize(node(v...)) == node'(quantize(v)...) exactly: a clamp or a data move
     (quantize is element-wise), a concat, or a max (quantize is monotone)."""
-    return node.op == "call_function" and (_bounds(node) is not None or _move(node) is not None
+    return node.op == "call_function" and (bounds(node) is not None or _move(node) is not None
                                            or node.target in MONOTONE)
 
 
@@ -97,16 +80,6 @@ def _tensor_args(node: FxNode) -> list[FxNode]:
             if isinstance(a, FxNode) and a.op in ("call_function", "placeholder"):
                 found.append(a)
     return found
-
-
-def _arg(node: FxNode, i: int, name: str, default=None):
-    if len(node.args) > i:
-        return node.args[i]
-    return node.kwargs.get(name, default)
-
-
-def _pair(v, n=2) -> tuple[int, ...]:
-    return tuple(v) * (n // len(v)) if isinstance(v, (list, tuple)) else (int(v),) * n
 
 
 # --- tidying a converted module ---------------------------------------------------------------
@@ -437,8 +410,8 @@ class Lifter:
             return out
         floats = [a for a in _tensor_args(v) if a.op == "call_function" and a.target not in DQ_OPS]
         if _commutes(v) and floats:
-            if _bounds(v) is not None:  # q(clamp(x)) = clamp(q(x), q(lo), q(hi))
-                own = _act_range(_bounds(v), s, zp)
+            if bounds(v) is not None:  # q(clamp(x)) = clamp(q(x), q(lo), q(hi))
+                own = act_range(bounds(v), s, zp)
                 return self.lift_value(v.args[0], s, zp, compose_act(own, act), q, top)
             local = {a: self.lift_value(a, s, zp, act, q) for a in _tensor_args(v)}
             shape = tuple(v.meta["val"].shape)
@@ -464,15 +437,10 @@ class Lifter:
         self.nodes.append(Node(op, inputs, [out], attrs, source_of(src)))
 
 
-def _act_range(bounds, s: float, zp: int) -> tuple[int, int]:
-    """The int8 clamp of float bounds: q(lo), q(hi) as PyTorch's quantize computes them
-    (quantize is monotone, so q(clamp(v, lo, hi)) == clamp(q(v), q(lo), q(hi)) exactly)."""
-    if bounds is None:
-        return FULL
-    lo, hi = bounds
-    qlo = -128 if lo == -math.inf else int(quantize_float(np.float32(lo), s, zp))
-    qhi = 127 if hi == math.inf else int(quantize_float(np.float32(hi), s, zp))
-    return (qlo, qhi)
+def _zero_bias(lf, w: Tensor, x: Tensor) -> Tensor:
+    cout = w.shape[0]
+    return lf.new_tensor(w.name + "_bias", (cout,), x.scale * np.asarray(w.scale), 0,
+                         dtype="int32", data=np.zeros(cout, np.int32))
 
 
 def _layout(shape) -> str | None:
@@ -505,244 +473,6 @@ def _what(arg) -> str:
             "quantize node follows it)")
 
 
-# --- builders: one per aten op family ---------------------------------------------------------
-def _conv(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x, w = lf.operand(n.args[0], n), lf.weight(n.args[1], n)
-    b = lf.bias(n.args[2] if len(n.args) > 2 else None, n, x, w)
-    stride = _pair(_arg(n, 3, "stride", 1))
-    padding = _arg(n, 4, "padding", 0)
-    dilation = _pair(_arg(n, 5, "dilation", 1))
-    groups = int(_arg(n, 6, "groups", 1))
-    if isinstance(padding, str):
-        padding = _same_padding(x.shape[2:], w.shape[2:], stride, dilation, padding, n)
-    else:
-        ph, pw = _pair(padding)
-        padding = (ph, pw, ph, pw)
-    attrs = {"stride": stride, "dilation": dilation, "padding": tuple(padding), "groups": groups,
-             "act": act}
-    lf.emit("conv2d", [x, w, b], out, attrs, n)
-
-
-def _same_padding(in_hw, k_hw, stride, dilation, mode, n) -> tuple[int, int, int, int]:
-    if mode == "valid":
-        return (0, 0, 0, 0)
-    pads = []
-    for size, k, s, d in zip(in_hw, k_hw, stride, dilation):
-        total = max((math.ceil(size / s) - 1) * s + (k - 1) * d + 1 - size, 0)
-        pads.append((total // 2, total - total // 2))
-    return (pads[0][0], pads[1][0], pads[0][1], pads[1][1])
-
-
-def _zero_bias(lf: Lifter, w: Tensor, x: Tensor) -> Tensor:
-    cout = w.shape[0]
-    return lf.new_tensor(w.name + "_bias", (cout,), x.scale * np.asarray(w.scale), 0,
-                         dtype="int32", data=np.zeros(cout, np.int32))
-
-
-def _linear(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x, w = lf.operand(n.args[0], n), lf.weight(n.args[1], n)
-    b = lf.bias(n.args[2] if len(n.args) > 2 else None, n, x, w)
-    if len(x.shape) != 2:
-        raise UnsupportedOpError(f"{source_of(n)}: linear on a {len(x.shape)}-D input; flatten "
-                                 "it to [N, features] first")
-    lf.emit("fully_connected", [x, w, b], out, {"act": act}, n)
-
-
-def _same_shape_operands(lf: Lifter, n: FxNode, out: Tensor) -> tuple[Tensor, Tensor]:
-    """The two int8 operands of an element-wise op, which must have the output's shape."""
-    a, b = (lf.operand(v, n) for v in n.args[:2])
-    if a.shape != b.shape or a.shape != out.shape:
-        raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
-                                 f"{list(b.shape)} is not supported; shapes must match")
-    return a, b
-
-
-def _binary(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
-        return _lut(lf, n, out, act)
-    a, b = _same_shape_operands(lf, n, out)
-    if n.target in (A.add.Tensor, A.add_.Tensor) and _arg(n, 2, "alpha", 1) != 1:
-        raise UnsupportedOpError(f"{source_of(n)}: add with alpha != 1")
-    op = "add" if n.target in (A.add.Tensor, A.add_.Tensor) else "mul"
-    lf.emit(op, [a, b], out, {"act": act}, n)
-
-
-def _activation(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    act = compose_act(_act_range(_bounds(n), out.scale, out.zero_point), act)
-    lf.emit("rescale", [x], out, {"act": act}, n)
-
-
-def _pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    is_max = n.target == A.max_pool2d.default
-    kernel = _pair(n.args[1])
-    stride = _pair(_arg(n, 2, "stride", None) or kernel)
-    ph, pw = _pair(_arg(n, 3, "padding", 0))
-    if is_max:
-        if _pair(_arg(n, 4, "dilation", 1)) != (1, 1):
-            raise UnsupportedOpError(f"{source_of(n)}: dilated max pooling")
-        ceil = bool(_arg(n, 5, "ceil_mode", False))
-        include_pad, divisor = False, 0
-    else:
-        ceil = bool(_arg(n, 4, "ceil_mode", False))
-        include_pad = bool(_arg(n, 5, "count_include_pad", True))
-        divisor = int(_arg(n, 6, "divisor_override", None) or 0)
-    padding = [ph, pw, ph, pw]
-    for i, (size, k, s) in enumerate(zip(x.shape[2:], kernel, stride)):
-        want = out.shape[2 + i]
-        extra = (want - 1) * s + k - (size + 2 * padding[i])
-        if extra > 0 and not ceil:
-            raise UnsupportedOpError(f"{source_of(n)}: inconsistent pooling shape")
-        if extra > 0 and not is_max and (include_pad or divisor):
-            raise UnsupportedOpError(f"{source_of(n)}: ceil_mode average pooling that counts "
-                                     "padding is not supported")
-        padding[2 + i] += max(extra, 0)
-    attrs = {"kernel": kernel, "stride": stride, "padding": tuple(padding), "act": act,
-             "count_include_pad": int(include_pad), "divisor": divisor}
-    lf.emit("max_pool2d" if is_max else "avg_pool2d", [x], out, attrs, n)
-
-
-def _mean_all(lf: Lifter, n: FxNode, x: Tensor, out: Tensor, act) -> None:
-    """The mean of every element: one avg_pool2d window over x reshaped to [1, 1, size/W, W]."""
-    window = (math.prod(x.shape) // x.shape[-1], x.shape[-1]) if x.shape else (1, 1)
-    flat = lf.new_tensor(out.name + "_flat", (1, 1, *window), x.scale, x.zero_point,
-                         layout="NCHW")
-    pooled = lf.new_tensor(out.name + "_pool", (1, 1, 1, 1), out.scale, out.zero_point,
-                           layout="NCHW")
-    lf.emit("reshape", [x], flat, {}, n)
-    lf.emit("avg_pool2d", [flat], pooled, {"kernel": window, "stride": window, "act": act,
-                                           "padding": (0, 0, 0, 0), "count_include_pad": 0,
-                                           "divisor": 0}, n)
-    lf.emit("reshape", [pooled], out, {}, n)
-
-
-def _global_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    rank, mean = len(x.shape), n.target in (A.mean.dim, A.mean.default)
-    dims = sorted({d % max(rank, 1) for d in _arg(n, 1, "dim", None) or range(rank)} if mean
-                  else ())
-    if mean and dims == list(range(rank)):
-        return _mean_all(lf, n, x, out, act)
-    if mean and (rank != 4 or dims != [2, 3]):
-        raise UnsupportedOpError(
-            f"{source_of(n)}: mean over dims {n.args[1]} of a {rank}-D tensor: mcutorch lowers "
-            "the mean over H, W of [N, C, H, W] (dim=(2, 3) or (-2, -1)) and the mean of all "
-            "elements (dim=None)")
-    if rank != 4:
-        raise UnsupportedOpError(f"{source_of(n)}: pooling needs a 4-D input")
-    h, w = x.shape[2:]
-    if n.target == A.mean.dim:
-        oh = ow = 1
-    else:
-        oh, ow = _pair(n.args[1])
-    if h % oh or w % ow:
-        raise UnsupportedOpError(f"{source_of(n)}: adaptive pooling {h}x{w} -> {oh}x{ow} "
-                                 "with uneven windows")
-    pooled_shape = (x.shape[0], x.shape[1], oh, ow)
-    pooled = out if tuple(out.shape) == pooled_shape else lf.new_tensor(
-        out.name + "_pool", pooled_shape, out.scale, out.zero_point, layout="NCHW")
-    k = (h // oh, w // ow)
-    attrs = {"kernel": k, "stride": k, "padding": (0, 0, 0, 0), "act": act,
-             "count_include_pad": 0, "divisor": 0}
-    lf.emit("avg_pool2d", [x], pooled, attrs, n)
-    if pooled is not out:  # mean without keepdim
-        lf.emit("reshape", [pooled], out, {}, n)
-
-
-def _reshape(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    lf.emit("reshape", [lf.operand(n.args[0], n)], out, {}, n)
-
-
-def _permute(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    rank = len(x.shape)
-    if n.target == A.transpose.int:
-        perm = list(range(rank))
-        i, j = int(n.args[1]) % rank, int(n.args[2]) % rank
-        perm[i], perm[j] = perm[j], perm[i]
-    else:
-        perm = [int(p) % rank for p in n.args[1]]
-    lf.emit("transpose", [x], out, {"perm": tuple(perm)}, n)
-
-
-def _cat(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    xs = [lf.operand(v, n) for v in n.args[0]]
-    axis = int(_arg(n, 1, "dim", 0)) % len(out.shape)
-    lf.emit("concat", xs, out, {"axis": axis}, n)
-
-
-def _pad(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    mode = _arg(n, 2, "mode", "constant") if n.target == A.pad.default else "constant"
-    value = _arg(n, 3 if n.target == A.pad.default else 2, "value", 0.0) or 0.0
-    if mode != "constant":
-        raise UnsupportedOpError(f"{source_of(n)}: {mode} padding (only constant)")
-    flat = list(n.args[1])
-    rank = len(x.shape)
-    before, after = [0] * rank, [0] * rank
-    for i in range(len(flat) // 2):  # torch lists the last dim first
-        before[rank - 1 - i], after[rank - 1 - i] = int(flat[2 * i]), int(flat[2 * i + 1])
-    if min(before + after) < 0:
-        raise UnsupportedOpError(f"{source_of(n)}: negative padding (cropping)")
-    qvalue = int(quantize_float(np.float32(value), x.scale, x.zero_point))
-    lf.emit("pad", [x], out, {"before": tuple(before), "after": tuple(after), "value": qvalue}, n)
-
-
-def _softmax(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    dim = int(n.args[1]) % len(x.shape)
-    lf.emit("softmax", [x], out, {"dim": dim}, n)
-
-
-def _lut(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    x, fn = lut_function(n)
-    lf.emit("lut", [lf.operand(x, n)], out, {"fn": fn, "act": act}, n)
-
-
-def lut_function(n: FxNode):
-    """(the tensor argument, the float64 function of it) of a node lifted as a `lut`: the
-    registry's Source.fn with the node's constant arguments bound, read by aten schema name
-    (schema defaults for the ones left out); a tensor where fn needs a constant is refused."""
-    src = ops.SOURCES[str(n.target)][1]
-    values = {}
-    for i, a in enumerate(n.target._schema.arguments):
-        if i < len(n.args):
-            values[a.name] = n.args[i]
-        elif a.name in n.kwargs:
-            values[a.name] = n.kwargs[a.name]
-        elif a.has_default_value():
-            values[a.name] = a.default_value
-    kw = {name: values[name] for name in src.args}
-    for name, v in kw.items():
-        if not (v is None or isinstance(v, (bool, int, float, str))):
-            what = f"the tensor {v.name}" if isinstance(v, FxNode) else type(v).__name__
-            raise UnsupportedOpError(
-                f"{source_of(n)}: its {name} is {what}; mcutorch computes this op as a "
-                f"256-entry table of one int8 tensor, so {name} must be a constant number (of "
-                "two tensors it computes add, mul, maximum and minimum)")
-    return values[src.operand], functools.partial(src.fn, **kw) if kw else src.fn
-
-
-def _avg_pool(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    pool = _pool if n.target == A.avg_pool2d.default else _global_pool
-    pool(lf, n, out, act)
-
-
-def _minmax(lf: Lifter, n: FxNode, out: Tensor, act) -> None:
-    a, b = _same_shape_operands(lf, n, out)
-    lf.emit(ops.SOURCES[str(n.target)][0].name, [a, b], out, {"act": act}, n)
-
-
-# One builder per op of the registry that has aten sources (mcutorch.ops: OpDef.sources).
-BUILDERS = {
-    "conv2d": _conv, "fully_connected": _linear, "add": _binary, "mul": _binary,
-    "max_pool2d": _pool, "avg_pool2d": _avg_pool, "clamp": _activation, "lut": _lut,
-    "softmax": _softmax, "transpose": _permute, "concat": _cat, "pad": _pad,
-    "maximum": _minmax, "minimum": _minmax, "reshape": _reshape,
-}
-# Builders that apply `act` (the output clamp); after any other op a clamp is a rescale of its own.
-ACT_BUILDERS = {_conv, _linear, _binary, _activation, _pool, _avg_pool, _lut, _minmax}
 SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0].rstrip("_") for s in ops.SOURCES})
 
 
@@ -827,8 +557,8 @@ def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
     refuse_out_of_scope(gm)
     for node in gm.graph.nodes:
-        if node.op == "call_function" and builder_of(node) is _lut:
-            lut_function(node)  # a tensor where a constant is needed (x - y, x / y)
+        if node.op == "call_function" and builder_of(node) is elementwise.lut:
+            elementwise.lut_function(node)  # a tensor where a constant is needed (x - y, x / y)
         if node.op == "call_module":
             raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
 

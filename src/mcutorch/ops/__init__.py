@@ -12,7 +12,7 @@ Every stage reads these facts from here, and keeps its own code for an op in one
 op name (tests/py/test_registry.py fails when an entry lacks one a stage needs):
 
     frontend/quantizer.py   annotation, from each Source's `quant` rule
-    frontend/lift.py        BUILDERS[op]: aten node -> IR node
+    frontend/builders/      BUILDERS[op]: aten node -> IR node (one module per family)
     passes/requant.py       RULES[op]: scales -> int32 attributes and constant tables
     ref/<family>.py         the reference kernel, a function named like the op (the definition)
     backends/tosa/rules.py  RULES[op]: exactness check + TOSA 1.0 sequence (when `tosa` is "")

@@ -1,0 +1,81 @@
+"""Lift builders of element-wise ops: add/mul/maximum/minimum of two int8 tensors, clamps,
+and every function of one tensor as a 256-entry `lut` (the registry's Source.fn).
+
+Each builder is called as builder(lifter, fx node, output IR tensor, act) and emits IR nodes
+through `lifter.emit` (frontend/lift.py Lifter)."""
+from __future__ import annotations
+
+import functools
+
+from torch.fx import Node as FxNode
+
+from mcutorch import ops
+from mcutorch.errors import UnsupportedOpError
+from mcutorch.frontend.builders._common import A, act_range, bounds, node_arg
+from mcutorch.frontend.capture import source_of
+from mcutorch.ir import Tensor, compose_act
+
+
+def same_shape_operands(lf, n: FxNode, out: Tensor) -> tuple[Tensor, Tensor]:
+    """The two int8 operands of an element-wise op, which must have the output's shape."""
+    a, b = (lf.operand(v, n) for v in n.args[:2])
+    if a.shape != b.shape or a.shape != out.shape:
+        raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
+                                 f"{list(b.shape)} is not supported; shapes must match")
+    return a, b
+
+
+def binary(lf, n: FxNode, out: Tensor, act) -> None:
+    if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
+        return lut(lf, n, out, act)
+    a, b = same_shape_operands(lf, n, out)
+    if n.target in (A.add.Tensor, A.add_.Tensor) and node_arg(n, 2, "alpha", 1) != 1:
+        raise UnsupportedOpError(f"{source_of(n)}: add with alpha != 1")
+    op = "add" if n.target in (A.add.Tensor, A.add_.Tensor) else "mul"
+    lf.emit(op, [a, b], out, {"act": act}, n)
+
+
+def activation(lf, n: FxNode, out: Tensor, act) -> None:
+    x = lf.operand(n.args[0], n)
+    act = compose_act(act_range(bounds(n), out.scale, out.zero_point), act)
+    lf.emit("rescale", [x], out, {"act": act}, n)
+
+
+def lut(lf, n: FxNode, out: Tensor, act) -> None:
+    x, fn = lut_function(n)
+    lf.emit("lut", [lf.operand(x, n)], out, {"fn": fn, "act": act}, n)
+
+
+def lut_function(n: FxNode):
+    """(the tensor argument, the float64 function of it) of a node lifted as a `lut`: the
+    registry's Source.fn with the node's constant arguments bound, read by aten schema name
+    (schema defaults for the ones left out); a tensor where fn needs a constant is refused."""
+    src = ops.SOURCES[str(n.target)][1]
+    values = {}
+    for i, a in enumerate(n.target._schema.arguments):
+        if i < len(n.args):
+            values[a.name] = n.args[i]
+        elif a.name in n.kwargs:
+            values[a.name] = n.kwargs[a.name]
+        elif a.has_default_value():
+            values[a.name] = a.default_value
+    kw = {name: values[name] for name in src.args}
+    for name, v in kw.items():
+        if not (v is None or isinstance(v, (bool, int, float, str))):
+            what = f"the tensor {v.name}" if isinstance(v, FxNode) else type(v).__name__
+            raise UnsupportedOpError(
+                f"{source_of(n)}: its {name} is {what}; mcutorch computes this op as a "
+                f"256-entry table of one int8 tensor, so {name} must be a constant number (of "
+                "two tensors it computes add, mul, maximum and minimum)")
+    return values[src.operand], functools.partial(src.fn, **kw) if kw else src.fn
+
+
+def minmax(lf, n: FxNode, out: Tensor, act) -> None:
+    a, b = same_shape_operands(lf, n, out)
+    lf.emit(ops.SOURCES[str(n.target)][0].name, [a, b], out, {"act": act}, n)
+
+
+# registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
+BUILDERS = {"add": binary, "mul": binary, "clamp": activation, "lut": lut, "maximum": minmax,
+            "minimum": minmax}
+ACT = {binary, activation, lut, minmax}
