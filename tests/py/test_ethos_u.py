@@ -466,3 +466,9 @@ def test_cli_compile_and_inspect(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "placement on ethos-u55-128" in text and "no softmax" in text
     assert "Vela estimate" in text and "at scratch+" in text
+    stripped = tmp_path / "net_stripped.mtp"  # what export-c ships: only the I/O facts kept
+    p.stripped().save(stripped)
+    assert main(["inspect", str(stripped)]) == 0
+    text = capsys.readouterr().out
+    assert "delegate 0:" in text and "memory plan:" in text and "live lower bound unknown" in text
+    assert list(mcutorch.load(stripped).program.metadata) == ["io"]
