@@ -29,8 +29,8 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "pad", "copy", "delegate", "maximum", "minimum")
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
-STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "frontend": 1,
-          "passes": 2, "backends": 3, "plan": 4, "program": 5, "ref.interpreter": 6,
+STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,
+          "frontend": 1, "passes": 2, "backends": 3, "plan": 4, "program": 5, "ref.interpreter": 6,
           "device": 7}
 TOP_LEVEL_BUDGET = 10  # modules directly in src/mcutorch (packages not counted)
 
