@@ -168,3 +168,15 @@ def test_inspect_does_not_import_torch(tmp_path):
     path = tmp_path / "m.mtp"
     mcutorch.compile(mcutorch.quantize(model, (x,)), (x,)).save(path)
     assert not _imports_torch(f"from mcutorch.cli import main\nmain(['inspect', {str(path)!r}])")
+
+
+def test_supported_ops_page_lists_every_op_and_its_isa_paths():
+    from mcutorch.device import ops_doc
+
+    text = ops_doc.PATH.read_text()
+    for op in ops.REGISTRY:
+        assert op.name == "delegate" or f"| `{op.name}` |" in text, op.name
+    assert ops_doc.isa_paths(ops.get("conv2d")) == "MVE, DSP, C"  # mt_kernel_mac*.h blocks
+    assert ops_doc.isa_paths(ops.get("rescale")) == "MVE, C"
+    assert ops_doc.isa_paths(ops.get("pad")) == "C"
+    assert "no softmax" in text and " overloads: abs, abs_" in text
