@@ -1,6 +1,7 @@
 """Data movement (runtime/kernels/movement/): no arithmetic, qparams shared.
 
-Rank r < 4 tensors are addressed as 4-D with 4 - r leading unit dims (ref/movement.py).
+Rank r < 4 tensors are addressed as 4-D with 4 - r leading unit dims (ref/movement.py);
+strided_slice addresses rank r <= 6 as 6-D the same way.
 """
 from __future__ import annotations
 
@@ -20,4 +21,12 @@ OPS = (
                    Source("aten.constant_pad_nd.default", "shared"))),
     OpDef("copy", 14, ("x",), ("y",), (), family="movement", qparams="shared",
           doc="byte copy (a reshape that cannot alias, a tensor out of an NPU scratch area)"),
+    OpDef("strided_slice", 18, ("x",), ("y",),
+          tuple(f"{a}{k}" for a in ("start", "step", "size") for k in range(6)),
+          family="movement", qparams="shared", since=3,
+          sources=tuple(Source(f"aten.{v}", "shared") for v in (
+              "slice.Tensor", "select.int", "narrow.default", "flip.default", "expand.default",
+              "repeat.default", "tile.default")),
+          doc="y[i] = x[start + i * step] per 6-D dim (slice, select, split, flip, expand, "
+              "repeat); y has x's rank and the sizes"),
 )

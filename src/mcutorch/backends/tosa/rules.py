@@ -258,6 +258,20 @@ def lower_pad(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.pad(ins[0], before, after, node.attrs["value"], out)
 
 
+def check_slice(node: Node) -> str:
+    a, rank = node.attrs, len(node.inputs[0].shape)
+    if any(a[f"step{k}"] != 1 and a[f"size{k}"] > 1 for k in range(6)):
+        return ("strided_slice: a step other than 1 (flip, stride, expand); TOSA SLICE reads "
+                "contiguous boxes")
+    return "" if rank <= 4 else f"strided_slice: rank {rank} outside 1..4"
+
+
+def lower_slice(b: Builder, node: Node, ins, out: str, notes) -> str:
+    lead = 6 - len(node.inputs[0].shape)
+    start = [node.attrs[f"start{k}"] for k in range(lead, 6)]
+    return b.slice(ins[0], start, list(node.outputs[0].shape), out)
+
+
 def lower_reshape(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.reshape(ins[0], node.outputs[0].shape, out)
 
@@ -281,5 +295,6 @@ RULES = {
     "concat": (S.check_movement, lower_concat),
     "pad": (S.check_movement, lower_pad),
     "copy": (S.check_movement, lower_reshape),
+    "strided_slice": (check_slice, lower_slice),
     "reshape": (S.check_movement, lower_reshape),
 }

@@ -1,4 +1,5 @@
-"""Lift builders of data movement: reshape, permute/transpose, cat, constant padding.
+"""Lift builders of data movement: reshape, permute/transpose, cat, constant padding, strided
+slices (slice, select, narrow, flip, expand, repeat, tile; split and co. as slices).
 
 Each builder is called as builder(lifter, fx node, output IR tensor, act) and emits IR nodes
 through `lifter.emit` (frontend/lift.py Lifter)."""
@@ -54,5 +55,175 @@ def pad(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"transpose": permute, "concat": cat, "pad": pad, "reshape": reshape}
+
+
+# --- strided_slice: slice, select, narrow, flip, expand, repeat, tile (split & co. via slices) --
+SLICE_RANK = 6  # the program's start/step/size attributes cover 6 dims
+
+
+def _tmp(lf, n: FxNode, out: Tensor, shape, suffix: str) -> Tensor:
+    shape = tuple(int(d) for d in shape)
+    return lf.new_tensor(f"{out.name}_{suffix}", shape, out.scale, out.zero_point,
+                         layout="NCHW" if len(shape) == 4 else None)
+
+
+def _emit_slice(lf, n: FxNode, x: Tensor, start, step, out: Tensor) -> None:
+    """y = strided_slice(x) with out's shape (same rank as x); an empty result is refused."""
+    if 0 in out.shape:
+        raise UnsupportedOpError(f"{source_of(n)}: the slice is empty (shape {list(out.shape)}); "
+                                 "mcutorch tensors have at least one element")
+    if len(x.shape) > SLICE_RANK:
+        raise UnsupportedOpError(f"{source_of(n)}: strided_slice of a {len(x.shape)}-D tensor "
+                                 f"(the program's attributes cover ranks up to {SLICE_RANK})")
+    assert len(x.shape) == len(out.shape) == len(start) == len(step), source_of(n)
+    attrs = {"start": tuple(int(v) for v in start), "step": tuple(int(v) for v in step),
+             "size": tuple(out.shape)}
+    lf.emit("strided_slice", [x], out, attrs, n)
+
+
+def _identity(rank: int):
+    return [0] * rank, [1] * rank
+
+
+def slice_tensor(lf, n: FxNode, out: Tensor, act) -> None:
+    x = lf.operand(n.args[0], n)
+    rank = len(x.shape)
+    dim = int(node_arg(n, 1, "dim", 0)) % rank
+    begin, end = node_arg(n, 2, "start", None), node_arg(n, 3, "end", None)
+    step = int(node_arg(n, 4, "step", 1))
+    begin, _, _ = slice(begin, end, step).indices(x.shape[dim])
+    start, steps = _identity(rank)
+    start[dim], steps[dim] = begin, step
+    _emit_slice(lf, n, x, start, steps, out)
+
+
+def narrow(lf, n: FxNode, out: Tensor, act) -> None:
+    x = lf.operand(n.args[0], n)
+    rank = len(x.shape)
+    dim = int(node_arg(n, 1, "dim", 0)) % rank
+    start, steps = _identity(rank)
+    start[dim] = int(node_arg(n, 2, "start", 0)) % max(x.shape[dim], 1)
+    _emit_slice(lf, n, x, start, steps, out)
+
+
+def select(lf, n: FxNode, out: Tensor, act) -> None:
+    """x.select(dim, i): a slice of size 1 at i, then a reshape dropping the dim."""
+    x = lf.operand(n.args[0], n)
+    rank = len(x.shape)
+    dim = int(node_arg(n, 1, "dim", 0)) % rank
+    start, steps = _identity(rank)
+    start[dim] = int(node_arg(n, 2, "index", 0)) % x.shape[dim]
+    kept = _tmp(lf, n, out, x.shape[:dim] + (1,) + x.shape[dim + 1:], "kept")
+    _emit_slice(lf, n, x, start, steps, kept)
+    lf.emit("reshape", [kept], out, {}, n)
+
+
+def flip(lf, n: FxNode, out: Tensor, act) -> None:
+    x = lf.operand(n.args[0], n)
+    rank = len(x.shape)
+    start, steps = _identity(rank)
+    for d in {int(d) % rank for d in node_arg(n, 1, "dims", ())}:
+        start[d], steps[d] = x.shape[d] - 1, -1
+    _emit_slice(lf, n, x, start, steps, out)
+
+
+def _lifted(lf, n: FxNode, x: Tensor, out: Tensor, shape) -> Tensor:
+    """x reshaped to `shape` (same element count) when it differs, through a reshape node."""
+    shape = tuple(int(d) for d in shape)
+    if shape == x.shape:
+        return x
+    t = _tmp(lf, n, out, shape, "view")
+    lf.emit("reshape", [x], t, {}, n)
+    return t
+
+
+def expand(lf, n: FxNode, out: Tensor, act) -> None:
+    """x.expand(size): unit dims prepended, then step 0 along every dim of size 1 that grows."""
+    x = lf.operand(n.args[0], n)
+    rank = len(out.shape)
+    x = _lifted(lf, n, x, out, (1,) * (rank - len(x.shape)) + x.shape)
+    start, steps = _identity(rank)
+    for d in range(rank):
+        if x.shape[d] != out.shape[d]:
+            steps[d] = 0
+    _emit_slice(lf, n, x, start, steps, out)
+
+
+def repeat(lf, n: FxNode, out: Tensor, act) -> None:
+    """x.repeat(reps) / x.tile(reps): each repeated dim d becomes (reps_d, size_d) with step 0
+    along the new dim (merging neighbouring unrepeated dims to stay within 6), then a reshape."""
+    x = lf.operand(n.args[0], n)
+    reps = [int(r) for r in node_arg(n, 1, "repeats" if n.target == A.repeat.default else "dims")]
+    rank = max(len(reps), len(x.shape))
+    reps = [1] * (rank - len(reps)) + reps
+    shape = (1,) * (rank - len(x.shape)) + x.shape
+    groups: list[list[int]] = []  # [rep, size]: one 6-D pair per repeated dim, merged otherwise
+    for r, d in zip(reps, shape):
+        if r == 1 and groups and groups[-1][0] == 1:
+            groups[-1][1] *= d
+        else:
+            groups.append([r, d])
+    view = [d for r, d in groups for d in ((1, d) if r > 1 else (d,))]
+    if len(view) > SLICE_RANK:
+        raise UnsupportedOpError(f"{source_of(n)}: repeat {reps} of shape {list(x.shape)} needs "
+                                 f"a {len(view)}-D slice (at most {SLICE_RANK})")
+    steps = [s for r, _ in groups for s in ((0, 1) if r > 1 else (1,))]
+    xv = _lifted(lf, n, x, out, view)
+    grown = tuple(d for r, d in groups for d in ((r, d) if r > 1 else (d,)))
+    y = out if grown == out.shape else _tmp(lf, n, out, grown, "tiled")
+    _emit_slice(lf, n, xv, [0] * len(view), steps, y)
+    if y is not out:
+        lf.emit("reshape", [y], out, {}, n)
+
+
+# --- tuple ops (split, split_with_sizes, chunk, unbind): each getitem becomes a slice / select
+SPLITS = {A.split.Tensor: 2, A.split_with_sizes.default: 2, A.chunk.default: 2,
+          A.unbind.int: 1, A.tensor_split.sections: 2, A.tensor_split.indices: 2}
+
+
+def split_tuples(gm) -> None:
+    """Rewrite getitem(split-like(x, ..., dim), i) into aten.slice (select for unbind) of x, in
+    place, so that every piece is one node whose value quantizes on its own."""
+    import operator
+
+    import torch
+
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in SPLITS:
+            continue
+        x = node.args[0]
+        shape = tuple(x.meta["val"].shape)
+        dim = int(node_arg(node, SPLITS[node.target], "dim", 0)) % len(shape)
+        pieces = node.target(torch.empty(shape, device="meta"), *node.args[1:], **node.kwargs)
+        offsets = np.cumsum([0] + [p.shape[dim] for p in pieces]).tolist()
+        for user in list(node.users):
+            if user.target is not operator.getitem:
+                continue
+            i = int(user.args[1]) % len(pieces)
+            args = ((x, dim, i) if node.target == A.unbind.int
+                    else (x, dim, offsets[i], offsets[i + 1]))
+            with gm.graph.inserting_before(user):
+                new = gm.graph.call_function(A.select.int if node.target == A.unbind.int
+                                             else A.slice.Tensor, args)
+            new.meta = {**node.meta, "val": user.meta["val"]}
+            user.replace_all_uses_with(new)
+            gm.graph.erase_node(user)
+        if not node.users:
+            gm.graph.erase_node(node)
+    gm.graph.lint()
+    gm.recompile()
+
+
+_SLICES = {A.slice.Tensor: slice_tensor, A.select.int: select, A.narrow.default: narrow,
+           A.flip.default: flip, A.expand.default: expand, A.repeat.default: repeat,
+           A.tile.default: repeat}
+
+
+def strided_slice(lf, n: FxNode, out: Tensor, act) -> None:
+    _SLICES[n.target](lf, n, out, act)
+
+
+# registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
+BUILDERS = {"transpose": permute, "concat": cat, "pad": pad, "reshape": reshape,
+            "strided_slice": strided_slice}
 ACT = set()
