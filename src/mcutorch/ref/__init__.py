@@ -65,5 +65,5 @@ def kernel_for(op: str, variant: str = ops.DEFAULT_VARIANT):
 
 
 __all__ = ["KERNELS", "RESHAPING", "SHAPES", "VARIANTS", "concat_attrs", "fold_bias",
-           "kernel_for", "make_lut", "output_shape", "pad_attrs", "slice_attrs", "softmax_exp_table",
-           "transpose_attrs"]
+           "kernel_for", "make_lut", "output_shape", "pad_attrs", "slice_attrs",
+           "softmax_exp_table", "transpose_attrs"]

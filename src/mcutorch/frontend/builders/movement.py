@@ -150,13 +150,27 @@ def expand(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 def repeat(lf, n: FxNode, out: Tensor, act) -> None:
-    """x.repeat(reps) / x.tile(reps): each repeated dim d becomes (reps_d, size_d) with step 0
-    along the new dim (merging neighbouring unrepeated dims to stay within 6), then a reshape."""
+    """x.repeat(reps) / x.tile(reps): up to 4-D, one concat of copies per repeated dim (layout
+    free); 5-D and 6-D, each repeated dim d becomes (reps_d, size_d) with step 0 along the new
+    dim (neighbouring unrepeated dims merged to stay within 6), then a reshape."""
     x = lf.operand(n.args[0], n)
     reps = [int(r) for r in node_arg(n, 1, "repeats" if n.target == A.repeat.default else "dims")]
     rank = max(len(reps), len(x.shape))
     reps = [1] * (rank - len(reps)) + reps
     shape = (1,) * (rank - len(x.shape)) + x.shape
+    if 0 in out.shape:
+        raise UnsupportedOpError(f"{source_of(n)}: repeat {reps} is empty")
+    if rank <= 4:
+        y = _lifted(lf, n, x, out, shape)
+        todo = [d for d in range(rank) if reps[d] > 1]
+        for i, d in enumerate(todo):
+            grown = y.shape[:d] + (y.shape[d] * reps[d],) + y.shape[d + 1:]
+            z = out if i == len(todo) - 1 else _tmp(lf, n, out, grown, f"rep{d}")
+            lf.emit("concat", [y] * reps[d], z, {"axis": d}, n)
+            y = z
+        if y is not out:
+            lf.emit("reshape", [y], out, {}, n)
+        return
     groups: list[list[int]] = []  # [rep, size]: one 6-D pair per repeated dim, merged otherwise
     for r, d in zip(reps, shape):
         if r == 1 and groups and groups[-1][0] == 1:
@@ -195,16 +209,15 @@ def split_tuples(gm) -> None:
         shape = tuple(x.meta["val"].shape)
         dim = int(node_arg(node, SPLITS[node.target], "dim", 0)) % len(shape)
         pieces = node.target(torch.empty(shape, device="meta"), *node.args[1:], **node.kwargs)
-        offsets = np.cumsum([0] + [p.shape[dim] for p in pieces]).tolist()
+        unbind = node.target == A.unbind.int
+        offsets = np.cumsum([0] + [1 if unbind else p.shape[dim] for p in pieces]).tolist()
         for user in list(node.users):
             if user.target is not operator.getitem:
                 continue
             i = int(user.args[1]) % len(pieces)
-            args = ((x, dim, i) if node.target == A.unbind.int
-                    else (x, dim, offsets[i], offsets[i + 1]))
+            args = (x, dim, i) if unbind else (x, dim, offsets[i], offsets[i + 1])
             with gm.graph.inserting_before(user):
-                new = gm.graph.call_function(A.select.int if node.target == A.unbind.int
-                                             else A.slice.Tensor, args)
+                new = gm.graph.call_function(A.select.int if unbind else A.slice.Tensor, args)
             new.meta = {**node.meta, "val": user.meta["val"]}
             user.replace_all_uses_with(new)
             gm.graph.erase_node(user)

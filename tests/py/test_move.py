@@ -1,0 +1,289 @@
+"""strided_slice: y[i] = x[start + i * step] per 6-D dim (docs/numerics.md).
+
+The definition against numpy slicing (an independent formula), its domain at every edge in the
+reference and the C kernel (host ASan/UBSan and every emulated board, bit-exact), the TOSA SLICE
+lowering on the reference model, and end to end from torch modules (slice, select, narrow,
+split, chunk, unbind, flip, expand, repeat, tile) against PyTorch's fake-quant model: data
+movement, so every element is equal.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, reference_output, rng_for,
+                            run_board, run_host, s8)
+
+import mcutorch
+from mcutorch.device import crt
+from mcutorch.errors import UnsupportedOpError
+from mcutorch.ref import KERNELS, output_shape, slice_attrs
+from mcutorch.ref.interpreter import Interpreter
+
+SLICE = KERNELS["strided_slice"]
+
+
+def numpy_slice(x, start, step, size):
+    """The same result by numpy basic slicing, dim by dim (step 0: one element repeated)."""
+    y = x
+    for d, (b, s, n) in enumerate(zip(start, step, size)):
+        index = [slice(None)] * x.ndim
+        if s == 0:
+            index[d] = slice(b, b + 1)
+            y = np.repeat(y[tuple(index)], n, axis=d)
+            continue
+        end = b + (n - 1) * s + (1 if s > 0 else -1)
+        index[d] = slice(b, end if end >= 0 else None, s)
+        y = y[tuple(index)]
+    return y
+
+
+def random_slice(rng, shape):
+    """A random (start, step, size) in the domain for x of `shape`."""
+    start, step, size = [], [], []
+    for n in shape:
+        b = int(rng.integers(0, n))
+        s = int(rng.choice([-n, -2, -1, 0, 1, 1, 2, 3, n]))
+        s = max(-n, min(n, s))
+        room = b if s < 0 else n - 1 - b
+        most = room // abs(s) + 1 if s else 5
+        start.append(b)
+        step.append(s)
+        size.append(int(rng.integers(1, most + 1)))
+    return start, step, size
+
+
+def test_definition_matches_numpy_slicing():
+    rng = np.random.default_rng(0)
+    for i in range(400):
+        rank = 1 + i % 6
+        shape = tuple(int(v) for v in rng.integers(1, 6, rank))
+        x = s8(rng, shape)
+        start, step, size = random_slice(rng, shape)
+        attrs = slice_attrs(start, step, size)
+        y = SLICE(x, **attrs)
+        np.testing.assert_array_equal(y, numpy_slice(x, start, step, size))
+        assert y.shape == output_shape("strided_slice", [x], attrs) == tuple(size)
+
+
+def _edges(x):
+    """(name, attrs, accepted) at each edge of the domain for x of shape (4, 5): the last value
+    both executors accept and the first they refuse (docs/numerics.md)."""
+    def a(start=(0, 0), step=(1, 1), size=(4, 5), **over):
+        attrs = slice_attrs(start, step, size)
+        attrs.update(over)
+        return attrs
+    return [
+        ("start_last", a(start=(3, 0), size=(1, 5)), True),
+        ("start_end", a(start=(4, 0), size=(1, 5)), False),
+        ("start_negative", a(start=(-1, 0), size=(1, 5)), False),
+        ("step_dim", a(step=(4, 1), size=(1, 5)), True),
+        ("step_above_dim", a(step=(5, 1), size=(1, 5)), False),
+        ("step_minus_dim", a(start=(3, 0), step=(-4, 1), size=(1, 5)), True),
+        ("step_below_minus_dim", a(start=(3, 0), step=(-5, 1), size=(1, 5)), False),
+        ("last_index_max", a(start=(1, 0), step=(1, 2), size=(3, 3)), True),
+        ("last_index_past", a(start=(1, 0), step=(1, 2), size=(3, 4)), False),
+        ("flip_whole", a(start=(3, 4), step=(-1, -1)), True),
+        ("flip_past_zero", a(start=(3, 4), step=(-1, -1), size=(4, 6)), False),
+        ("repeat_any_size", a(start=(2, 0), step=(0, 1), size=(9, 5)), True),
+        ("step0_wide", a(start=(2, 4), step=(0, 0), size=(3, 7)), True),
+        ("size0", a(size=(0, 5)), False),
+        ("size_negative", a(size=(-1, 5)), False),
+        ("lead_size2", a(size4=1, size0=2), False),
+        ("lead_start1", a(start0=1), False),
+        ("lead_step_minus1", a(step0=-1), True),
+        ("lead_step2", a(step0=2), False),
+    ]
+
+
+@pytest.mark.parametrize("name,attrs,accepted", _edges(None), ids=[e[0] for e in _edges(None)])
+def test_domain_edges_in_the_definition(name, attrs, accepted):
+    x = s8(rng_for(name), (4, 5))
+    if accepted:
+        size = tuple(attrs[f"size{k}"] for k in (4, 5))
+        y = SLICE(x, **attrs)
+        start = [attrs["start4"], attrs["start5"]]
+        step = [attrs["step4"], attrs["step5"]]
+        np.testing.assert_array_equal(y, numpy_slice(x, start, step, size))
+    else:
+        with pytest.raises(ValueError, match="strided_slice"):
+            output_shape("strided_slice", [x], attrs)
+        with pytest.raises(ValueError, match="strided_slice"):
+            SLICE(x, **attrs)
+
+
+def test_rank_limits():
+    with pytest.raises(ValueError, match="rank 7"):
+        SLICE(np.zeros((1,) * 7, np.int8), **slice_attrs([0] * 6, [1] * 6, [1] * 6))
+    with pytest.raises(ValueError, match="expected a numpy array|dtype"):
+        SLICE(np.zeros((2, 2), np.int32), **slice_attrs([0, 0], [1, 1], [2, 2]))
+
+
+# ----------------------------------------------------------------------------- C kernel cases
+
+def slice_cases():
+    cases = []
+    rng = rng_for("strided_slice")
+    for i in range(60):
+        rank = 1 + i % 6
+        shape = tuple(int(v) for v in rng.integers(1, 7, rank))
+        start, step, size = random_slice(rng, shape)
+        cases.append(Case(f"slice_r{rank}_{i:03d}", "strided_slice", (s8(rng, shape),),
+                          slice_attrs(start, step, size)))
+    big = s8(rng, (2, 5, 7, 33))  # innermost runs around the memcpy / byte-loop paths
+    for name, start, step, size in (
+            ("row_copy", (1, 1, 2, 0), (1, 2, 1, 1), (1, 2, 3, 33)),
+            ("row_tail", (0, 0, 0, 17), (1, 1, 1, 1), (2, 5, 7, 16)),
+            ("channels_step2", (0, 4, 6, 1), (1, -1, -3, 2), (2, 5, 3, 16)),
+            ("channels_flip", (1, 0, 0, 32), (-1, 1, 1, -1), (2, 5, 7, 33)),
+            ("channels_repeat", (0, 0, 0, 5), (1, 1, 1, 0), (2, 5, 7, 40)),
+            ("spatial_repeat", (1, 2, 3, 0), (0, 0, 0, 1), (3, 4, 2, 33))):
+        cases.append(Case(f"slice_{name}", "strided_slice", (big,), slice_attrs(start, step, size)))
+    six = s8(rng, (2, 1, 3, 2, 4, 3))
+    cases.append(Case("slice_r6_all", "strided_slice", (six,),
+                      slice_attrs((1, 0, 2, 0, 3, 2), (-1, 0, -1, 1, -1, -1), (2, 3, 3, 2, 2, 3))))
+    x = s8(rng_for("slice_edges"), (4, 5))
+    for name, attrs, accepted in _edges(x):
+        if accepted:
+            cases.append(Case(f"slice_edge_{name}", "strided_slice", (x,), attrs))
+        else:
+            good = tuple(max(1, min(attrs[f"size{k}"], 9)) for k in (4, 5))
+            cases.append(Case(f"slice_edge_{name}", "strided_slice", (x,), attrs,
+                              status=BAD_ARGUMENT, out_shape=good))
+    base = Case("slice_base", "strided_slice", (x,), slice_attrs((1, 0), (1, 2), (2, 3)))
+    cases += [Case("slice_bad_y_shape", "strided_slice", (x,), base.attrs, status=BAD_ARGUMENT,
+                   out_shape=(3, 2), ref_raises=False),
+              Case("slice_bad_y_rank", "strided_slice", (x,), base.attrs, status=BAD_ARGUMENT,
+                   out_shape=(1, 2, 3), ref_raises=False)]  # rank 7: no program holds one
+    reference_output(base)
+    return cases
+
+
+def test_strided_slice_kernel_host(tmp_path):
+    run_host(slice_cases(), tmp_path)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+def test_strided_slice_kernel_qemu(tmp_path, board, cpu):
+    run_board(slice_cases(), tmp_path, board, cpu)
+
+
+# ----------------------------------------------------------------------------- TOSA
+
+def test_tosa_slice_step1_and_reason_otherwise():
+    pytest.importorskip("tosa_serializer")
+    from test_tosa import check_op
+
+    from mcutorch.backends import tosa
+    from mcutorch.backends.tosa.rules import check_slice
+    rng = np.random.default_rng(1)
+    for shape, start, size in (((7,), (2,), (4,)), ((3, 5), (1, 0), (2, 5)),
+                               ((2, 3, 5), (0, 2, 1), (2, 1, 3)),
+                               ((2, 4, 5, 6), (1, 1, 0, 3), (1, 3, 5, 2))):
+        attrs = slice_attrs(start, [1] * len(shape), size)
+        check_op("strided_slice", [shape], rng=rng, **attrs)
+    graph = check_op("strided_slice", [(3, 6)], **slice_attrs((2, 4), (-3, 6), (1, 1)))
+    assert graph  # steps on size-1 dims read one element: still one SLICE
+    from test_tosa import single_op
+    for step in ((2, 1), (-1, 1), (0, 1)):
+        attrs = slice_attrs((1, 0), step, (2, 3) if step[0] else (5, 3))
+        node = single_op("strided_slice", [(4, 3)], **attrs).nodes[0]
+        assert "step" in check_slice(node)
+        ok, why = tosa.tosa_support(node)
+        assert not ok and "step" in why
+
+
+# ----------------------------------------------------------------------------- end to end
+
+class Slices(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        _, b = torch.split(y, [3, 5], dim=1)
+        c1, c2 = y.chunk(2, dim=3)
+        u = y.unbind(2)
+        return (b, c1, c2, u[0], u[3], y[:, :, ::2, 1:], y[:, 1], y[..., -1],
+                y.narrow(2, 1, 3), y.flip(3), y.flip((1, 2)), y[:, 2:3].expand(2, 4, 6, 6),
+                y[:, :2].repeat(1, 2, 2, 1), y[0, :3, 0].tile((2, 3)),
+                y.reshape(2, 2, 2, 6, 6)[:, :, 1:, ::2, 3:].expand(2, 2, 4, 3, 3),
+                y.reshape(1, 2, 2, 2, 6, 6).repeat(1, 1, 1, 2, 1, 1))
+
+
+def _fake_quant_ints(program, out_index, v):
+    t = program.tensors[program.outputs[out_index]]
+    return np.round(v.detach().numpy() / t.scale).astype(np.int64) + t.zero_point
+
+
+@pytest.fixture(scope="module")
+def slices_model():
+    torch.manual_seed(0)
+    model = Slices().eval()
+    cal = [torch.randn(1, 3, 6, 6) for _ in range(4)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    return qmodel, mcutorch.compile(qmodel, (cal[0],)), cal
+
+
+def test_slices_end_to_end_equal_fake_quant(slices_model):
+    qmodel, compiled, cal = slices_model
+    ops = [op.name for op in compiled.program.ops]
+    assert ops.count("strided_slice") >= 13, ops
+    for x in cal:
+        ours, theirs = compiled.run(x), qmodel(x)
+        assert len(ours) == len(theirs)
+        for i, (o, t) in enumerate(zip(ours, theirs)):
+            assert tuple(o.shape) == tuple(t.shape), i
+            q_o = _fake_quant_ints(compiled.program, i, o)
+            q_t = _fake_quant_ints(compiled.program, i, t)
+            np.testing.assert_array_equal(q_o, q_t, err_msg=f"output {i}")
+
+
+def test_slices_c_runtime_equals_reference(slices_model):
+    program = slices_model[1].program
+    x = s8(rng_for("slices_e2e"), program.tensors[program.inputs[0]].shape)
+    want = Interpreter(program).invoke([x])
+    got = crt.run_host(program, [x])
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+class FewSlices(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return y[:, 1:7:2, ::2].flip((2, 3)), y[:, 2:3].expand(1, 5, 6, 6), y.unbind(3)[4]
+
+
+@pytest.mark.qemu
+def test_slices_on_the_m55_and_m0_boards():
+    torch.manual_seed(1)
+    cal = [torch.randn(1, 3, 6, 6) for _ in range(3)]
+    qmodel = mcutorch.quantize(FewSlices().eval(), (cal[0],), calibration=cal)
+    for board, target in (("mps3-an547", "cortex-m55"), ("mps2-an385", "cortex-m0plus")):
+        compiled = mcutorch.compile(qmodel, (cal[0],), target=target)
+        ref = compiled.run(cal[2])
+        got = compiled.run(cal[2], board=board)
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g.numpy(), r.numpy())
+
+
+@pytest.mark.parametrize("fn,match", [
+    (lambda x: x[:, 3:3], "empty"),
+    (lambda x: x[:, :, 5:2], "empty"),
+    (lambda x: x.reshape(1, 1, 1, 1, 1, 1, 3, 36)[..., :2], "7-D|8-D|ranks up to 6"),
+])
+def test_refused_with_the_source_line(fn, match):
+    class M(nn.Module):
+        def forward(self, x):
+            return fn(torch.relu(x))
+    x = torch.randn(1, 3, 6, 6)
+    with pytest.raises(UnsupportedOpError, match=match):
+        qmodel = mcutorch.quantize(M().eval(), (x,))
+        mcutorch.compile(qmodel, (x,))
