@@ -287,3 +287,33 @@ def test_refused_with_the_source_line(fn, match):
     with pytest.raises(UnsupportedOpError, match=match):
         qmodel = mcutorch.quantize(M().eval(), (x,))
         mcutorch.compile(qmodel, (x,))
+
+
+class NpuSlices(nn.Module):
+    """Step-1 slices between convolutions (TOSA SLICE) and a flip (CPU) after them."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(5, 8, 1)
+
+    def forward(self, x):
+        y = self.a(x)
+        top, rest = torch.split(y[:, :, 1:7, 2:], [3, 5], dim=1)
+        return self.b(rest).flip(2), top
+
+
+@pytest.mark.parametrize("target", ["cortex-m55+ethos-u55-128", "cortex-m55+ethos-u85-256"])
+def test_step1_slices_go_to_the_npu(target):
+    pytest.importorskip("ethosu.vela")
+    torch.manual_seed(2)
+    cal = [torch.randn(1, 3, 10, 10) for _ in range(3)]
+    qmodel = mcutorch.quantize(NpuSlices().eval(), (cal[0],), calibration=cal)
+    npu = mcutorch.compile(qmodel, (cal[0],), target=target, board="mps3-an547")
+    rows = [r for r in npu.program.metadata["placement"] if r["on"] in ("NPU", "CPU")]
+    on = [(r["op"], r["on"]) for r in rows]
+    assert ("strided_slice", "NPU") in on and ("strided_slice", "CPU") in on, on
+    flip = [r for r in rows if r["op"] == "strided_slice" and r["on"] == "CPU"]
+    assert len(flip) == 1 and "step" in flip[0]["why"]
+    cpu = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55")
+    for a, b in zip(npu.run(cal[1]), cpu.run(cal[1])):
+        assert torch.equal(a, b)
