@@ -317,3 +317,56 @@ def test_step1_slices_go_to_the_npu(target):
     cpu = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55")
     for a, b in zip(npu.run(cal[1]), cpu.run(cal[1])):
         assert torch.equal(a, b)
+
+
+# ----------------------------------------------------------------------------- cat, own qparams
+
+class OwnQparams(mcutorch.Quantizer):
+    """A user quantizer observing each input and the output of cat and maximum on its own (the
+    inputs keep their producers' qparams; the output gets the union's range)."""
+
+    def annotate_node(self, node):
+        if node.target in (torch.ops.aten.cat.default, torch.ops.aten.maximum.default):
+            from mcutorch.frontend.quantizer import _set
+            act = self.activation_spec()
+            args = node.args[0] if node.target == torch.ops.aten.cat.default else node.args[:2]
+            _set(node, {a: act for a in args}, act)
+        else:
+            super().annotate_node(node)
+
+
+class CatScales(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 4, 1), nn.Conv2d(3, 4, 1)
+
+    def forward(self, x):
+        a, b = self.a(x), self.b(x) * 8.0 + 3.0  # b's range is ~8x a's, shifted
+        return torch.cat([a, b, torch.relu(a)], 1), torch.maximum(a, b)
+
+
+def test_cat_and_maximum_of_inputs_with_other_qparams():
+    """Each input is requantized straight into the output's qparams (one rescale, one rounding,
+    as the fake-quant model computes it), never through the first input's range."""
+    from mcutorch.frontend.capture import capture
+    from mcutorch.frontend._torchao import pt2e
+    prepare_pt2e, convert_pt2e = pt2e()
+    torch.manual_seed(3)
+    x, cal = torch.randn(1, 3, 8, 8), [torch.randn(1, 3, 8, 8) for _ in range(4)]
+    prepared = prepare_pt2e(capture(CatScales().eval(), (x,)), OwnQparams())
+    for c in cal:
+        prepared(c)
+    qmodel = convert_pt2e(prepared)
+    compiled = mcutorch.compile(qmodel, (x,))
+    program = compiled.program
+    producer = {o: op.name for op in program.ops for o in op.outputs}
+    assert [producer[o] for o in program.outputs] == ["concat", "maximum"]  # no rescale after
+    assert [op.name for op in program.ops].count("rescale") == 5  # 3 into cat's, 2 into max's
+    total, exact, within = 0, 0, 0
+    for xs in cal + [x]:
+        for i, (o, t) in enumerate(zip(compiled.run(xs), qmodel(xs))):
+            d = np.abs(_fake_quant_ints(program, i, o) - _fake_quant_ints(program, i, t))
+            total, exact, within = total + d.size, exact + (d == 0).sum(), within + (d <= 1).sum()
+    print(f"cat/maximum with own qparams: {exact / total:.4%} exact, {within / total:.4%} "
+          "within 1 LSB of fake-quant")
+    assert within / total >= 0.99 and exact / total >= 0.99

@@ -138,9 +138,11 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
 
 
 def _share_qparams(node: Node) -> list[Node]:
-    """Insert rescales so that a qparam-sharing op sees equal input and output qparams."""
+    """Insert rescales so that a qparam-sharing op sees equal input and output qparams: the
+    inputs of a several-input op (concat, maximum) each straight into the output's (one
+    rounding, as the fake-quant model computes it), a lone input's output after the op."""
     y, pre, post = node.outputs[0], [], []
-    ref = node.inputs[0]
+    ref = node.inputs[0] if len(node.inputs) == 1 else y
     for i, x in enumerate(node.inputs):
         if not same_qparams(x, ref):
             t = Tensor(f"{x.name}_rq", x.shape, x.dtype, ref.scale, ref.zero_point,
