@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, reference_output, rng_for,
                             run_board, run_host, s8)
@@ -370,3 +371,62 @@ def test_cat_and_maximum_of_inputs_with_other_qparams():
     print(f"cat/maximum with own qparams: {exact / total:.4%} exact, {within / total:.4%} "
           "within 1 LSB of fake-quant")
     assert within / total >= 0.99 and exact / total >= 0.99
+
+
+# ----------------------------------------------------------------------------- pads, roll, stack
+
+class PadsRollStack(nn.Module):
+    """Reflect / replicate / circular padding, roll and stack, all as slices and concats."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return (F.pad(y, (1, 2, 2, 1), mode="reflect"), F.pad(y, (2, 0, 1, 3), mode="replicate"),
+                F.pad(y, (1, 1, 2, 0), mode="circular"), F.pad(y[0], (2, 5), mode="reflect"),
+                nn.ReflectionPad2d(5)(y), nn.ReplicationPad1d((0, 3))(y[0]),
+                torch.roll(y, 2, 3), torch.roll(y, (1, -2), (1, 2)), torch.roll(y, 5),
+                torch.roll(y, 6, 2), torch.stack([y[0], torch.relu(y[0])], 1),
+                torch.stack([y[0, 0], y[0, 1], y[0, 3]], 2))
+
+
+@pytest.fixture(scope="module")
+def pads_model():
+    torch.manual_seed(4)
+    cal = [torch.randn(1, 3, 6, 6) for _ in range(4)]
+    qmodel = mcutorch.quantize(PadsRollStack().eval(), (cal[0],), calibration=cal)
+    return qmodel, mcutorch.compile(qmodel, (cal[0],)), cal
+
+
+def test_pads_roll_stack_equal_fake_quant(pads_model):
+    qmodel, compiled, cal = pads_model
+    assert {op.name for op in compiled.program.ops} <= {"conv2d", "strided_slice", "concat",
+                                                         "transpose", "clamp"}
+    for x in cal:
+        for i, (o, t) in enumerate(zip(compiled.run(x), qmodel(x))):
+            assert tuple(o.shape) == tuple(t.shape), i
+            np.testing.assert_array_equal(_fake_quant_ints(compiled.program, i, o),
+                                          _fake_quant_ints(compiled.program, i, t),
+                                          err_msg=f"output {i}")
+
+
+def test_pads_roll_stack_c_runtime_equals_reference(pads_model):
+    program = pads_model[1].program
+    x = s8(rng_for("pads_e2e"), program.tensors[program.inputs[0]].shape)
+    for g, w in zip(crt.run_host(program, [x]), Interpreter(program).invoke([x])):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("fn,match", [
+    (lambda y: torch.stack([y, y], 1), "concat of a 5-D tensor"),
+    (lambda y: F.pad(y[None], (1, 1, 1, 1, 1, 1), mode="reflect"), "pad of a 5-D tensor"),
+])
+def test_movement_beyond_rank_4_refused(fn, match):
+    class M(nn.Module):
+        def forward(self, x):
+            return fn(torch.relu(x))
+    x = torch.randn(1, 3, 6, 6)
+    with pytest.raises(UnsupportedOpError, match=match):
+        mcutorch.quantize(M().eval(), (x,))

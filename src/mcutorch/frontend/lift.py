@@ -52,8 +52,8 @@ DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
           QD.dequantize_per_channel.default}
 CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
 MOVES = ("reshape", "transpose", "strided_slice")  # ops that only move int8 values (commute)
-MONOTONE = {A.cat.default, A.concat.default, A.max_pool2d.default, A.maximum.default,
-            A.minimum.default}
+MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default,
+            A.max_pool2d.default, A.maximum.default, A.minimum.default}
 ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
 
 

@@ -32,17 +32,80 @@ def permute(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 def cat(lf, n: FxNode, out: Tensor, act) -> None:
+    """cat / concat; stack (each input given a unit dim, then a concat); roll (per dim, two
+    slices then a concat)."""
+    if n.target == A.roll.default:
+        return roll(lf, n, out)
     xs = [lf.operand(v, n) for v in n.args[0]]
     axis = int(node_arg(n, 1, "dim", 0)) % len(out.shape)
+    if n.target == A.stack.default:
+        shape = out.shape[:axis] + (1,) + out.shape[axis + 1:]
+        xs = [_lifted(lf, n, x, out, shape) for x in xs]
     lf.emit("concat", xs, out, {"axis": axis}, n)
+
+
+def _piece(lf, n, x: Tensor, out: Tensor, d: int, start: int, step: int, size: int, tag: str):
+    """x's slice along dim d (start, step, size), other dims whole."""
+    starts, steps = _identity(len(x.shape))
+    starts[d], steps[d] = start, step
+    t = _tmp(lf, n, out, x.shape[:d] + (size,) + x.shape[d + 1:], tag)
+    _emit_slice(lf, n, x, starts, steps, t)
+    return t
+
+
+def _join(lf, n, parts: list[Tensor], d: int, out: Tensor, last: bool, tag: str) -> Tensor:
+    """concat of parts along d (into out when last)."""
+    size = sum(p.shape[d] for p in parts)
+    shape = parts[0].shape[:d] + (size,) + parts[0].shape[d + 1:]
+    y = out if last else _tmp(lf, n, out, shape, tag)
+    lf.emit("concat", parts, y, {"axis": d}, n)
+    return y
+
+
+def roll(lf, n: FxNode, out: Tensor) -> None:
+    """torch.roll: along each dim, y = cat(x[n - s:], x[:n - s]) (s = shift mod n); without
+    dims, the same on the flattened tensor."""
+    x = lf.operand(n.args[0], n)
+    shifts = [int(s) for s in node_arg(n, 1, "shifts")]
+    dims = [int(d) for d in node_arg(n, 2, "dims", ())]
+    flat = not dims
+    if flat:
+        x, dims = _lifted(lf, n, x, out, (int(np.prod(x.shape)),)), [0]
+    moves = [(d % len(x.shape), s % x.shape[d % len(x.shape)]) for d, s in zip(dims, shifts)]
+    moves = [(d, s) for d, s in moves if s]
+    if not moves:
+        lf.emit("reshape", [x], out, {}, n)
+        return
+    for i, (d, s) in enumerate(moves):
+        size = x.shape[d]
+        parts = [_piece(lf, n, x, out, d, size - s, 1, s, f"tail{d}"),
+                 _piece(lf, n, x, out, d, 0, 1, size - s, f"head{d}")]
+        x = _join(lf, n, parts, d, out, i == len(moves) - 1 and not flat, f"roll{d}")
+    if flat:
+        lf.emit("reshape", [x], out, {}, n)
+
+
+def _pad_by_slices(lf, n: FxNode, x: Tensor, before, after, mode: str, out: Tensor) -> None:
+    """reflect / replicate / circular padding: per padded dim, a concat of the input with the
+    slices of it that the mode repeats (reflect: step -1 from the second element; replicate:
+    step 0 on the edge element; circular: the other end)."""
+    todo = [d for d in range(len(x.shape)) if before[d] or after[d]]
+    for i, d in enumerate(todo):
+        size, b, a = x.shape[d], before[d], after[d]
+        left = {"reflect": (b, -1), "replicate": (0, 0), "circular": (size - b, 1)}[mode]
+        right = {"reflect": (size - 2, -1), "replicate": (size - 1, 0), "circular": (0, 1)}[mode]
+        parts = ([_piece(lf, n, x, out, d, *left, b, f"pad{d}_before")] if b else []) + [x] + (
+            [_piece(lf, n, x, out, d, *right, a, f"pad{d}_after")] if a else [])
+        x = _join(lf, n, parts, d, out, i == len(todo) - 1, f"pad{d}")
 
 
 def pad(lf, n: FxNode, out: Tensor, act) -> None:
     x = lf.operand(n.args[0], n)
     mode = node_arg(n, 2, "mode", "constant") if n.target == A.pad.default else "constant"
     value = node_arg(n, 3 if n.target == A.pad.default else 2, "value", 0.0) or 0.0
-    if mode != "constant":
-        raise UnsupportedOpError(f"{source_of(n)}: {mode} padding (only constant)")
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise UnsupportedOpError(f"{source_of(n)}: {mode} padding (constant, reflect, replicate "
+                                 "and circular only)")
     flat = list(n.args[1])
     rank = len(x.shape)
     before, after = [0] * rank, [0] * rank
@@ -50,6 +113,10 @@ def pad(lf, n: FxNode, out: Tensor, act) -> None:
         before[rank - 1 - i], after[rank - 1 - i] = int(flat[2 * i]), int(flat[2 * i + 1])
     if min(before + after) < 0:
         raise UnsupportedOpError(f"{source_of(n)}: negative padding (cropping)")
+    if mode != "constant":
+        if not any(before + after):
+            return lf.emit("reshape", [x], out, {}, n)
+        return _pad_by_slices(lf, n, x, before, after, mode, out)
     qvalue = int(quantize_float(np.float32(value), x.scale, x.zero_point))
     lf.emit("pad", [x], out, {"before": tuple(before), "after": tuple(after), "value": qvalue}, n)
 
