@@ -30,4 +30,10 @@ OPS = (
               "repeat.default", "tile.default")),
           doc="y[i] = x[start + i * step] per 6-D dim (slice, select, split, flip, expand, "
               "repeat); y has x's rank and the sizes"),
+    OpDef("gather", 19, ("x", "indices"), ("y",), ("axis",), family="movement",
+          qparams="shared", since=3,
+          sources=(Source("aten.index_select.default", "shared"),
+                   Source("aten.index.Tensor", "shared")),
+          doc="y[..., j, ...] = x[..., indices[j], ...] along 6-D dim `axis`; constant int32 "
+              "indices"),
 )

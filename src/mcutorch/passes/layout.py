@@ -3,7 +3,7 @@
 - conv weights OIHW -> OHWI; depthwise (groups == in channels) becomes `depthwise_conv2d` with
   weights [KH, KW, C*M];
 - a 4-D constant read as an activation (a folded constant added to one, ...) is transposed too;
-- axis attributes (concat, pad, softmax, transpose, strided_slice) are renumbered;
+- axis attributes (concat, pad, softmax, transpose, strided_slice, gather) are renumbered;
 - a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
   fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
   transposes around it.
@@ -140,4 +140,4 @@ def _slice(node, graph, consumers):
 
 
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
-          "softmax": _softmax, "pad": _pad, "strided_slice": _slice}
+          "softmax": _softmax, "pad": _pad, "strided_slice": _slice, "gather": _concat}

@@ -11,7 +11,8 @@ The helpers `transpose_attrs`, `concat_attrs` and `pad_attrs` convert rank-r PyT
 arguments into these attributes.
 
 strided_slice addresses ranks r <= 6 the same way as 6-D tensors (6 - r unit dims prepended);
-`slice_attrs` converts rank-r (start, step, size) lists into its attributes.
+`slice_attrs` converts rank-r (start, step, size) lists into its attributes; gather's `axis` is a
+6-D dim too (`gather_attrs`).
 """
 from __future__ import annotations
 
@@ -160,3 +161,30 @@ def strided_slice(x, *, start0, start1, start2, start3, start4, start5, step0, s
     x6 = x.reshape((1,) * (SLICE_RANK - x.ndim) + x.shape)
     index = np.ix_(*[start + step * np.arange(size) for start, step, size in dims])
     return np.ascontiguousarray(x6[index].reshape(strided_slice_shape(x, **attrs)))
+
+
+def gather_attrs(axis: int, rank: int) -> dict:
+    """gather's attribute for rank-r `axis` (negative allowed here)."""
+    return {"axis": axis % rank + SLICE_RANK - rank}
+
+
+def gather_shape(x, indices, *, axis):
+    """The shape gather returns (ValueError outside its domain), without allocating it."""
+    as_array(x, np.int8, "x")
+    as_array(indices, np.int32, "indices", 1)
+    check(1 <= x.ndim <= SLICE_RANK, f"gather: rank {x.ndim} not in 1..{SLICE_RANK}")
+    lead = SLICE_RANK - x.ndim
+    check(lead <= axis < SLICE_RANK,
+          f"gather: axis {axis} is not a 6-D dim of a rank-{x.ndim} tensor")
+    n = x.shape[axis - lead]
+    check(indices.size >= 1, "gather: no indices (an empty result)")
+    check(int(indices.min()) >= 0 and int(indices.max()) < n,
+          f"gather: an index outside [0, {n})")
+    return x.shape[:axis - lead] + (indices.size,) + x.shape[axis - lead + 1:]
+
+
+def gather(x, indices, *, axis):
+    """y[..., j, ...] = x[..., indices[j], ...] along 6-D dim `axis` (index_select)."""
+    # x: rank r <= 6, int8; indices: (W,) int32 in [0, n_axis)  ->  y: rank r, n_axis -> W
+    gather_shape(x, indices, axis=axis)
+    return np.ascontiguousarray(np.take(x, indices, axis=axis - (SLICE_RANK - x.ndim)))

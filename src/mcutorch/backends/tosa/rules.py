@@ -272,6 +272,17 @@ def lower_slice(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.slice(ins[0], start, list(node.outputs[0].shape), out)
 
 
+def lower_gather(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """x as [outer, n, inner] -> GATHER with the indices repeated per outer index -> y."""
+    x, idx = node.inputs[0], node.inputs[1].data
+    axis = node.attrs["axis"] - (6 - len(x.shape))
+    outer, inner = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis + 1:]))
+    values = b.reshape(ins[0], [outer, x.shape[axis], inner])
+    table = b.const(np.tile(idx, (outer, 1)), "int32", "indices")
+    y = b.op("GATHER", [values, table], [outer, idx.size, inner], "int8", attr("Gather"))
+    return b.reshape(y, list(node.outputs[0].shape), out)
+
+
 def lower_reshape(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.reshape(ins[0], node.outputs[0].shape, out)
 
@@ -296,5 +307,6 @@ RULES = {
     "pad": (S.check_movement, lower_pad),
     "copy": (S.check_movement, lower_reshape),
     "strided_slice": (check_slice, lower_slice),
+    "gather": (S.check_movement, lower_gather),
     "reshape": (S.check_movement, lower_reshape),
 }

@@ -1,5 +1,7 @@
 """Lift builders of data movement: reshape, permute/transpose, cat, constant padding, strided
-slices (slice, select, narrow, flip, expand, repeat, tile; split and co. as slices).
+slices (slice, select, narrow, flip, expand, repeat, tile; split and co. as slices), gathers
+(index_select, one constant index tensor), and what is built of slices and concats (reflect,
+replicate and circular padding, roll, stack).
 
 Each builder is called as builder(lifter, fx node, output IR tensor, act) and emits IR nodes
 through `lifter.emit` (frontend/lift.py Lifter)."""
@@ -294,6 +296,35 @@ def split_tuples(gm) -> None:
     gm.recompile()
 
 
+# --- gather: index_select, x[:, idx] with one constant index tensor ---------------------------
+def gather(lf, n: FxNode, out: Tensor, act) -> None:
+    x = lf.operand(n.args[0], n)
+    rank = len(x.shape)
+    if n.target == A.index_select.default:
+        dim, index = int(node_arg(n, 1, "dim")) % rank, node_arg(n, 2, "index")
+    else:
+        given = [(d, v) for d, v in enumerate(node_arg(n, 1, "indices")) if v is not None]
+        if len(given) != 1:
+            raise UnsupportedOpError(f"{source_of(n)}: indexing with {len(given)} index tensors "
+                                     "(mcutorch gathers along one dim, with one)")
+        dim, index = given[0]
+    if not (isinstance(index, FxNode) and index.op == "get_attr"):
+        raise UnsupportedOpError(f"{source_of(n)}: the indices are computed at run time; "
+                                 "mcutorch gathers with constant indices")
+    idx = lf._attr(index).numpy()
+    size = x.shape[dim]
+    if idx.dtype == np.bool_ or idx.ndim != 1 or not np.issubdtype(idx.dtype, np.integer):
+        raise UnsupportedOpError(f"{source_of(n)}: a {idx.dtype} index of shape "
+                                 f"{list(idx.shape)} (mcutorch: a 1-D integer index)")
+    if idx.size == 0:
+        raise UnsupportedOpError(f"{source_of(n)}: no indices (an empty result)")
+    if idx.min() < -size or idx.max() >= size:
+        raise UnsupportedOpError(f"{source_of(n)}: an index outside [-{size}, {size})")
+    data = (idx.astype(np.int64) % size).astype(np.int32)
+    table = lf.new_tensor(f"{out.name}_indices", data.shape, 1.0, 0, dtype="int32", data=data)
+    lf.emit("gather", [x, table], out, {"axis": dim}, n)
+
+
 _SLICES = {A.slice.Tensor: slice_tensor, A.select.int: select, A.narrow.default: narrow,
            A.flip.default: flip, A.expand.default: expand, A.repeat.default: repeat,
            A.tile.default: repeat}
@@ -305,5 +336,5 @@ def strided_slice(lf, n: FxNode, out: Tensor, act) -> None:
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
 BUILDERS = {"transpose": permute, "concat": cat, "pad": pad, "reshape": reshape,
-            "strided_slice": strided_slice}
+            "strided_slice": strided_slice, "gather": gather}
 ACT = set()
