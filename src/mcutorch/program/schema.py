@@ -59,7 +59,7 @@ Version history:
     the program was compiled with (TARGET_SWITCH_*: +nodsp, +nomve, +nofp). Programs without
     switches are byte-identical to 1.0 except the version field.
   * 1.2: opcodes 16 `maximum` and 17 `minimum` (element-wise, shared qparams).
-  * 1.3: the `strided_slice` opcode (data movement, ranks 1..6, shared qparams).
+  * 1.3: the `strided_slice` and `gather` opcodes (data movement, ranks 1..6, shared qparams).
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
