@@ -217,3 +217,45 @@ def test_gather_refusals_name_the_source(fn, match):
     with pytest.raises(UnsupportedOpError, match=match) as err:
         mcutorch.compile(mcutorch.quantize(M().eval(), (x,)), (x,))
     assert "test_move_gather.py" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- both readers
+
+def _gather_program(indices, axis=5, x_shape=(3, 4)):
+    from test_program import one_op_program
+    y = list(x_shape)
+    y[min(max(axis - 6 + len(x_shape), 0), len(x_shape) - 1)] = max(len(indices), 1)
+    return one_op_program("gather", [(x_shape, 0), np.asarray(indices)], (tuple(y), 64),
+                          {"axis": axis})
+
+
+READER_CASES = [  # name, indices, axis, reason (None: loads)
+    ("in_range", np.array([3, 0, 2], np.int32), 5, None),
+    ("index_last_of_dim0", np.array([2], np.int32), 4, None),
+    ("index_past", np.array([0, 4], np.int32), 5, "bad_op"),
+    ("index_negative", np.array([-1], np.int32), 5, "bad_op"),
+    ("index_past_dim0", np.array([3], np.int32), 4, "bad_op"),
+    ("axis_lead", np.array([0], np.int32), 3, "bad_op"),
+    ("axis_6", np.array([0], np.int32), 6, "bad_op"),
+    ("indices_int8", np.array([0, 1], np.int8), 5, "bad_op"),
+    ("indices_2d", np.array([[0, 1]], np.int32), 5, "bad_op"),
+]
+
+
+def test_both_readers_check_the_indices():
+    """The Python reader and the C loader refuse a gather whose constant indices leave x's
+    gathered dim (or are not an int32 vector) with the same error; an accepted one runs alike in
+    both executors."""
+    from test_crt import python_code
+    from test_program import unchecked_bytes
+
+    from mcutorch.program import schema as S
+    blobs = [unchecked_bytes(_gather_program(idx, axis)) for _, idx, axis, _ in READER_CASES]
+    want = [S.ERROR_CODES[r] if r else 0 for *_, r in READER_CASES]
+    assert [python_code(b) for b in blobs] == want, [c[0] for c in READER_CASES]
+    assert crt.check_host(blobs) == want, [c[0] for c in READER_CASES]
+    p = _gather_program(np.array([3, 0, 2], np.int32))
+    xs = [s8(rng_for("reader"), (3, 4))]
+    for g, w in zip(crt.run_host(p, xs), Interpreter(p).invoke(xs)):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(w, xs[0][:, [3, 0, 2]])
