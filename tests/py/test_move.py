@@ -419,14 +419,112 @@ def test_pads_roll_stack_c_runtime_equals_reference(pads_model):
         np.testing.assert_array_equal(g, w)
 
 
-@pytest.mark.parametrize("fn,match", [
-    (lambda y: torch.stack([y, y], 1), "concat of a 5-D tensor"),
-    (lambda y: F.pad(y[None], (1, 1, 1, 1, 1, 1), mode="reflect"), "pad of a 5-D tensor"),
-])
-def test_movement_beyond_rank_4_refused(fn, match):
+def test_reflect_padding_beyond_rank_4_refused():
     class M(nn.Module):
         def forward(self, x):
-            return fn(torch.relu(x))
+            return F.pad(torch.relu(x)[None], (1, 1, 1, 1, 1, 1), mode="reflect")
     x = torch.randn(1, 3, 6, 6)
-    with pytest.raises(UnsupportedOpError, match=match):
-        mcutorch.quantize(M().eval(), (x,))
+    with pytest.raises(UnsupportedOpError, match="reflect padding of a 5-D tensor") as err:
+        mcutorch.compile(mcutorch.quantize(M().eval(), (x,)), (x,))
+    assert "test_move.py" in str(err.value)
+
+
+# ----------------------------------------------------------------------------- ranks 5 and 6
+
+def _perms(rng, rank, count):
+    return [tuple(int(p) for p in rng.permutation(rank)) for _ in range(count)]
+
+
+class Permutes(nn.Module):
+    """5-D and 6-D permutations (every dim > 1 on some, so no dims merge), transposes, a 5-D
+    concat, a stack of 4-D tensors, 5-D and 6-D constant pads."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        rng = np.random.default_rng(7)
+        self.p5 = _perms(rng, 5, 12) + [(4, 3, 2, 1, 0), (1, 0, 2, 4, 3)]
+        self.p6 = _perms(rng, 6, 12) + [(5, 4, 3, 2, 1, 0), (0, 1, 2, 3, 5, 4)]
+
+    def forward(self, x):
+        y = self.conv(x)  # (1, 8, 6, 6)
+        five, six = y.reshape(2, 4, 3, 3, 4), y.reshape(2, 2, 2, 3, 2, 6)
+        outs = [five.permute(p) for p in self.p5] + [six.permute(p) for p in self.p6]
+        return (*outs, six.transpose(0, 5), torch.cat([five, five.flip(4)], 3),
+                torch.stack([y, torch.relu(y)], 2),
+                F.pad(six, (1, 0, 0, 0, 2, 1, 0, 0, 0, 1), value=0.25), F.pad(five, (0, 0, 3, 2)))
+
+
+def test_ranks_5_and_6_equal_fake_quant():
+    torch.manual_seed(6)
+    cal = [torch.randn(1, 3, 6, 6) for _ in range(3)]
+    qmodel = mcutorch.quantize(Permutes().eval(), (cal[0],), calibration=cal)
+    compiled = mcutorch.compile(qmodel, (cal[0],))
+    program = compiled.program
+    assert all(len(program.tensors[t].shape) <= 4 for op in program.ops
+               if op.name in ("transpose", "concat", "pad") for t in op.outputs)
+    for x in cal[1:]:
+        for i, (o, t) in enumerate(zip(compiled.run(x), qmodel(x))):
+            assert tuple(o.shape) == tuple(t.shape), i
+            np.testing.assert_array_equal(_fake_quant_ints(program, i, o),
+                                          _fake_quant_ints(program, i, t), err_msg=f"output {i}")
+
+
+def test_a_6d_permutation_takes_at_most_5_transposes():
+    class P(nn.Module):
+        def forward(self, x):
+            return torch.relu(x).permute(5, 3, 1, 4, 0, 2)
+    x = torch.randn(2, 3, 2, 3, 2, 3)
+    qmodel = mcutorch.quantize(P().eval(), (x,))
+    compiled = mcutorch.compile(qmodel, (x,))
+    names = [op.name for op in compiled.program.ops]
+    assert 1 <= names.count("transpose") <= 5, names
+    np.testing.assert_array_equal(compiled.run(x).numpy(), qmodel(x).detach().numpy())
+
+
+class Shuffles(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        return (F.pixel_shuffle(y, 2), F.pixel_unshuffle(y, 2), nn.ChannelShuffle(4)(y),
+                F.pixel_shuffle(y[0], 2))
+
+
+def test_pixel_and_channel_shuffles_everywhere():
+    """Equal to fake-quant on every element; the C runtime on the host, the M55 and the M0+
+    board give the reference's bytes."""
+    torch.manual_seed(8)
+    cal = [torch.randn(1, 3, 6, 6) for _ in range(3)]
+    qmodel = mcutorch.quantize(Shuffles().eval(), (cal[0],), calibration=cal)
+    compiled = mcutorch.compile(qmodel, (cal[0],))
+    program = compiled.program
+    for i, (o, t) in enumerate(zip(compiled.run(cal[1]), qmodel(cal[1]))):
+        assert tuple(o.shape) == tuple(t.shape), i
+        np.testing.assert_array_equal(_fake_quant_ints(program, i, o),
+                                      _fake_quant_ints(program, i, t), err_msg=f"output {i}")
+    x = s8(rng_for("shuffles"), program.tensors[program.inputs[0]].shape)
+    for g, w in zip(crt.run_host(program, [x]), Interpreter(program).invoke([x])):
+        np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.qemu
+def test_shuffles_and_6d_permutes_on_boards():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x)
+            return (F.pixel_shuffle(y, 2), y.reshape(2, 2, 2, 3, 2, 6).permute(5, 3, 1, 4, 0, 2),
+                    F.pad(y.reshape(1, 2, 4, 6, 6), (1, 1, 0, 0, 2, 0)))
+    torch.manual_seed(9)
+    cal = [torch.randn(1, 3, 6, 6) for _ in range(3)]
+    qmodel = mcutorch.quantize(M().eval(), (cal[0],), calibration=cal)
+    for board, target in (("mps3-an547", "cortex-m55"), ("mps2-an385", "cortex-m0plus")):
+        compiled = mcutorch.compile(qmodel, (cal[0],), target=target)
+        for g, r in zip(compiled.run(cal[2], board=board), compiled.run(cal[2])):
+            np.testing.assert_array_equal(g.numpy(), r.numpy())

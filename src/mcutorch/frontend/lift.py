@@ -511,7 +511,7 @@ def builder_of(node: FxNode):
 
 SCATTERS = ("scatter", "index_put", "index_add", "index_copy", "index_fill", "masked_scatter",
             "put")
-MAX_RANK = {"transpose": 4, "pad": 4, "concat": 4, "strided_slice": 6}  # program attributes
+MAX_RANK = {"transpose": 6, "pad": 6, "concat": 6, "strided_slice": 6}  # what lift lowers
 
 
 def _out_of_scope(node: FxNode) -> str:

@@ -22,6 +22,8 @@ def reshape(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 def permute(lf, n: FxNode, out: Tensor, act) -> None:
+    if n.target in SHUFFLES:
+        return shuffle(lf, n, out)
     x = lf.operand(n.args[0], n)
     rank = len(x.shape)
     if n.target == A.transpose.int:
@@ -30,7 +32,137 @@ def permute(lf, n: FxNode, out: Tensor, act) -> None:
         perm[i], perm[j] = perm[j], perm[i]
     else:
         perm = [int(p) % rank for p in n.args[1]]
+    if rank > 4:
+        return _permute_any(lf, n, x, perm, out)
     lf.emit("transpose", [x], out, {"perm": tuple(perm)}, n)
+
+
+# --- ranks 5 and 6 for transpose, concat and constant pad: 4-D ops on merged views ------------
+# The program's transpose/concat/pad attributes cover 4 dims. A 5-D or 6-D one is lowered here to
+# the same ops on reshaped views (free aliases), so no record changes: dims that stay neighbours
+# merge; what still has more than 4 dims becomes a few 4-D ops. The views keep their own order
+# (no NCHW layout: a 4-D view of a 6-D tensor is not an image).
+
+def _raw(lf, out: Tensor, shape, suffix: str) -> Tensor:
+    return lf.new_tensor(f"{out.name}_{suffix}", tuple(int(d) for d in shape), out.scale,
+                         out.zero_point)
+
+
+def _view(lf, n: FxNode, x: Tensor, shape, out: Tensor, suffix: str) -> Tensor:
+    shape = tuple(int(d) for d in shape)
+    if shape == x.shape:
+        return x
+    t = _raw(lf, out, shape, suffix)
+    lf.emit("reshape", [x], t, {}, n)
+    return t
+
+
+def _into(lf, n: FxNode, y: Tensor, out: Tensor) -> None:
+    if y is not out:
+        lf.emit("reshape", [y], out, {}, n)
+
+
+def _prod(dims) -> int:
+    return int(np.prod(dims, dtype=np.int64))
+
+
+def _permute_any(lf, n: FxNode, x: Tensor, perm, out: Tensor) -> None:
+    """A permutation of any rank as 4-D transposes: unit dims dropped and input dims that stay
+    neighbours merged; if more than 4 remain, one block move per misplaced dim (a transpose
+    (0, 2, 1, 3) of the view [before, block, dim, after]), at most rank - 1 of them."""
+    keep = [d for d in range(len(perm)) if x.shape[d] != 1]
+    groups: list[list[int]] = []  # runs of input dims, in output order
+    for p in (p for p in perm if x.shape[p] != 1):
+        if groups and keep.index(p) == keep.index(groups[-1][-1]) + 1:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    by_input = sorted(range(len(groups)), key=lambda g: groups[g][0])
+    sizes = [_prod([x.shape[d] for d in groups[g]]) for g in by_input]  # merged input dims
+    want = [by_input.index(g) for g in range(len(groups))]  # merged dim read at output k
+    y = _view(lf, n, x, sizes, out, "merged")
+    if len(want) <= 4 and want != sorted(want):
+        t = _raw(lf, out, [sizes[w] for w in want], "permuted")
+        lf.emit("transpose", [y], t, {"perm": tuple(want)}, n)
+        return _into(lf, n, t, out)
+    cur = list(range(len(want)))  # merged dims in memory order
+    for i, w in enumerate(want if len(want) > 4 else ()):
+        j = cur.index(w)
+        if j == i:
+            continue
+        s = [sizes[c] for c in cur]
+        v = _view(lf, n, y, (_prod(s[:i]), _prod(s[i:j]), s[j], _prod(s[j + 1:])), out, f"mv{i}")
+        t = _raw(lf, out, (v.shape[0], v.shape[2], v.shape[1], v.shape[3]), f"moved{i}")
+        lf.emit("transpose", [v], t, {"perm": (0, 2, 1, 3)}, n)
+        cur = cur[:i] + [cur[j]] + cur[i:j] + cur[j + 1:]
+        y = t
+    _into(lf, n, y, out)
+
+
+SHUFFLES = {A.pixel_shuffle.default, A.pixel_unshuffle.default, A.channel_shuffle.default}
+
+
+def shuffle(lf, n: FxNode, out: Tensor) -> None:
+    """pixel_shuffle, pixel_unshuffle, channel_shuffle: a view, a permutation, a view (the
+    leading dims before C merged into one)."""
+    x = lf.operand(n.args[0], n)
+    r = int(n.args[1])
+    lead, (c, h, w) = _prod(x.shape[:-3]), x.shape[-3:]
+    if n.target == A.pixel_shuffle.default:
+        view, perm = (lead, c // (r * r), r, r, h, w), (0, 1, 4, 2, 5, 3)
+    elif n.target == A.pixel_unshuffle.default:
+        view, perm = (lead, c, h // r, r, w // r, r), (0, 1, 3, 5, 2, 4)
+    else:  # channel_shuffle: r groups
+        view, perm = (lead, r, c // r, h * w), (0, 2, 1, 3)
+    v = _view(lf, n, x, view, out, "split")
+    t = _raw(lf, out, [view[p] for p in perm], "shuffled")
+    _permute_any(lf, n, v, perm, t)
+    _into(lf, n, t, out)
+
+
+def _concat_any(lf, n: FxNode, xs: list[Tensor], axis: int, out: Tensor) -> None:
+    """A concat of rank > 4 as a 3-D one: each input viewed as [before, axis, after]."""
+    def as3(t: Tensor, tag: str) -> Tensor:
+        shape = (_prod(t.shape[:axis]), t.shape[axis], _prod(t.shape[axis + 1:]))
+        return _view(lf, n, t, shape, out, tag)
+    y = _raw(lf, out, (_prod(out.shape[:axis]), out.shape[axis], _prod(out.shape[axis + 1:])),
+             "joined")
+    lf.emit("concat", [as3(x, f"in{i}") for i, x in enumerate(xs)], y, {"axis": 1}, n)
+    _into(lf, n, y, out)
+
+
+def _pad_any(lf, n: FxNode, x: Tensor, before, after, value: int, out: Tensor) -> None:
+    """A constant pad of rank > 4: unpadded neighbours merged; if more than 4 dims remain, one
+    3-D pad [before, dim, after] per padded dim."""
+    groups: list[list[int]] = []
+    for d in range(len(x.shape)):
+        if groups and not (before[d] or after[d]) and not any(
+                before[g] or after[g] for g in groups[-1]):
+            groups[-1].append(d)
+        else:
+            groups.append([d])
+    if len(groups) > 4:
+        groups = [[d] for d in range(len(x.shape))]
+    y = _view(lf, n, x, [_prod([x.shape[d] for d in g]) for g in groups], out, "merged")
+    steps = [list(range(len(groups)))] if len(groups) <= 4 else [
+        [d] for d in range(len(groups)) if before[d] or after[d]]
+    for k, dims in enumerate(steps):
+        if len(dims) == 1:  # [before, dim, after]
+            d = dims[0]
+            v = _view(lf, n, y, (_prod(y.shape[:d]), y.shape[d], _prod(y.shape[d + 1:])), out,
+                      f"pv{k}")
+            b, a, axes = [0, before[d], 0], [0, after[d], 0], (d,)
+        else:
+            v, axes = y, [g[0] for g in groups]
+            b, a = [before[g] for g in axes], [after[g] for g in axes]
+        t = _raw(lf, out, [s + p + q for s, p, q in zip(v.shape, b, a)], f"padded{k}")
+        lf.emit("pad", [v], t, {"before": tuple(b), "after": tuple(a), "value": value}, n)
+        if len(dims) == 1:
+            grown = list(y.shape)
+            grown[axes[0]] += before[axes[0]] + after[axes[0]]
+            t = _view(lf, n, t, grown, out, f"at{k}")
+        y = t
+    _into(lf, n, y, out)
 
 
 def cat(lf, n: FxNode, out: Tensor, act) -> None:
@@ -43,6 +175,8 @@ def cat(lf, n: FxNode, out: Tensor, act) -> None:
     if n.target == A.stack.default:
         shape = out.shape[:axis] + (1,) + out.shape[axis + 1:]
         xs = [_lifted(lf, n, x, out, shape) for x in xs]
+    if len(out.shape) > 4:
+        return _concat_any(lf, n, xs, axis, out)
     lf.emit("concat", xs, out, {"axis": axis}, n)
 
 
@@ -118,8 +252,13 @@ def pad(lf, n: FxNode, out: Tensor, act) -> None:
     if mode != "constant":
         if not any(before + after):
             return lf.emit("reshape", [x], out, {}, n)
+        if rank > 4:
+            raise UnsupportedOpError(f"{source_of(n)}: {mode} padding of a {rank}-D tensor "
+                                     "(up to 4-D; constant padding takes 6)")
         return _pad_by_slices(lf, n, x, before, after, mode, out)
     qvalue = int(quantize_float(np.float32(value), x.scale, x.zero_point))
+    if rank > 4:
+        return _pad_any(lf, n, x, before, after, qvalue, out)
     lf.emit("pad", [x], out, {"before": tuple(before), "after": tuple(after), "value": qvalue}, n)
 
 
