@@ -173,23 +173,24 @@ def test_strided_slice_kernel_qemu(tmp_path, board, cpu):
 
 # ----------------------------------------------------------------------------- TOSA
 
-def test_tosa_slice_step1_and_reason_otherwise():
+def test_tosa_slice_reverse_tile_and_reason_otherwise():
     pytest.importorskip("tosa_serializer")
-    from test_tosa import check_op
+    from test_tosa import check_op, single_op
 
     from mcutorch.backends import tosa
     from mcutorch.backends.tosa.rules import check_slice
     rng = np.random.default_rng(1)
-    for shape, start, size in (((7,), (2,), (4,)), ((3, 5), (1, 0), (2, 5)),
-                               ((2, 3, 5), (0, 2, 1), (2, 1, 3)),
-                               ((2, 4, 5, 6), (1, 1, 0, 3), (1, 3, 5, 2))):
-        attrs = slice_attrs(start, [1] * len(shape), size)
-        check_op("strided_slice", [shape], rng=rng, **attrs)
-    graph = check_op("strided_slice", [(3, 6)], **slice_attrs((2, 4), (-3, 6), (1, 1)))
-    assert graph  # steps on size-1 dims read one element: still one SLICE
-    from test_tosa import single_op
-    for step in ((2, 1), (-1, 1), (0, 1)):
-        attrs = slice_attrs((1, 0), step, (2, 3) if step[0] else (5, 3))
+    for shape, start, step, size in (
+            ((7,), (2,), (1,), (4,)), ((3, 5), (1, 0), (1, 1), (2, 5)),
+            ((2, 3, 5), (0, 2, 1), (1, 1, 1), (2, 1, 3)),
+            ((2, 4, 5, 6), (1, 1, 0, 3), (1, 1, 1, 1), (1, 3, 5, 2)),
+            ((2, 4, 5, 6), (1, 3, 4, 5), (-1, -1, -1, -1), (2, 4, 5, 6)),  # flip every dim
+            ((2, 4, 5, 6), (0, 2, 3, 1), (1, -1, 0, 1), (2, 3, 7, 4)),  # flip + repeat
+            ((3, 1, 4), (2, 0, 1), (0, 0, 1), (4, 5, 3)),  # expand two dims
+            ((3, 6), (2, 4), (-3, 6), (1, 1))):  # steps on size-1 results read one element
+        check_op("strided_slice", [shape], rng=rng, **slice_attrs(start, step, size))
+    for step in ((2, 1), (-2, 1), (3, 1)):
+        attrs = slice_attrs((0, 0) if step[0] > 0 else (3, 0), step, (2, 3))
         node = single_op("strided_slice", [(4, 3)], **attrs).nodes[0]
         assert "step" in check_slice(node)
         ok, why = tosa.tosa_support(node)
@@ -291,7 +292,8 @@ def test_refused_with_the_source_line(fn, match):
 
 
 class NpuSlices(nn.Module):
-    """Step-1 slices between convolutions (TOSA SLICE) and a flip (CPU) after them."""
+    """Slices between convolutions: step 1 (SLICE), a flip (SLICE + REVERSE), an expand
+    (SLICE + TILE), and a stride 2 (CPU)."""
 
     def __init__(self):
         super().__init__()
@@ -300,21 +302,20 @@ class NpuSlices(nn.Module):
     def forward(self, x):
         y = self.a(x)
         top, rest = torch.split(y[:, :, 1:7, 2:], [3, 5], dim=1)
-        return self.b(rest).flip(2), top
+        return self.b(rest).flip(2), top, y[:, :, ::2], y[:, 2:3].expand(1, 4, 10, 10)
 
 
 @pytest.mark.parametrize("target", ["cortex-m55+ethos-u55-128", "cortex-m55+ethos-u85-256"])
-def test_step1_slices_go_to_the_npu(target):
+def test_slices_go_to_the_npu(target):
     pytest.importorskip("ethosu.vela")
     torch.manual_seed(2)
     cal = [torch.randn(1, 3, 10, 10) for _ in range(3)]
     qmodel = mcutorch.quantize(NpuSlices().eval(), (cal[0],), calibration=cal)
     npu = mcutorch.compile(qmodel, (cal[0],), target=target, board="mps3-an547")
-    rows = [r for r in npu.program.metadata["placement"] if r["on"] in ("NPU", "CPU")]
-    on = [(r["op"], r["on"]) for r in rows]
-    assert ("strided_slice", "NPU") in on and ("strided_slice", "CPU") in on, on
-    flip = [r for r in rows if r["op"] == "strided_slice" and r["on"] == "CPU"]
-    assert len(flip) == 1 and "step" in flip[0]["why"]
+    rows = [r for r in npu.program.metadata["placement"] if r["op"] == "strided_slice"]
+    on = sorted((r["on"], r["why"].split(":")[0]) for r in rows)
+    assert on == [("CPU", "strided_slice")] + [("NPU", "SLICE")] * 5 + [
+        ("NPU", "SLICE -> REVERSE"), ("NPU", "SLICE -> TILE")], on
     cpu = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55")
     for a, b in zip(npu.run(cal[1]), cpu.run(cal[1])):
         assert torch.equal(a, b)
