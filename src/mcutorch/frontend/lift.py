@@ -526,8 +526,7 @@ def _out_of_scope(node: FxNode) -> str:
     if not (name.startswith("aten.") and isinstance(val, torch.Tensor)):
         return ""
     if not all(isinstance(d, int) for d in val.shape):
-        return ("its output shape depends on the data (a boolean mask, nonzero): mcutorch "
-                "programs have static shapes")
+        return "its output shape depends on the data (a boolean mask?): shapes must be static"
     if not (val.is_floating_point() or val.is_complex()):
         return (f"its output is a {val.dtype} tensor: integer and bool values (argmax, "
                 "comparisons, masks) cannot reach a quantized op or the model output, mcutorch "

@@ -125,19 +125,13 @@ def _softmax(node, graph, consumers):
     return [node]
 
 
-def _pad(node, graph, consumers):
+def _per_dim(node, graph, consumers):
+    """pad, strided_slice: each tuple attribute holds one value per dim."""
     if node.inputs[0].layout == "NHWC":
-        for key in ("before", "after"):
-            v = node.attrs[key]
-            node.attrs[key] = tuple(v[i] for i in TO_NHWC)
-    return [node]
-
-
-def _slice(node, graph, consumers):
-    if node.inputs[0].layout == "NHWC":
-        node.attrs = {k: tuple(v[i] for i in TO_NHWC) for k, v in node.attrs.items()}
+        node.attrs = {k: tuple(v[i] for i in TO_NHWC) if isinstance(v, tuple) else v
+                      for k, v in node.attrs.items()}
     return [node]
 
 
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
-          "softmax": _softmax, "pad": _pad, "strided_slice": _slice, "gather": _concat}
+          "softmax": _softmax, "pad": _per_dim, "strided_slice": _per_dim, "gather": _concat}

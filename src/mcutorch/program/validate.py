@@ -204,9 +204,8 @@ def _check_gather(p: Program, what: str, op) -> None:
     C loader checks the same, mt_validate.c mt_check_gather; both executors again at run time)."""
     x, t = p.tensors[op.inputs[0]], p.tensors[op.inputs[1]]
     axis = op.attrs["axis"] - 6 + len(x.shape)
-    require(t.storage == "const" and t.dtype == "int32" and len(t.shape) == 1
-            and 0 <= axis < len(x.shape), "bad_op", f"{what}: indices must be a constant int32 "
-            f"vector and axis {op.attrs['axis']} a dim of x")
+    require(t.storage == "const" and t.dtype == "int32" and len(t.shape) == 1 and 0 <= axis
+            < len(x.shape), "bad_op", f"{what}: not constant int32 indices, or axis not in x")
     idx = p.const_array(op.inputs[1])
     require(bool(np.all((idx >= 0) & (idx < x.shape[axis]))), "bad_op",
             f"{what}: an index outside [0, {x.shape[axis]})")

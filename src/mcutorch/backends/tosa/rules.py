@@ -261,27 +261,25 @@ def lower_pad(b: Builder, node: Node, ins, out: str, notes) -> str:
 def check_slice(node: Node) -> str:
     a, rank = node.attrs, len(node.inputs[0].shape)
     if any(a[f"step{k}"] not in (-1, 0, 1) and a[f"size{k}"] > 1 for k in range(6)):
-        return ("strided_slice: a step other than -1, 0 or 1; TOSA SLICE reads contiguous "
-                "boxes")
+        return "strided_slice: a step other than -1, 0 or 1 (TOSA SLICE reads whole boxes)"
     return "" if rank <= 4 else f"strided_slice: rank {rank} outside 1..4"
 
 
 def lower_slice(b: Builder, node: Node, ins, out: str, notes) -> str:
     """SLICE of the box read, then REVERSE along each step -1 dim, TILE along the step 0 ones."""
-    lead, a = 6 - len(node.inputs[0].shape), node.attrs
-    dims = [(a[f"start{k}"], a[f"step{k}"] if a[f"size{k}"] > 1 else 1, a[f"size{k}"])
-            for k in range(lead, 6)]
-    box = [(s - n + 1 if st < 0 else s, 1 if st == 0 else n) for s, st, n in dims]
-    flips = [k for k, (_, st, _) in enumerate(dims) if st < 0]
-    tiles = [n if st == 0 else 1 for _, st, n in dims]
-    done = not flips and tiles == [1] * len(dims)
-    y = b.slice(ins[0], [s for s, _ in box], [n for _, n in box], out if done else None)
-    for i, k in enumerate(flips):
-        last = i == len(flips) - 1 and tiles == [1] * len(dims)
-        y = b.op("REVERSE", [y], b.shape(y), "int8", attr("Reverse", k), out if last else None)
-    if tiles != [1] * len(dims):
-        y = b.op("TILE", [y, b.shape_const(tiles)], list(node.outputs[0].shape), "int8",
-                 attr("Tile"), out)
+    a, real = node.attrs, range(6 - len(node.inputs[0].shape), 6)
+    size = [a[f"size{k}"] for k in real]
+    step = [a[f"step{k}"] if n > 1 else 1 for k, n in zip(real, size)]
+    start = [a[f"start{k}"] + min(st, 0) * (n - 1) for k, st, n in zip(real, step, size)]
+    todo = [("REVERSE", k) for k, st in enumerate(step) if st < 0] + [("TILE", 0)] * (0 in step)
+    y = b.slice(ins[0], start, [n if st else 1 for st, n in zip(step, size)], None if todo else out)
+    for i, (op, k) in enumerate(todo):
+        last = out if i == len(todo) - 1 else None
+        if op == "REVERSE":
+            y = b.op("REVERSE", [y], b.shape(y), "int8", attr("Reverse", k), last)
+        else:
+            tiles = b.shape_const([n if st == 0 else 1 for st, n in zip(step, size)])
+            y = b.op("TILE", [y, tiles], size, "int8", attr("Tile"), last)
     return y
 
 
