@@ -11,7 +11,7 @@
  *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum
  *   pool/        max_pool2d, avg_pool2d
  *   softmax/     softmax
- *   movement/    transpose, concat, pad, copy
+ *   movement/    transpose, concat, pad, copy, strided_slice, gather
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -40,6 +40,8 @@ mt_status mt_pad_s8(const mt_op_args *args);
 mt_status mt_copy_s8(const mt_op_args *args);
 mt_status mt_maximum_s8(const mt_op_args *args);
 mt_status mt_minimum_s8(const mt_op_args *args);
+mt_status mt_strided_slice_s8(const mt_op_args *args);
+mt_status mt_gather_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

@@ -286,6 +286,21 @@ static mt_status mt_check_mac(const mt_model *m, const mt_op_t *op, const int32_
   return MT_STATUS_OK;
 }
 
+/* validate.py _check_gather: the indices are a constant int32 vector whose entries all lie in
+ * x's gathered dim (the kernel checks them again before it writes). */
+static mt_status mt_check_gather(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const mt_tensor_t *x = &m->tensors[in[0]], *t = mt_mac_const(m, in, 1, MT_DTYPE_INT32);
+  const int64_t axis = (int64_t)m->attrs[op->first_attr + MT_GATHER_AXIS] - 6 + x->rank;
+  uint32_t j;
+  MT_REQUIRE(t != NULL && t->rank == 1 && axis >= 0 && axis < x->rank, MT_ERR_BAD_OP);
+  for (j = 0; j < t->shape[0]; j++) {
+    const int32_t v = ((const int32_t *)(const void *)(m->constants + t->offset))[j];
+    MT_REQUIRE(v >= 0 && (uint32_t)v < x->shape[axis], MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -305,7 +320,8 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
     MT_TRY(mt_check_delegate_op(m, i, in));
   }
   MT_TRY(mt_check_alias(m, op, in));
-  return mt_check_mac(m, op, in);
+  MT_TRY(mt_check_mac(m, op, in));
+  return op->opcode == MT_OP_GATHER ? mt_check_gather(m, op, in) : MT_STATUS_OK;
 }
 
 /* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The

@@ -48,6 +48,7 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
             ep = torch.export.export(model, args, strict=False)
     except Exception as exc:  # torch raises many types; all mean "cannot capture"
         raise ExportError(_explain(exc)) from exc
+    from mcutorch.frontend.builders.movement import split_tuples
     from mcutorch.frontend.fold import check_stateless, fold_constants
 
     gm = ep.module(check_guards=False)
@@ -55,6 +56,7 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     sig = ep.graph_signature
     check_stateless(gm, tuple(sig.buffers_to_mutate.values()))
     remove_identities(gm)
+    split_tuples(gm)  # split/chunk/unbind pieces as slices: each quantizes on its own
     fold_constants(gm, {*sig.parameters, *sig.lifted_tensor_constants})
     fold_batch_norm(gm)
     gm.graph.eliminate_dead_code()

@@ -36,7 +36,7 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, elementwise
+from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, elementwise, movement
 from mcutorch.frontend.builders._common import FULL, A, act_range, bounds
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
 from mcutorch.frontend.fold import check_stateless
@@ -51,14 +51,14 @@ Q_OPS = {QD.quantize_per_tensor.default, QD.quantize_per_tensor.tensor}
 DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
           QD.dequantize_per_channel.default}
 CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
-MOVES = ("reshape", "transpose")  # registry ops that only move int8 values (commute with q)
-MONOTONE = {A.cat.default, A.concat.default, A.max_pool2d.default, A.maximum.default,
-            A.minimum.default}
+MOVES = ("reshape", "transpose", "strided_slice")  # ops that only move int8 values (commute)
+MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default,
+            A.max_pool2d.default, A.maximum.default, A.minimum.default}
 ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
 
 
 def _move(node) -> str | None:
-    """"reshape"/"transpose" for an aten data-movement node, else None."""
+    """The MOVES op of an aten data-movement node, else None."""
     if not (isinstance(node, FxNode) and node.op == "call_function"):
         return None
     found = ops.SOURCES.get(str(node.target))
@@ -93,6 +93,7 @@ def prepare(gm: GraphModule) -> GraphModule:
             gm.graph.erase_node(node)  # torch.export's input guards: nothing to compute
     check_stateless(gm)
     remove_identities(gm)
+    movement.split_tuples(gm)
     refuse_out_of_scope(gm)
     _fold_constant_quantize(gm)
     _merge_quantize(gm)
@@ -510,7 +511,7 @@ def builder_of(node: FxNode):
 
 SCATTERS = ("scatter", "index_put", "index_add", "index_copy", "index_fill", "masked_scatter",
             "put")
-MAX_RANK = {"transpose": 4, "pad": 4, "concat": 4}  # the program's perm/before/after attributes
+MAX_RANK = {"transpose": 6, "pad": 6, "concat": 6, "strided_slice": 6}  # what lift lowers
 
 
 def _out_of_scope(node: FxNode) -> str:
@@ -524,6 +525,8 @@ def _out_of_scope(node: FxNode) -> str:
                 "index their tensors statically")
     if not (name.startswith("aten.") and isinstance(val, torch.Tensor)):
         return ""
+    if not all(isinstance(d, int) for d in val.shape):
+        return "its output shape depends on the data (a boolean mask?): shapes must be static"
     if not (val.is_floating_point() or val.is_complex()):
         return (f"its output is a {val.dtype} tensor: integer and bool values (argmax, "
                 "comparisons, masks) cannot reach a quantized op or the model output, mcutorch "

@@ -1,6 +1,7 @@
 """Data movement (runtime/kernels/movement/): no arithmetic, qparams shared.
 
-Rank r < 4 tensors are addressed as 4-D with 4 - r leading unit dims (ref/movement.py).
+Rank r < 4 tensors are addressed as 4-D with 4 - r leading unit dims (ref/movement.py);
+strided_slice addresses rank r <= 6 as 6-D the same way.
 """
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ OPS = (
     OpDef("transpose", 11, ("x",), ("y",), ("perm0", "perm1", "perm2", "perm3"),
           family="movement", qparams="shared",
           sources=(Source("aten.permute.default", "shared"),
-                   Source("aten.transpose.int", "shared"))),
+                   Source("aten.transpose.int", "shared"),
+                   Source("aten.pixel_shuffle.default", "shared"),
+                   Source("aten.pixel_unshuffle.default", "shared"),
+                   Source("aten.channel_shuffle.default", "shared"))),
     OpDef("concat", 12, (VARIADIC,), ("y",), ("axis",), family="movement", qparams="shared",
-          sources=(Source("aten.cat.default", "shared"), Source("aten.concat.default", "shared"))),
+          sources=(Source("aten.cat.default", "shared"), Source("aten.concat.default", "shared"),
+                   Source("aten.stack.default", "shared"), Source("aten.roll.default", "shared"))),
     OpDef("pad", 13, ("x",), ("y",),
           ("before0", "before1", "before2", "before3", "after0", "after1", "after2", "after3",
            "value"), family="movement", qparams="shared",
@@ -20,4 +25,18 @@ OPS = (
                    Source("aten.constant_pad_nd.default", "shared"))),
     OpDef("copy", 14, ("x",), ("y",), (), family="movement", qparams="shared",
           doc="byte copy (a reshape that cannot alias, a tensor out of an NPU scratch area)"),
+    OpDef("strided_slice", 18, ("x",), ("y",),
+          tuple(f"{a}{k}" for a in ("start", "step", "size") for k in range(6)),
+          family="movement", qparams="shared", since=3,
+          sources=tuple(Source(f"aten.{v}", "shared") for v in (
+              "slice.Tensor", "select.int", "narrow.default", "flip.default", "expand.default",
+              "repeat.default", "tile.default")),
+          doc="y[i] = x[start + i * step] per 6-D dim (slice, select, split, flip, expand, "
+              "repeat); y has x's rank and the sizes"),
+    OpDef("gather", 19, ("x", "indices"), ("y",), ("axis",), family="movement",
+          qparams="shared", since=3,
+          sources=(Source("aten.index_select.default", "shared"),
+                   Source("aten.index.Tensor", "shared")),
+          doc="y[..., j, ...] = x[..., indices[j], ...] along 6-D dim `axis`; constant int32 "
+              "indices"),
 )

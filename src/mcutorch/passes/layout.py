@@ -3,7 +3,7 @@
 - conv weights OIHW -> OHWI; depthwise (groups == in channels) becomes `depthwise_conv2d` with
   weights [KH, KW, C*M];
 - a 4-D constant read as an activation (a folded constant added to one, ...) is transposed too;
-- axis attributes (concat, pad, softmax, transpose) are renumbered;
+- axis attributes (concat, pad, softmax, transpose, strided_slice, gather) are renumbered;
 - a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
   fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
   transposes around it.
@@ -125,13 +125,13 @@ def _softmax(node, graph, consumers):
     return [node]
 
 
-def _pad(node, graph, consumers):
+def _per_dim(node, graph, consumers):
+    """pad, strided_slice: each tuple attribute holds one value per dim."""
     if node.inputs[0].layout == "NHWC":
-        for key in ("before", "after"):
-            v = node.attrs[key]
-            node.attrs[key] = tuple(v[i] for i in TO_NHWC)
+        node.attrs = {k: tuple(v[i] for i in TO_NHWC) if isinstance(v, tuple) else v
+                      for k, v in node.attrs.items()}
     return [node]
 
 
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
-          "softmax": _softmax, "pad": _pad}
+          "softmax": _softmax, "pad": _per_dim, "strided_slice": _per_dim, "gather": _concat}

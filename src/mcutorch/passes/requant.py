@@ -12,7 +12,8 @@ from mcutorch import ops
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
 from mcutorch.quant import quantize_multiplier, quantize_multipliers
-from mcutorch.ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
+from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, pad_attrs, slice_attrs,
+                          softmax_exp_table, transpose_attrs)
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
 SHARED = frozenset(d.name for d in ops.REGISTRY if d.qparams == "shared")
@@ -116,6 +117,14 @@ def _pad(node: Node) -> None:
     node.attrs = pad_attrs(list(zip(a["before"], a["after"])), a["value"])
 
 
+def _slice(node: Node) -> None:
+    node.attrs = slice_attrs(node.attrs["start"], node.attrs["step"], node.attrs["size"])
+
+
+def _gather(node: Node) -> None:
+    node.attrs = gather_attrs(node.attrs["axis"], len(node.outputs[0].shape))
+
+
 def _act_attrs(node: Node) -> None:
     """Ops whose only attributes are the output clamp (clamp, maximum, minimum)."""
     node.attrs = _act(node)
@@ -129,15 +138,19 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
-         "reshape": _no_attrs, "copy": _no_attrs}
+         "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
+         "gather": _gather}
 
 
 def _share_qparams(node: Node) -> list[Node]:
-    """Insert rescales so that a qparam-sharing op sees equal input and output qparams."""
+    """Insert rescales so that a qparam-sharing op sees equal input and output qparams: the
+    inputs of a several-input op (concat, maximum) each straight into the output's (one
+    rounding, as the fake-quant model computes it), a lone input's output after the op."""
     y, pre, post = node.outputs[0], [], []
-    ref = node.inputs[0]
+    values = [x for x in node.inputs if x.dtype == "int8"]  # not gather's int32 indices
+    ref = values[0] if len(values) == 1 else y
     for i, x in enumerate(node.inputs):
-        if not same_qparams(x, ref):
+        if x.dtype == "int8" and not same_qparams(x, ref):
             t = Tensor(f"{x.name}_rq", x.shape, x.dtype, ref.scale, ref.zero_point,
                        layout=x.layout)
             pre.append(Node("rescale", [x], [t], {}, node.source))

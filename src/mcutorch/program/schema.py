@@ -59,6 +59,9 @@ Version history:
     the program was compiled with (TARGET_SWITCH_*: +nodsp, +nomve, +nofp). Programs without
     switches are byte-identical to 1.0 except the version field.
   * 1.2: opcodes 16 `maximum` and 17 `minimum` (element-wise, shared qparams).
+  * 1.3: the `strided_slice` and `gather` opcodes (data movement, ranks 1..6, shared qparams).
+    transpose, concat and pad keep their 4-D records: the compiler lowers 5-D and 6-D ones to
+    4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

@@ -195,6 +195,20 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
         _check_alias(p, what, op, "inplace" in d.alias)
     if d.mac_axis is not None:
         _check_mac_range(p, what, op, d)
+    if op.name == "gather":
+        _check_gather(p, what, op)
+
+
+def _check_gather(p: Program, what: str, op) -> None:
+    """gather's indices: a constant int32 vector whose entries all lie in x's gathered dim (the
+    C loader checks the same, mt_validate.c mt_check_gather; both executors again at run time)."""
+    x, t = p.tensors[op.inputs[0]], p.tensors[op.inputs[1]]
+    axis = op.attrs["axis"] - 6 + len(x.shape)
+    require(t.storage == "const" and t.dtype == "int32" and len(t.shape) == 1 and 0 <= axis
+            < len(x.shape), "bad_op", f"{what}: not constant int32 indices, or axis not in x")
+    idx = p.const_array(op.inputs[1])
+    require(bool(np.all((idx >= 0) & (idx < x.shape[axis]))), "bad_op",
+            f"{what}: an index outside [0, {x.shape[axis]})")
 
 
 def _const_operand(p: Program, what: str, op, k: int, dtype: str, n: int | None = None):

@@ -14,7 +14,8 @@ from mcutorch import ops
 from mcutorch.ref import conv, elementwise, movement, pool, softmax
 from mcutorch.ref.conv import fold_bias, fully_connected_folded
 from mcutorch.ref.elementwise import make_lut
-from mcutorch.ref.movement import concat_attrs, pad_attrs, transpose_attrs
+from mcutorch.ref.movement import (concat_attrs, gather_attrs, pad_attrs, slice_attrs,
+                                   transpose_attrs)
 from mcutorch.ref.softmax import softmax_exp_table
 
 # The definition of op X is the function X of the module of its kernel family (ops.OpDef.family).
@@ -42,6 +43,8 @@ SHAPES = {
     "max_pool2d": pool.pool_shape,
     "avg_pool2d": pool.pool_shape,
     "pad": movement.pad_shape,
+    "strided_slice": movement.strided_slice_shape,
+    "gather": movement.gather_shape,
 }
 
 
@@ -64,5 +67,5 @@ def kernel_for(op: str, variant: str = ops.DEFAULT_VARIANT):
 
 
 __all__ = ["KERNELS", "RESHAPING", "SHAPES", "VARIANTS", "concat_attrs", "fold_bias",
-           "kernel_for", "make_lut", "output_shape", "pad_attrs", "softmax_exp_table",
-           "transpose_attrs"]
+           "gather_attrs", "kernel_for", "make_lut", "output_shape", "pad_attrs", "slice_attrs",
+           "softmax_exp_table", "transpose_attrs"]

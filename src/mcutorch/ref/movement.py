@@ -9,6 +9,10 @@ numpy broadcasting). Attributes always name 4-D dims:
   - pad: before0..3 / after0..3 per 4-D dim; the prepended dims take no padding.
 The helpers `transpose_attrs`, `concat_attrs` and `pad_attrs` convert rank-r PyTorch-style
 arguments into these attributes.
+
+strided_slice addresses ranks r <= 6 the same way as 6-D tensors (6 - r unit dims prepended);
+`slice_attrs` converts rank-r (start, step, size) lists into its attributes; gather's `axis` is a
+6-D dim too (`gather_attrs`).
 """
 from __future__ import annotations
 
@@ -107,3 +111,80 @@ def copy(x):
     # x: (...) int8  ->  y: same shape, int8
     as_array(x, np.int8, "x")
     return x.copy()
+
+
+SLICE_RANK = 6
+
+
+def slice_attrs(start, step, size) -> dict:
+    """strided_slice attributes from rank-r per-dim start, step and size (outermost first)."""
+    lead = SLICE_RANK - len(start)
+    attrs = {}
+    for name, vals, pad in (("start", start, 0), ("step", step, 1), ("size", size, 1)):
+        attrs.update({f"{name}{k}": int(v) for k, v in enumerate([pad] * lead + list(vals))})
+    return attrs
+
+
+def _slice_dims(x, attrs: dict) -> list[tuple[int, int, int]]:
+    """(start, step, size) per 6-D dim, checked against x's 6-D shape (the domain)."""
+    as_array(x, np.int8, "x")
+    check(1 <= x.ndim <= SLICE_RANK, f"strided_slice: rank {x.ndim} not in 1..{SLICE_RANK}")
+    lead = SLICE_RANK - x.ndim
+    dims = (1,) * lead + x.shape
+    found = []
+    for k, n in enumerate(dims):
+        start, step, size = (attrs[f"{a}{k}"] for a in ("start", "step", "size"))
+        check(size >= 1 and (k >= lead or size == 1),
+              f"strided_slice: size{k} = {size} (every size >= 1; 1 on a prepended unit dim)")
+        check(0 <= start < n, f"strided_slice: start{k} = {start} outside [0, {n})")
+        check(-n <= step <= n, f"strided_slice: step{k} = {step} outside [-{n}, {n}]")
+        last = start + (size - 1) * step
+        check(0 <= last < n, f"strided_slice: dim {k} reads index {last} outside [0, {n})")
+        found.append((start, step, size))
+    return found
+
+
+def strided_slice_shape(x, **attrs):
+    """The shape strided_slice returns (ValueError outside its domain), without allocating it."""
+    dims = _slice_dims(x, attrs)
+    return tuple(size for _, _, size in dims[SLICE_RANK - x.ndim:])
+
+
+def strided_slice(x, *, start0, start1, start2, start3, start4, start5, step0, step1, step2,
+                  step3, step4, step5, size0, size1, size2, size3, size4, size5):
+    """y[i0..i5] = x6[start0 + i0 * step0, ..., start5 + i5 * step5]: slicing with any step
+    (negative: flip; 0: repeat one element, as expand), output rank = input rank."""
+    # x: rank r <= 6, int8  ->  y: rank r, int8, dim k of size size_k
+    attrs = dict(locals())
+    del attrs["x"]
+    dims = _slice_dims(x, attrs)
+    x6 = x.reshape((1,) * (SLICE_RANK - x.ndim) + x.shape)
+    index = np.ix_(*[start + step * np.arange(size) for start, step, size in dims])
+    return np.ascontiguousarray(x6[index].reshape(strided_slice_shape(x, **attrs)))
+
+
+def gather_attrs(axis: int, rank: int) -> dict:
+    """gather's attribute for rank-r `axis` (negative allowed here)."""
+    return {"axis": axis % rank + SLICE_RANK - rank}
+
+
+def gather_shape(x, indices, *, axis):
+    """The shape gather returns (ValueError outside its domain), without allocating it."""
+    as_array(x, np.int8, "x")
+    as_array(indices, np.int32, "indices", 1)
+    check(1 <= x.ndim <= SLICE_RANK, f"gather: rank {x.ndim} not in 1..{SLICE_RANK}")
+    lead = SLICE_RANK - x.ndim
+    check(lead <= axis < SLICE_RANK,
+          f"gather: axis {axis} is not a 6-D dim of a rank-{x.ndim} tensor")
+    n = x.shape[axis - lead]
+    check(indices.size >= 1, "gather: no indices (an empty result)")
+    check(int(indices.min()) >= 0 and int(indices.max()) < n,
+          f"gather: an index outside [0, {n})")
+    return x.shape[:axis - lead] + (indices.size,) + x.shape[axis - lead + 1:]
+
+
+def gather(x, indices, *, axis):
+    """y[..., j, ...] = x[..., indices[j], ...] along 6-D dim `axis` (index_select)."""
+    # x: rank r <= 6, int8; indices: (W,) int32 in [0, n_axis)  ->  y: rank r, n_axis -> W
+    gather_shape(x, indices, axis=axis)
+    return np.ascontiguousarray(np.take(x, indices, axis=axis - (SLICE_RANK - x.ndim)))

@@ -81,11 +81,17 @@ def _padded_avg_pool(node: Node) -> str:
             f"t/l/b/r {'/'.join(map(str, pads))}); the U85 takes it")
 
 
+def _gather(node: Node) -> str:
+    return "gather: Ethos-U55/U65 have no GATHER (Vela refuses it); the U85 takes it"
+
+
 RULES: list[Rule] = [
     Rule("channels", ("u55", "u65", "u85"), MAC_OPS, _channels,
          "CONV2D: Tensor axis C in range 1..65536"),
     Rule("avg_pool_padded_kernel", ("u55", "u65"), ("avg_pool2d",), _padded_avg_pool,
          "U55/U65 AVG_POOL2D: IF padding is used: 1 <= kernel_x <= 8 and 1 <= kernel_y <= 8"),
+    Rule("gather", ("u55", "u65"), ("gather",), _gather,
+         "U55/U65: GATHER is not in the supported operators (Non-passthrough operation)"),
 ]
 
 

@@ -258,6 +258,42 @@ def lower_pad(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.pad(ins[0], before, after, node.attrs["value"], out)
 
 
+def check_slice(node: Node) -> str:
+    a, rank = node.attrs, len(node.inputs[0].shape)
+    if any(a[f"step{k}"] not in (-1, 0, 1) and a[f"size{k}"] > 1 for k in range(6)):
+        return "strided_slice: a step other than -1, 0 or 1 (TOSA SLICE reads whole boxes)"
+    return "" if rank <= 4 else f"strided_slice: rank {rank} outside 1..4"
+
+
+def lower_slice(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """SLICE of the box read, then REVERSE along each step -1 dim, TILE along the step 0 ones."""
+    a, real = node.attrs, range(6 - len(node.inputs[0].shape), 6)
+    size = [a[f"size{k}"] for k in real]
+    step = [a[f"step{k}"] if n > 1 else 1 for k, n in zip(real, size)]
+    start = [a[f"start{k}"] + min(st, 0) * (n - 1) for k, st, n in zip(real, step, size)]
+    todo = [("REVERSE", k) for k, st in enumerate(step) if st < 0] + [("TILE", 0)] * (0 in step)
+    y = b.slice(ins[0], start, [n if st else 1 for st, n in zip(step, size)], None if todo else out)
+    for i, (op, k) in enumerate(todo):
+        last = out if i == len(todo) - 1 else None
+        if op == "REVERSE":
+            y = b.op("REVERSE", [y], b.shape(y), "int8", attr("Reverse", k), last)
+        else:
+            tiles = b.shape_const([n if st == 0 else 1 for st, n in zip(step, size)])
+            y = b.op("TILE", [y, tiles], size, "int8", attr("Tile"), last)
+    return y
+
+
+def lower_gather(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """x as [outer, n, inner] -> GATHER with the indices repeated per outer index -> y."""
+    x, idx = node.inputs[0], node.inputs[1].data
+    axis = node.attrs["axis"] - (6 - len(x.shape))
+    outer, inner = int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis + 1:]))
+    values = b.reshape(ins[0], [outer, x.shape[axis], inner])
+    table = b.const(np.tile(idx, (outer, 1)), "int32", "indices")
+    y = b.op("GATHER", [values, table], [outer, idx.size, inner], "int8", attr("Gather"))
+    return b.reshape(y, list(node.outputs[0].shape), out)
+
+
 def lower_reshape(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.reshape(ins[0], node.outputs[0].shape, out)
 
@@ -281,5 +317,7 @@ RULES = {
     "concat": (S.check_movement, lower_concat),
     "pad": (S.check_movement, lower_pad),
     "copy": (S.check_movement, lower_reshape),
+    "strided_slice": (check_slice, lower_slice),
+    "gather": (S.check_movement, lower_gather),
     "reshape": (S.check_movement, lower_reshape),
 }
