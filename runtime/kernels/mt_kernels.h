@@ -12,6 +12,7 @@
  *   pool/        max_pool2d, avg_pool2d
  *   softmax/     softmax
  *   movement/    transpose, concat, pad, copy
+ *   reduce/      reduce_sum, reduce_max, reduce_min
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -40,6 +41,9 @@ mt_status mt_pad_s8(const mt_op_args *args);
 mt_status mt_copy_s8(const mt_op_args *args);
 mt_status mt_maximum_s8(const mt_op_args *args);
 mt_status mt_minimum_s8(const mt_op_args *args);
+mt_status mt_reduce_sum_s8(const mt_op_args *args);
+mt_status mt_reduce_max_s8(const mt_op_args *args);
+mt_status mt_reduce_min_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

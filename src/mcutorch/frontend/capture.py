@@ -57,6 +57,9 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     remove_identities(gm)
     fold_constants(gm, {*sig.parameters, *sig.lifted_tensor_constants})
     fold_batch_norm(gm)
+    from mcutorch.frontend.builders.reduce import max_values
+
+    max_values(gm)  # max/min over a dim: their values only
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm

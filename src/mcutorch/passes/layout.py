@@ -3,7 +3,7 @@
 - conv weights OIHW -> OHWI; depthwise (groups == in channels) becomes `depthwise_conv2d` with
   weights [KH, KW, C*M];
 - a 4-D constant read as an activation (a folded constant added to one, ...) is transposed too;
-- axis attributes (concat, pad, softmax, transpose) are renumbered;
+- axis attributes (concat, pad, softmax, transpose, the reductions' axes mask) are renumbered;
 - a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
   fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
   transposes around it.
@@ -133,5 +133,13 @@ def _pad(node, graph, consumers):
     return [node]
 
 
+def _reduce(node, graph, consumers):
+    if node.inputs[0].layout == "NHWC":  # the mask's bit i (NCHW dim i) moves to AXIS_NHWC[i]
+        mask = node.attrs["axes"]
+        node.attrs["axes"] = sum(1 << AXIS_NHWC[i] for i in range(4) if mask >> i & 1)
+    return [node]
+
+
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
-          "softmax": _softmax, "pad": _pad}
+          "softmax": _softmax, "pad": _pad, "reduce_sum": _reduce, "reduce_max": _reduce,
+          "reduce_min": _reduce}

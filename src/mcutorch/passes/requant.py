@@ -6,13 +6,16 @@ Rank < 4 tensors are treated as 4-D with leading 1-dims for perm/axis/pad (ref/m
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mcutorch import ops
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
-from mcutorch.quant import quantize_multiplier, quantize_multipliers
+from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
 from mcutorch.ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
+from mcutorch.ref.reduce import sum_range
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
 SHARED = frozenset(d.name for d in ops.REGISTRY if d.qparams == "shared")
@@ -103,6 +106,22 @@ def _softmax(node: Node) -> None:
     node.attrs = {}
 
 
+def _reduce(node: Node) -> None:
+    """reduce_sum: mult = s_in / (count * s_out), count 1 for a sum, the reduced elements for a
+    mean; reduce_max/min share qparams and keep only the axes and clamp."""
+    x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    if node.op != "reduce_sum":
+        node.attrs = {"axes": a["axes"], **_act(node)}
+        return
+    m, s = quantize_multiplier(x.scale / (y.scale * a["divide"]))
+    count = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
+    if any(abs(int(rq(v, m, s))) >= 1 << 31 for v in sum_range(count, x.zero_point)):
+        raise UnsupportedOpError(f"{node.source}: a sum of {count} int8 values scaled by "
+                                 f"{x.scale / y.scale:g} can leave int32 after requantization")
+    node.attrs = {"axes": a["axes"], "in_zp": x.zero_point, "out_zp": y.zero_point, "mult": m,
+                  "shift": s, **_act(node)}
+
+
 def _transpose(node: Node) -> None:
     node.attrs = transpose_attrs(node.attrs["perm"])
 
@@ -129,7 +148,8 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
-         "reshape": _no_attrs, "copy": _no_attrs}
+         "reshape": _no_attrs, "copy": _no_attrs, "reduce_sum": _reduce, "reduce_max": _reduce,
+         "reduce_min": _reduce}
 
 
 def _share_qparams(node: Node) -> list[Node]:

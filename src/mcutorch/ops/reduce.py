@@ -1,0 +1,31 @@
+"""Reductions (runtime/kernels/reduce/): sum, mean, max and min over any set of axes.
+
+`axes` is a bit mask over the input's dims (bit i: dim i is reduced); the output keeps the
+input's rank with every reduced dim 1 (keepdim=False is a free reshape after it). A mean is a
+`reduce_sum` whose multiplier holds 1 / count (docs/numerics.md, "Reductions")."""
+from __future__ import annotations
+
+from mcutorch.ops.defs import OpDef, Source
+
+REDUCE_OUT = ("axes", "in_zp", "out_zp", "mult", "shift", "act_min", "act_max")
+
+OPS = (
+    OpDef("reduce_sum", 18, ("x",), ("y",), REDUCE_OUT,
+          {"x": "any rank 1..6 (NHWC for 4-D)", "y": "x's rank, reduced dims 1"},
+          family="reduce",
+          sources=(Source("aten.sum.dim_IntList", "free"), Source("aten.sum.default", "free"),
+                   Source("aten.mean.dim", "shared"), Source("aten.mean.default", "shared")),
+          fusable=True, since=3,
+          doc="y = clamp(rq(sum over axes of (x - in_zp)) + out_zp); a mean folds 1/count "
+              "into mult"),
+    OpDef("reduce_max", 19, ("x",), ("y",), ("axes", "act_min", "act_max"),
+          {"x": "any rank 1..6 (NHWC for 4-D)", "y": "x's rank, reduced dims 1"},
+          family="reduce",
+          sources=(Source("aten.amax.default", "shared"), Source("aten.max.default", "shared")),
+          qparams="shared", fusable=True, since=3, doc="y = clamp(max over axes of x)"),
+    OpDef("reduce_min", 20, ("x",), ("y",), ("axes", "act_min", "act_max"),
+          {"x": "any rank 1..6 (NHWC for 4-D)", "y": "x's rank, reduced dims 1"},
+          family="reduce",
+          sources=(Source("aten.amin.default", "shared"), Source("aten.min.default", "shared")),
+          qparams="shared", fusable=True, since=3, doc="y = clamp(min over axes of x)"),
+)
