@@ -189,3 +189,122 @@ def test_reduce_kernels_host(cases, tmp_path):
 @pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
 def test_reduce_kernels_qemu(cases, tmp_path, board, cpu):
     run_board(cases, tmp_path, board, cpu)
+
+
+# ----------------------------------------------------------------------------- TOSA
+
+@pytest.mark.parametrize("shape,dims", GEOMETRIES[::2] + [((2, 3, 4, 5), (0, 1, 2, 3))])
+def test_tosa_lowering_is_exact(shape, dims):
+    """x - in_zp by RESCALE, REDUCE_SUM per axis, RESCALE (+ CLAMP); REDUCE_MAX/MIN on int8: on
+    the TOSA reference model, identical to the definition on extreme and random inputs."""
+    from test_tosa import check_op
+
+    count = math.prod(shape[d] for d in dims)
+    m, s = mean_scale(count)
+    rng = np.random.default_rng(count)
+    check_op("reduce_sum", [shape], rng=rng, axes=mask(dims), in_zp=-7, out_zp=5, mult=m,
+             shift=s, act_min=-100, act_max=127)
+    m, s = quant.quantize_multiplier(0.01)
+    check_op("reduce_sum", [shape], rng=rng, axes=mask(dims), in_zp=127, out_zp=-128, mult=m,
+             shift=s, act_min=-128, act_max=127)
+    check_op("reduce_max", [shape], rng=rng, axes=mask(dims), act_min=-128, act_max=127)
+    check_op("reduce_min", [shape], rng=rng, axes=mask(dims), act_min=-3, act_max=90)
+
+
+def test_tosa_refuses_a_sum_its_rescale_cannot_take():
+    """apply_scale_32 needs |sum| < 2^(shift-1): a large scale on a long sum stays on the CPU."""
+    from test_tosa import single_op
+
+    from mcutorch.backends import tosa
+
+    attrs = dict(axes=4, in_zp=-128, out_zp=0, mult=INT32_MAX, shift=10, act_min=-128,
+                 act_max=127)
+    ok, why = tosa.tosa_support(single_op("reduce_sum", [(2, 3, 4)], **attrs).nodes[0])
+    assert not ok and "reduce_sum: the sum spans [0, 1020]" in why, why
+
+
+# ----------------------------------------------------------------------------- end to end
+
+class Reductions(nn.Module):
+    """A conv, then every reduction form: means and sums over C, H, W, several dims and every
+    element, with and without keepdim, negative dims, amax/amin, max/min values, 5-D."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.conv(x)
+        outs = [y.mean(1), y.mean(1, keepdim=True), y.mean((0, 2)), y.sum(-1) * 0.25,
+                torch.relu(y.sum((2, 3), keepdim=True)), y.amax((1, 3)), y.amin(2, keepdim=True),
+                y.max(dim=1).values, torch.min(y, -1, keepdim=True)[0], y.max(), y.min(),
+                y.reshape(2, 2, 4, 6, 7).mean((1, 3)), self.fc(y.mean((2, 3))).sum(-1),
+                y.sum(), y.mean(dim=(-3, -1))]
+        return torch.cat([o.reshape(-1) for o in outs])
+
+
+def test_reductions_end_to_end():
+    """Every reduction of a torch module within 1 LSB of PyTorch's fake-quant model on >= 99 %
+    of the elements (each layer fed the same int8 input too), the program's ops as expected, and
+    the TOSA lowering exact on the reference model."""
+    torch.manual_seed(7)
+    model = Reductions().eval()
+    cal = [torch.randn(2, 3, 6, 7) for _ in range(8)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],))
+    names = [op.name for op in program.program.ops]
+    assert names.count("reduce_sum") >= 8 and names.count("reduce_max") == 3, names
+    assert names.count("reduce_min") == 3 and "avg_pool2d" in names, names
+    out = program.program.tensors[program.program.outputs[0]]
+    within = []
+    for x in cal[:4]:
+        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
+        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
+    share = float(np.concatenate(within).mean())
+    print(f"reductions end to end: {share:.2%} of the outputs within 1 LSB of fake-quant")
+    assert share >= 0.99
+    report = layer_by_layer(qmodel, (cal[1],))
+    reduce_rows = [r for r in report if r["op"].startswith("reduce_")]  # the ones whose output
+    # is a quantize node's (keepdim; without it the reshape after the op holds the qparams)
+    assert len(reduce_rows) >= 4 and all(r["within_1lsb"] >= 0.99 for r in reduce_rows), report
+    from mcutorch.backends import tosa
+
+    tosa.verify_program_graph(build_graph(qmodel))
+
+
+class Wrap(nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
+def test_argmax_indices_are_refused_naming_the_node():
+    with pytest.raises(UnsupportedOpError, match=r"test_reduce.py:\d+ \(aten\.max\.dim\): its "
+                                                 r"indices output \(an int64 argmax\) is used"):
+        mcutorch.quantize(Wrap(lambda x: x.max(1)[1] + x.max(1)[0]), (torch.randn(2, 3),))
+
+
+def test_a_sum_over_more_than_2p23_elements_is_refused_at_compile_time():
+    x = torch.randn(MAX_COUNT + 1)
+    qmodel = mcutorch.quantize(Wrap(lambda v: v.sum()), (x,))
+    with pytest.raises(UnsupportedOpError, match=r"a sum over 8388609 elements; mcutorch sums "
+                                                 r"at most 2\^23"):
+        mcutorch.compile(qmodel, (x,))
+
+
+def test_a_sum_that_requantizes_out_of_int32_is_refused_at_compile_time():
+    """A custom scale so small that rq(sum) leaves int32: named at compile time, not run time."""
+    from mcutorch.passes import requant
+    from mcutorch.ir import Graph, Node, Tensor
+
+    x = Tensor("x", (4, 3000), scale=1.0, zero_point=-128)
+    y = Tensor("y", (4, 1), scale=1e-6, zero_point=0)
+    graph = Graph([Node("reduce_sum", [x], [y], {"axes": 2, "divide": 1}, "m.py:1 (sum)")],
+                  [x], [y])
+    with pytest.raises(UnsupportedOpError, match=r"m.py:1 \(sum\): a sum of 3000 int8 values "
+                                                 r"scaled by 1e\+06 can leave int32"):
+        requant.run(graph)

@@ -260,8 +260,8 @@ def lower_reduce_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:
     for k, axis in enumerate(axes):
         shape = [1 if i == axis else d for i, d in enumerate(b.shape(y))]
         last = k == len(axes) - 1 and not narrow
-        y = b.op(f"REDUCE_{kind.upper()}", [y], shape, "int8",
-                 attr(f"Reduce{kind}", axis, ts.NanPropagationMode.PROPAGATE), out if last else None)
+        at = attr(f"Reduce{kind}", axis, ts.NanPropagationMode.PROPAGATE)
+        y = b.op(f"REDUCE_{kind.upper()}", [y], shape, "int8", at, out if last else None)
     return _clamp_if(b, y, node, out)
 
 
