@@ -308,3 +308,33 @@ def test_a_sum_that_requantizes_out_of_int32_is_refused_at_compile_time():
     with pytest.raises(UnsupportedOpError, match=r"m.py:1 \(sum\): a sum of 3000 int8 values "
                                                  r"scaled by 1e\+06 can leave int32"):
         requant.run(graph)
+
+
+class OnTheNpu(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.d = nn.Conv2d(1, 8, 1)
+
+    def forward(self, x):
+        y = self.c(x)
+        z = (y.mean(1, keepdim=True) + y.amax(1, keepdim=True) + y.sum(1, keepdim=True) * 0.1
+             + y.amin(1, keepdim=True))
+        return self.d(torch.relu(z))
+
+
+@pytest.mark.parametrize("npu", ["ethos-u55-128", "ethos-u85-256"])
+def test_reductions_go_to_the_npu(npu):
+    """Vela takes REDUCE_SUM / REDUCE_MAX / REDUCE_MIN with their RESCALEs: the whole model is
+    one delegate, and the program computes what the CPU-only program does, bit for bit."""
+    from mcutorch.backends.ethos_u.partition import partition
+
+    torch.manual_seed(0)
+    cal = [torch.randn(1, 3, 8, 8) for _ in range(4)]
+    qmodel = mcutorch.quantize(OnTheNpu().eval(), (cal[0],), calibration=cal)
+    part = partition(build_graph(qmodel), npu)
+    assert len(part.groups) == 1 and all(r.npu for r in part.rows), part.rows
+    program = mcutorch.compile(qmodel, (cal[0],), target=f"cortex-m55+{npu}")
+    cpu = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55")
+    assert program.program.ops[0].name == "delegate"
+    assert np.array_equal(program.run(cal[1]).numpy(), cpu.run(cal[1]).numpy())
