@@ -1,8 +1,9 @@
-"""Reductions (reduce_sum / reduce_max / reduce_min; sum, mean, amax, amin, max/min values of
-torch): the definition against independent formulas, the C kernel bit-exact against it on the
-host (ASan + UBSan) and on every emulated board, the TOSA lowering on the reference model, the
-domain edges in both executors, and end to end from torch modules against PyTorch's fake-quant
-model (within 1 LSB, layer by layer too)."""
+"""Reductions (reduce_sum / reduce_max / reduce_min; torch's sum, mean, amax, amin and the
+values of max/min) and log_softmax, with softmax and log_softmax over any dim: the definition
+against independent formulas, the C kernel bit-exact against it on the host (ASan + UBSan) and on
+every emulated board, the TOSA lowering on the reference model, the domain edges in both
+executors, and end to end from torch modules against PyTorch's fake-quant model (within 1 LSB,
+layer by layer too)."""
 from __future__ import annotations
 
 import itertools
@@ -20,6 +21,7 @@ from mcutorch.compiler import build_graph
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ref import KERNELS
 from mcutorch.ref.reduce import MAX_COUNT
+from mcutorch.ref.softmax import log_softmax_tables
 
 from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, bad, pick_act, pick_zp, rng_for,
                             run_board, run_host, s8)
@@ -134,7 +136,49 @@ def reduce_cases():
                        act=(-128, 127)),  # DSP: 16-bit halves flushed every 256 rows
               sum_case("reduce_sum_all_127", (1, 300, 2, 4), (1, 2), zp=(-128, 0))]
     cases[-1].inputs = (np.full((1, 300, 2, 4), 127, np.int8),)
-    return cases + reduce_bad_cases()
+    return cases + reduce_bad_cases() + log_softmax_cases()
+
+
+def log_softmax_case(name, shape, s_in=0.05, s_out=0.06, zp=127, x=None):
+    rng = rng_for(name)
+    exp, log, in_mult, ln2 = log_softmax_tables(s_in, s_out)
+    x = s8(rng, shape) if x is None else x
+    return Case(name, "log_softmax", (x, exp, log), dict(in_mult=in_mult, ln2=ln2, out_zp=zp))
+
+
+def log_softmax_cases():
+    cases = [log_softmax_case(f"log_softmax_{i}", s, s_in, s_out, zp)
+             for i, (s, s_in, s_out, zp) in enumerate([
+                 ((1,), 0.05, 0.06, 127), ((3, 17), 0.1, 0.05, 120), ((2, 3, 300), 0.02, 0.04, 127),
+                 ((2, 2, 2, 5), 0.5, 0.2, 0), ((4, 64), 0.004, 0.0014, 127),
+                 ((1, 1000), 0.03, 0.03, -128), ((5, 2), 1.0, 1.0 / 64, 127)])]
+    x = np.full((2, 32767), 127, np.int8)
+    x[1, ::3] = -128
+    cases.append(log_softmax_case("log_softmax_row_32767", x.shape, 0.08, 0.05, 127, x=x))
+    base = log_softmax_case("log_softmax_edge", (2, 9))
+    x, exp, log = base.inputs
+    low = exp.copy()
+    low[0] = 1  # the smallest table the domain allows: sums below 2^16, negative log terms
+    edge = [Case("log_softmax_edge_in_mult_max", "log_softmax", base.inputs,
+                 {**base.attrs, "in_mult": 1 << 22}),
+            Case("log_softmax_edge_ln2_max", "log_softmax", (x, exp, np.full(256, 1 << 25,
+                 np.int32)), {**base.attrs, "ln2": 1 << 25}),
+            Case("log_softmax_edge_exp_small", "log_softmax", (x, low, log), base.attrs)]
+    over_log = log.copy()
+    over_log[7] = base.attrs["ln2"] + 1
+    bad_exp = exp.copy()
+    bad_exp[0] = 0
+    return cases + edge + [
+        bad(base, "in_mult_2p22_plus1", in_mult=(1 << 22) + 1),
+        bad(base, "in_mult_neg", in_mult=-1),
+        bad(base, "ln2_2p25_plus1", ln2=(1 << 25) + 1), bad(base, "out_zp128", out_zp=128),
+        bad(base, "log_table_over_ln2", inputs=(x, exp, over_log)),
+        bad(base, "log_table_neg", inputs=(x, exp, np.full(256, -1, np.int32))),
+        bad(base, "exp_table_0", inputs=(x, bad_exp, log)),
+        bad(base, "log_table_short", inputs=(x, exp, log[:255])),
+        bad(base, "row_32768", inputs=(np.zeros((1, 32768), np.int8), exp, log),
+            out_shape=(1, 32768)),
+        bad(base, "y_shape", out_shape=(9, 2), ref_raises=False)]
 
 
 def reduce_bad_cases():
@@ -189,6 +233,30 @@ def test_reduce_kernels_host(cases, tmp_path):
 @pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
 def test_reduce_kernels_qemu(cases, tmp_path, board, cpu):
     run_board(cases, tmp_path, board, cpu)
+
+
+def test_log_softmax_against_float():
+    """The integer log_softmax is within 1 LSB of float64 log_softmax of the dequantized input,
+    quantized with the output qparams, on random and extreme rows."""
+    rng = np.random.default_rng(5)
+    for s_in, s_out, n in ((0.05, 0.06, 10), (0.2, 0.1, 1000), (0.01, 0.02, 3), (0.5, 0.25, 64)):
+        exp, log, in_mult, ln2 = log_softmax_tables(s_in, s_out)
+        x = s8(rng, (50, n))
+        x[0] = 127
+        x[1, 1:] = -128
+        y = KERNELS["log_softmax"](x, exp, log, in_mult=in_mult, ln2=ln2, out_zp=127)
+        v = x.astype(np.float64) * s_in
+        ref = v - v.max(-1, keepdims=True)
+        ref = ref - np.log(np.exp(ref).sum(-1, keepdims=True))
+        want = np.clip(np.round(ref / s_out) + 127, -128, 127)
+        assert np.abs(y - want).max() <= 1, (s_in, s_out, n)
+
+
+def test_log_softmax_scales_outside_the_domain_are_refused():
+    with pytest.raises(ValueError, match="s_in / s_out <= 64"):
+        log_softmax_tables(1.0, 0.01)
+    with pytest.raises(ValueError, match="outside the domain"):
+        log_softmax_tables(0.001, 0.001)
 
 
 # ----------------------------------------------------------------------------- TOSA
@@ -271,6 +339,44 @@ def test_reductions_end_to_end():
     from mcutorch.backends import tosa
 
     tosa.verify_program_graph(build_graph(qmodel))
+
+
+class Softmaxes(nn.Module):
+    """softmax and log_softmax over every dim of a 4-D NCHW tensor, of 3-D and 5-D views."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        outs = [f(y, d) for f in (torch.softmax, torch.log_softmax) for d in (0, 1, 2, -1)]
+        outs += [torch.softmax(y.reshape(2, 6, 20), 1), torch.log_softmax(y.reshape(2, 6, 20), 0),
+                 torch.log_softmax(y.reshape(2, 3, 2, 4, 5), 2),
+                 nn.functional.log_softmax(y.flatten(1), -1)]
+        return torch.cat([o.reshape(-1) for o in outs])
+
+
+def test_softmax_and_log_softmax_over_any_dim_end_to_end():
+    """A softmax or log_softmax over any dim is the last-axis kernel between two transposes (none
+    when the dim is the stored last one, NHWC's C); within 1 LSB of fake-quant."""
+    torch.manual_seed(3)
+    model = Softmaxes().eval()
+    cal = [torch.randn(2, 3, 4, 5) for _ in range(8)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],))
+    names = [op.name for op in program.program.ops]
+    assert names.count("softmax") == 5 and names.count("log_softmax") == 7, names
+    out = program.program.tensors[program.program.outputs[0]]
+    within = []
+    for x in cal[:4]:
+        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
+        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
+    share = float(np.concatenate(within).mean())
+    print(f"softmax / log_softmax over any dim: {share:.2%} within 1 LSB of fake-quant")
+    assert share >= 0.99
+    report = [r for r in layer_by_layer(qmodel, (cal[1],)) if r["op"] == "log_softmax"]
+    assert report and all(r["within_1lsb"] >= 0.99 for r in report), report
 
 
 class Wrap(nn.Module):

@@ -4,15 +4,17 @@
   weights [KH, KW, C*M];
 - a 4-D constant read as an activation (a folded constant added to one, ...) is transposed too;
 - axis attributes (concat, pad, softmax, transpose, the reductions' axes mask) are renumbered;
+  a softmax over another dim than the last gets a transpose to the last and back around it;
 - a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
   fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
   transposes around it.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor
 
 TO_NHWC = (0, 2, 3, 1)  # nhwc = nchw.transpose(TO_NHWC)
@@ -118,11 +120,22 @@ def _concat(node, graph, consumers):
 
 
 def _softmax(node, graph, consumers):
+    """The kernels take rows along the last axis: over another dim d of [A, D, B] (stored order,
+    B > 1), reshape to [A, D, B], transpose to [A, B, D] and back around the op."""
     _axis(node, "dim")
-    if node.attrs["dim"] != len(node.outputs[0].shape) - 1:
-        raise UnsupportedOpError(f"{node.source}: softmax over a dimension other than the "
-                                 "channels / last one")
-    return [node]
+    x, y, dim = node.inputs[0], node.outputs[0], node.attrs["dim"]
+    a, d, b = math.prod(x.shape[:dim]), x.shape[dim], math.prod(x.shape[dim + 1:])
+    if b == 1:
+        return [node]
+
+    x3 = Tensor(x.name + "_rows3", (a, d, b), x.dtype, x.scale, x.zero_point)
+    y3 = Tensor(y.name + "_rows3", (a, d, b), y.dtype, y.scale, y.zero_point)
+    yt = Tensor(y.name + "_rows", (a, b, d), y.dtype, y.scale, y.zero_point)
+    pre = [Node("reshape", [x], [x3], {}, node.source)]
+    xt = _transpose(x3, (0, 2, 1), (a, b, d), pre, node)
+    node.inputs, node.outputs, node.attrs["dim"] = [xt], [yt], 2
+    return [*pre, node, Node("transpose", [yt], [y3], {"perm": (0, 2, 1)}, node.source),
+            Node("reshape", [y3], [y], {}, node.source)]
 
 
 def _pad(node, graph, consumers):
@@ -142,4 +155,4 @@ def _reduce(node, graph, consumers):
 
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
           "softmax": _softmax, "pad": _pad, "reduce_sum": _reduce, "reduce_max": _reduce,
-          "reduce_min": _reduce}
+          "reduce_min": _reduce, "log_softmax": _softmax}

@@ -16,6 +16,7 @@ from mcutorch.ir import Graph, Node, Tensor, same_qparams
 from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
 from mcutorch.ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
 from mcutorch.ref.reduce import sum_range
+from mcutorch.ref.softmax import log_softmax_tables
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
 SHARED = frozenset(d.name for d in ops.REGISTRY if d.qparams == "shared")
@@ -122,6 +123,18 @@ def _reduce(node: Node) -> None:
                   "shift": s, **_act(node)}
 
 
+def _log_softmax(node: Node) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    if x.shape[-1] > 32767:
+        raise UnsupportedOpError(f"{node.source}: log_softmax over {x.shape[-1]} > 32767 values")
+    try:
+        exp, log, in_mult, ln2 = log_softmax_tables(x.scale, y.scale)
+    except ValueError as err:
+        raise UnsupportedOpError(f"{node.source}: {err}") from None
+    node.inputs = [x, _const(y.name + "_exp", exp), _const(y.name + "_log", log)]
+    node.attrs = {"in_mult": in_mult, "ln2": ln2, "out_zp": y.zero_point}
+
+
 def _transpose(node: Node) -> None:
     node.attrs = transpose_attrs(node.attrs["perm"])
 
@@ -149,7 +162,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
          "reshape": _no_attrs, "copy": _no_attrs, "reduce_sum": _reduce, "reduce_max": _reduce,
-         "reduce_min": _reduce}
+         "reduce_min": _reduce, "log_softmax": _log_softmax}
 
 
 def _share_qparams(node: Node) -> list[Node]:
