@@ -20,7 +20,7 @@ from mcutorch.compare import layer_by_layer
 from mcutorch.compiler import build_graph
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ref import KERNELS
-from mcutorch.ref.reduce import MAX_COUNT
+from mcutorch.ref.reduce import MAX_COUNT, var_bound
 from mcutorch.ref.softmax import log_softmax_tables
 
 from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, bad, pick_act, pick_zp, rng_for,
@@ -136,7 +136,46 @@ def reduce_cases():
                        act=(-128, 127)),  # DSP: 16-bit halves flushed every 256 rows
               sum_case("reduce_sum_all_127", (1, 300, 2, 4), (1, 2), zp=(-128, 0))]
     cases[-1].inputs = (np.full((1, 300, 2, 4), 127, np.int8),)
-    return cases + reduce_bad_cases() + log_softmax_cases()
+    return cases + reduce_bad_cases() + log_softmax_cases() + var_cases()
+
+
+def var_attrs(count, root, correction=1, s_in=0.05, s_out=0.02):
+    """The attributes passes/requant.py gives a var (root 0) or std (root 1)."""
+    bits = var_bound(count).bit_length()
+    pre = (62 - bits) // 2 if root else max(0, bits - 31)
+    real = (s_in * s_in / (count * (count - correction))) ** (0.5 if root else 1.0)
+    m, s = quant.quantize_multiplier(real * (2.0**-pre if root else 2.0**pre) / s_out)
+    return dict(root=root, pre=pre, mult=m, shift=s)
+
+
+def var_case(name, shape, dims, root, x=None):
+    rng = rng_for(name)
+    count = math.prod(shape[d] for d in dims)
+    lo, hi = pick_act(rng, -128)
+    attrs = dict(axes=mask(dims), **var_attrs(count, root, s_out=0.02 if root else 0.001),
+                 out_zp=-128, act_min=lo, act_max=hi)
+    return Case(name, "reduce_var", (s8(rng, shape) if x is None else x,), attrs)
+
+
+def var_cases():
+    cases = [var_case(f"reduce_{('var', 'std')[root]}_{i}", shape, dims, root)
+             for i, (shape, dims) in enumerate(GEOMETRIES[1::2]) for root in (0, 1)]
+    half = np.tile(np.array([-128, 127], np.int8), 150).reshape(1, 300)  # the largest D
+    cases += [var_case(f"reduce_{('var', 'std')[r]}_extreme", (1, 300), (1,), r, x=half)
+              for r in (0, 1)]
+    cases += [var_case("reduce_std_constant", (3, 7), (1,), 1, x=np.full((3, 7), 5, np.int8))]
+    base = var_case("reduce_var_edge", (2, 6), (1,), 0)
+    std = var_case("reduce_std_edge", (2, 6), (1,), 1)
+    top = var_bound(6)  # 9 * 65025 = 585225 ~ 2^19.2: D * 4^pre < 2^62 up to pre = 21
+    assert top << 42 < 1 << 62 <= top << 44
+    return cases + [
+        Case("reduce_std_edge_pre_max", "reduce_var", std.inputs, {**std.attrs, "pre": 21,
+                                                                    "mult": 1, "shift": 62}),
+        bad(std, "pre_over", pre=22), bad(std, "pre_neg", pre=-1), bad(base, "pre_63", pre=63),
+        bad(base, "root2", root=2), bad(base, "rq_overflow", pre=0, mult=INT32_MAX, shift=19),
+        Case("reduce_var_edge_rq_max", "reduce_var", base.inputs,
+             {**base.attrs, "pre": 0, "mult": INT32_MAX, "shift": 20}),
+        bad(base, "axes0", axes=0), bad(base, "y_shape", out_shape=(2, 6), ref_raises=False)]
 
 
 def log_softmax_case(name, shape, s_in=0.05, s_out=0.06, zp=127, x=None):
@@ -233,6 +272,25 @@ def test_reduce_kernels_host(cases, tmp_path):
 @pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
 def test_reduce_kernels_qemu(cases, tmp_path, board, cpu):
     run_board(cases, tmp_path, board, cpu)
+
+
+@pytest.mark.parametrize("root", [0, 1])
+def test_var_std_against_float(root):
+    """With the compiler's attributes the integer var/std is within 1 LSB of float64's on the
+    same int8 values (biased and unbiased), on every mask of a 4-D tensor."""
+    rng = np.random.default_rng(root)
+    x = s8(rng, (3, 4, 5, 6))
+    for r in range(1, 5):
+        for dims in itertools.combinations(range(4), r):
+            count = math.prod(x.shape[d] for d in dims)
+            for c in (0, 1):
+                s_out = 0.02 if root else 0.001
+                a = var_attrs(count, root, c, s_in=0.05, s_out=s_out)
+                y = KERNELS["reduce_var"](x, axes=mask(dims), **a, out_zp=-128, act_min=-128,
+                                          act_max=127)
+                v = (x.astype(np.float64) * 0.05).var(axis=dims, ddof=c, keepdims=True)
+                want = np.clip(np.round((np.sqrt(v) if root else v) / s_out) - 128, -128, 127)
+                assert np.abs(y.astype(np.int64) - want).max() <= 1, (dims, c)
 
 
 def test_log_softmax_against_float():
@@ -377,6 +435,43 @@ def test_softmax_and_log_softmax_over_any_dim_end_to_end():
     assert share >= 0.99
     report = [r for r in layer_by_layer(qmodel, (cal[1],)) if r["op"] == "log_softmax"]
     assert report and all(r["within_1lsb"] >= 0.99 for r in report), report
+
+
+class Spreads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        outs = [y.var(1), y.std((2, 3), keepdim=True), y.var(unbiased=False),
+                torch.std(y, -1, correction=0), y.reshape(2, 3, 2, 6, 5).var((1, 3)), y.std()]
+        return torch.cat([o.reshape(-1) for o in outs])
+
+
+def test_var_and_std_end_to_end():
+    torch.manual_seed(4)
+    model = Spreads().eval()
+    cal = [torch.randn(2, 3, 6, 5) for _ in range(8)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],))
+    assert [op.name for op in program.program.ops].count("reduce_var") == 6
+    out = program.program.tensors[program.program.outputs[0]]
+    within = []
+    for x in cal[:4]:
+        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
+        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
+    share = float(np.concatenate(within).mean())
+    print(f"var / std end to end: {share:.2%} within 1 LSB of fake-quant")
+    assert share >= 0.99
+
+
+def test_var_of_one_element_unbiased_is_refused():
+    """PyTorch's var of one element with correction 1 is NaN: calibration names it."""
+    from mcutorch.errors import QuantizeError
+
+    with pytest.raises(QuantizeError, match=r"\[nan, nan\] at test_reduce.py:\d+ \(aten.var.dim\)"):
+        mcutorch.quantize(Wrap(lambda v: v.var(1)), (torch.randn(3, 1),))
 
 
 class Wrap(nn.Module):

@@ -28,4 +28,14 @@ OPS = (
           family="reduce",
           sources=(Source("aten.amin.default", "shared"), Source("aten.min.default", "shared")),
           qparams="shared", fusable=True, since=3, doc="y = clamp(min over axes of x)"),
+    OpDef("reduce_var", 22, ("x",), ("y",),
+          ("axes", "root", "pre", "mult", "shift", "out_zp", "act_min", "act_max"),
+          {"x": "any rank 1..6 (NHWC for 4-D)", "y": "x's rank, reduced dims 1"},
+          family="reduce",
+          sources=tuple(Source(f"aten.{f}.{o}", "free") for f in ("var", "std")
+                        for o in ("correction", "dim", "default")),
+          fusable=True, since=3,
+          tosa="reduce_var: TOSA 1.0 INT has no 64-bit sum of squares and no square root that "
+               "reproduce our definition exactly; it runs on the CPU",
+          doc="D = n sum(x^2) - sum(x)^2 (int64); var: rq(D >> pre), std: rq(isqrt(D 4^pre))"),
 )

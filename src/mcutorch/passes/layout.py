@@ -155,4 +155,4 @@ def _reduce(node, graph, consumers):
 
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
           "softmax": _softmax, "pad": _pad, "reduce_sum": _reduce, "reduce_max": _reduce,
-          "reduce_min": _reduce, "log_softmax": _softmax}
+          "reduce_min": _reduce, "log_softmax": _softmax, "reduce_var": _reduce}

@@ -15,7 +15,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
 from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
 from mcutorch.ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
-from mcutorch.ref.reduce import sum_range
+from mcutorch.ref.reduce import sum_range, var_bound, var_value_bound
 from mcutorch.ref.softmax import log_softmax_tables
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
@@ -111,6 +111,8 @@ def _reduce(node: Node) -> None:
     """reduce_sum: mult = s_in / (count * s_out), count 1 for a sum, the reduced elements for a
     mean; reduce_max/min share qparams and keep only the axes and clamp."""
     x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    if node.op == "reduce_var":
+        return _reduce_var(node)
     if node.op != "reduce_sum":
         node.attrs = {"axes": a["axes"], **_act(node)}
         return
@@ -133,6 +135,22 @@ def _log_softmax(node: Node) -> None:
         raise UnsupportedOpError(f"{node.source}: {err}") from None
     node.inputs = [x, _const(y.name + "_exp", exp), _const(y.name + "_log", log)]
     node.attrs = {"in_mult": in_mult, "ln2": ln2, "out_zp": y.zero_point}
+
+
+def _reduce_var(node: Node) -> None:
+    """var = s_in^2 D / (n (n - c)); std its root: pre keeps v below 2^31 (var) or D 4^pre
+    below 2^62 (std); the rest of the scale is (mult, shift)."""
+    x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    n = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
+    bits, root = var_bound(n).bit_length(), a["root"]
+    pre = (62 - bits) // 2 if root else max(0, bits - 31)
+    real = (x.scale * x.scale / (n * (n - a["correction"]))) ** (0.5 if root else 1.0)
+    m, s = quantize_multiplier(real * (2.0**-pre if root else 2.0**pre) / y.scale)
+    if rq(var_value_bound(n, root, pre), m, s) >= 1 << 31:
+        raise UnsupportedOpError(f"{node.source}: the {('var', 'std')[root]} of {n} int8 values "
+                                 f"at output scale {y.scale:g} can leave int32")
+    node.attrs = {"axes": a["axes"], "root": root, "pre": pre, "mult": m, "shift": s,
+                  "out_zp": y.zero_point, **_act(node)}
 
 
 def _transpose(node: Node) -> None:
@@ -162,7 +180,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
          "reshape": _no_attrs, "copy": _no_attrs, "reduce_sum": _reduce, "reduce_max": _reduce,
-         "reduce_min": _reduce, "log_softmax": _log_softmax}
+         "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce}
 
 
 def _share_qparams(node: Node) -> list[Node]:

@@ -50,6 +50,43 @@ def reduce_sum(x, *, axes, in_zp, out_zp, mult, shift, act_min, act_max):
     return requantize(acc, mult, shift, out_zp, act_min, act_max)
 
 
+def var_bound(count: int) -> int:
+    """The largest D = n sum(x^2) - sum(x)^2 over int8 x (half the values at each end)."""
+    return 255 * 255 * (count // 2) * ((count + 1) // 2)
+
+
+def var_value_bound(count: int, root: int, pre: int) -> int:
+    """The largest v reduce_var requantizes (from var_bound, before rq)."""
+    top = var_bound(count)
+    return math.isqrt(top << 2 * pre) if root else (top + (1 << pre >> 1)) >> pre
+
+
+def reduce_var(x, *, axes, root, pre, mult, shift, out_zp, act_min, act_max):
+    """D = n sum(x^2) - sum(x)^2 over the reduced dims (int64, exact); var (root 0): v = D
+    rounded right by `pre`; std (root 1): v = isqrt(D * 4^pre) (floor); y = clamp(rq(v) + out_zp).
+    The compiler folds s_in^2 / (n (n - correction) s_out) (or its square root) into mult."""
+    dims = reduced_dims(x, axes, "reduce_var")
+    count = math.prod(x.shape[d] for d in dims)
+    check(count <= MAX_COUNT, f"reduce_var: {count} elements per sum (more than 2^23)")
+    check(root in (0, 1), f"reduce_var: root={root} is neither 0 (var) nor 1 (std)")
+    top_pre = 31 if root else 62
+    check(0 <= pre <= top_pre, f"reduce_var: pre={pre} outside [0, {top_pre}]")
+    check(not root or var_bound(count) << 2 * pre < 1 << 62,
+          f"reduce_var: D * 4^{pre} can reach 2^62 for {count} elements")
+    top = var_value_bound(count, root, pre)
+    check_scale(mult, shift)
+    check(top <= INT32_MAX and quant.rq(top, mult, shift) <= INT32_MAX,
+          f"reduce_var: the value {top} or its rq leaves int32")
+    xi = x.astype(np.int64)
+    s1, s2 = xi.sum(axis=dims, keepdims=True), (xi * xi).sum(axis=dims, keepdims=True)
+    big = count * s2 - s1 * s1  # exact int64: < 2^60
+    if root:
+        v = np.vectorize(lambda d: math.isqrt(int(d) << 2 * pre), otypes=[np.int64])(big)
+    else:
+        v = (big + (1 << pre >> 1)) >> pre
+    return requantize(v.reshape(big.shape), mult, shift, out_zp, act_min, act_max)
+
+
 def reduce_max(x, *, axes, act_min, act_max):
     """y = clamp(max over the reduced dims of x)."""
     dims = reduced_dims(x, axes, "reduce_max")

@@ -21,7 +21,8 @@ from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
 from mcutorch.ref.reduce import MAX_COUNT, MAX_RANK
 
-WHOLE = {A.sum.default, A.mean.default, A.max.default, A.min.default}  # every element, no dim
+WHOLE = {A.sum.default, A.mean.default, A.max.default, A.min.default, A.var.default,
+         A.std.default}  # every element, no dim
 VALUES = {A.max.dim: A.amax.default, A.min.dim: A.amin.default}  # (values, indices) -> values
 
 
@@ -55,7 +56,8 @@ def reduced(n: FxNode, rank: int) -> tuple[list[int], bool]:
     dims = [dim] if isinstance(dim, int) else list(dim or range(rank))
     if any(not -rank <= d < rank for d in dims) or not rank:
         raise UnsupportedOpError(f"{source_of(n)}: dims {dim} of a {rank}-D tensor")
-    return sorted({d % rank for d in dims}), bool(node_arg(n, 2, "keepdim", False))
+    at = 3 if n.target in (A.var.dim, A.std.dim) else 2  # var/std.dim: (x, dim, unbiased, keepdim)
+    return sorted({d % rank for d in dims}), bool(node_arg(n, at, "keepdim", False))
 
 
 def _emit(lf, n: FxNode, op: str, x: Tensor, out: Tensor, act, **attrs) -> None:
@@ -64,7 +66,7 @@ def _emit(lf, n: FxNode, op: str, x: Tensor, out: Tensor, act, **attrs) -> None:
     if rank > MAX_RANK:
         raise UnsupportedOpError(f"{source_of(n)}: {op} of a {rank}-D tensor (ranks 1..6)")
     count = math.prod(x.shape[d] for d in dims)
-    if op == "reduce_sum" and count > MAX_COUNT:
+    if op in ("reduce_sum", "reduce_var") and count > MAX_COUNT:
         raise UnsupportedOpError(f"{source_of(n)}: a sum over {count} elements; mcutorch sums "
                                  "at most 2^23 (the int32 accumulator stays exact)")
     if count == 0:
@@ -97,6 +99,27 @@ def reduce_min(lf, n: FxNode, out: Tensor, act) -> None:
     _emit(lf, n, "reduce_min", lf.operand(n.args[0], n), out, act)
 
 
+def correction(n: FxNode) -> float:
+    """The divisor's correction of var/std (n - correction): 1 unless unbiased=False or given."""
+    if n.target in (A.var.correction, A.std.correction):
+        c = n.kwargs.get("correction")
+        return 1.0 if c is None else float(c)
+    at = 1 if n.target in (A.var.default, A.std.default) else 2
+    return 1.0 if node_arg(n, at, "unbiased", True) else 0.0
+
+
+def reduce_var(lf, n: FxNode, out: Tensor, act) -> None:
+    x = lf.operand(n.args[0], n)
+    dims, _ = reduced(n, len(x.shape))
+    count, c = math.prod(x.shape[d] for d in dims), correction(n)
+    if count - c <= 0:
+        raise UnsupportedOpError(f"{source_of(n)}: var/std of {count} elements with correction "
+                                 f"{c:g} divides by {count - c:g}")
+    root = int(n.target in (A.std.correction, A.std.dim, A.std.default))
+    _emit(lf, n, "reduce_var", x, out, act, root=root, correction=c)
+
+
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min}
-ACT = {reduce_sum, reduce_max, reduce_min}
+BUILDERS = {"reduce_sum": reduce_sum, "reduce_max": reduce_max, "reduce_min": reduce_min,
+            "reduce_var": reduce_var}
+ACT = {reduce_sum, reduce_max, reduce_min, reduce_var}
