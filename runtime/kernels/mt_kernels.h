@@ -12,7 +12,7 @@
  *   pool/        max_pool2d, avg_pool2d
  *   softmax/     softmax, log_softmax
  *   movement/    transpose, concat, pad, copy
- *   reduce/      reduce_sum, reduce_max, reduce_min, reduce_var
+ *   reduce/      reduce_sum, reduce_max, reduce_min, reduce_var, norm
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -46,6 +46,7 @@ mt_status mt_reduce_max_s8(const mt_op_args *args);
 mt_status mt_reduce_min_s8(const mt_op_args *args);
 mt_status mt_log_softmax_s8(const mt_op_args *args);
 mt_status mt_reduce_var_s8(const mt_op_args *args);
+mt_status mt_norm_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

@@ -23,8 +23,8 @@ from mcutorch.ref import KERNELS
 from mcutorch.ref.reduce import MAX_COUNT, var_bound
 from mcutorch.ref.softmax import log_softmax_tables
 
-from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, bad, pick_act, pick_zp, rng_for,
-                            run_board, run_host, s8)
+from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, bad, i32, pick_act, pick_zp,
+                            rng_for, run_board, run_host, s8)
 
 INT32_MAX = (1 << 31) - 1
 
@@ -136,7 +136,61 @@ def reduce_cases():
                        act=(-128, 127)),  # DSP: 16-bit halves flushed every 256 rows
               sum_case("reduce_sum_all_127", (1, 300, 2, 4), (1, 2), zp=(-128, 0))]
     cases[-1].inputs = (np.full((1, 300, 2, 4), 127, np.int8),)
-    return cases + reduce_bad_cases() + log_softmax_cases() + var_cases()
+    return cases + reduce_bad_cases() + log_softmax_cases() + var_cases() + norm_cases()
+
+
+def norm_consts(rng, a, s_out=0.03):
+    """A random affine as passes/requant.py encodes it: signs, beta in Q12 steps of |gamma|,
+    per-channel (mult, shift) of |gamma| 2^-12 / s_out; one channel with gamma 0."""
+    gamma = rng.uniform(-2, 2, a)
+    gamma[rng.integers(a)] = 0.0
+    scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-12
+    beta = np.round(rng.uniform(-1, 1, a) / scale).astype(np.int64)
+    mult, shift = quant.quantize_multipliers(scale / s_out)
+    return np.sign(gamma).astype(np.int8), i32(beta), mult, shift
+
+
+def norm_case(name, shape, dims, inner, a, eps=1, x=None):
+    rng = rng_for(name)
+    lo, hi = pick_act(rng, 0)
+    x = s8(rng, shape) if x is None else x
+    return Case(name, "norm", (x, *norm_consts(rng, a)),
+                dict(axes=mask(dims), eps=eps, inner=inner, out_zp=int(rng.integers(-20, 20)),
+                     act_min=lo, act_max=hi))
+
+
+def norm_cases():
+    cases = [
+        norm_case("norm_layer_last", (3, 7, 20), (2,), 1, 20),  # layer norm over D
+        norm_case("norm_layer_chw", (2, 3, 5, 4), (1, 2, 3), 1, 60),  # [C, H, W] stored NHWC
+        norm_case("norm_instance", (2, 4, 5, 6), (1, 2), 1, 6),  # NHWC instance norm
+        norm_case("norm_group", (2, 2, 3, 4, 5), (2, 3, 4), 20, 6),  # [N, G, C/G, H, W]
+        norm_case("norm_instance_1d", (2, 3, 17), (2,), 1, 17, eps=1000),
+        norm_case("norm_single", (4, 1), (1,), 1, 1),  # one element: D = 0, z = 0
+        norm_case("norm_constant", (2, 9), (1,), 1, 9, x=np.full((2, 9), -128, np.int8)),
+        norm_case("norm_extreme", (1, 300), (1,), 1, 300,
+                  x=np.tile(np.array([-128, 127], np.int8), 150).reshape(1, 300)),
+        norm_case("norm_one_outlier", (1, 400), (1,), 1, 1,
+                  x=np.concatenate([np.full(399, -128), [127]]).astype(np.int8).reshape(1, 400)),
+        norm_case("norm_eps_max", (2, 9), (1,), 1, 9, eps=INT32_MAX)]
+    base = norm_case("norm_edge", (2, 6), (1,), 1, 6)
+    x, sign, beta, mult, shift = base.inputs
+    zmax = ((math.isqrt(5) + 1) << 12) + 1
+    # rq(zmax + |beta|) = 2 (zmax + |beta|) with (2^30, 29): 2^31 - 2 accepted, 2^31 refused
+    edge = [-((1 << 30) - zmax - 1) if k == 0 else 0 for k in range(6)]
+    over = [-((1 << 30) - zmax) if k == 0 else 0 for k in range(6)]
+    twice = (i32([1 << 30] * 6), i32([29] * 6))
+    return cases + [
+        Case("norm_edge_beta_2p30", "norm", (x, sign, i32([1 << 30] * 6), mult, shift),
+             {**base.attrs}),
+        Case("norm_edge_rq_max", "norm", (x, sign, i32(edge), *twice), base.attrs),
+        bad(base, "rq_overflow", inputs=(x, sign, i32(over), *twice)),
+        bad(base, "beta_over", inputs=(x, sign, i32([(1 << 30) + 1] * 6), mult, shift)),
+        bad(base, "sign_2", inputs=(x, np.full(6, 2, np.int8), beta, mult, shift)),
+        bad(base, "mult_short", inputs=(x, sign, beta, mult[:5], shift)),
+        bad(base, "eps0", eps=0), bad(base, "inner0", inner=0), bad(base, "axes0", axes=0),
+        bad(base, "out_zp128", out_zp=128), bad(base, "act_empty", act_min=3, act_max=2),
+        bad(base, "y_shape", out_shape=(2, 1), ref_raises=False)]
 
 
 def var_attrs(count, root, correction=1, s_in=0.05, s_out=0.02):
@@ -472,6 +526,76 @@ def test_var_of_one_element_unbiased_is_refused():
 
     with pytest.raises(QuantizeError, match=r"\[nan, nan\] at test_reduce.py:\d+ \(aten.var.dim\)"):
         mcutorch.quantize(Wrap(lambda v: v.var(1)), (torch.randn(3, 1),))
+
+
+def test_norm_against_float():
+    """The integer normalisation (z in Q12 from the exact int64 variance and the integer
+    reciprocal square root) is within 1 LSB of float64 (x - mean) / sqrt(var + eps) * gamma +
+    beta on the same int8 values, quantized with the output qparams."""
+    rng = np.random.default_rng(11)
+    s_in, s_out, eps = 0.04, 0.03, 1e-5
+    for shape, dims in (((3, 7, 20), (2,)), ((2, 4, 5, 6), (1, 2)), ((1, 500), (1,))):
+        x = s8(rng, shape)
+        a = shape[-1]
+        gamma, beta = rng.uniform(-2, 2, a), rng.uniform(-1, 1, a)
+        scale = np.abs(gamma) * 2.0**-12
+        bias = np.round(beta / scale)
+        mult, shift = quant.quantize_multipliers(scale / s_out)
+        n = math.prod(shape[d] for d in dims)
+        e = max(1, round(eps * n * n / s_in**2))
+        y = KERNELS["norm"](x, np.sign(gamma).astype(np.int8), i32(bias), mult, shift,
+                            axes=mask(dims), eps=e, inner=1, out_zp=0, act_min=-128,
+                            act_max=127)
+        v = x.astype(np.float64) * s_in
+        z = (v - v.mean(dims, keepdims=True)) / np.sqrt(v.var(dims, keepdims=True) + eps)
+        want = np.clip(np.round((z * gamma + beta) / s_out), -128, 127)
+        assert np.abs(y - want).max() <= 1, shape
+
+
+class Norms(nn.Module):
+    """layer_norm (last dim of 3-D, [C, H, W] of 4-D, with and without affine), group_norm,
+    instance_norm (2-D with affine, 1-D without)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 4, 1)
+        self.ln, self.gn = nn.LayerNorm(5), nn.GroupNorm(2, 4)
+        self.inn = nn.InstanceNorm2d(4, affine=True)
+        self.ln_chw, self.ln_plain = nn.LayerNorm((4, 3, 5)), nn.LayerNorm((4, 3, 5), False)
+        for m in (self.ln, self.gn, self.inn, self.ln_chw):
+            m.weight.data.uniform_(-2, 2)
+            m.bias.data.uniform_(-1, 1)
+
+    def forward(self, x):
+        y = self.c(x)
+        outs = [self.gn(y), self.inn(y), self.ln_plain(y), self.ln_chw(y),
+                self.ln(y.reshape(2, 12, 5)), nn.functional.instance_norm(y.flatten(2))]
+        return torch.cat([o.flatten() for o in outs])
+
+
+def test_layer_group_instance_norm_end_to_end():
+    torch.manual_seed(0)
+    model = Norms().eval()
+    cal = [torch.randn(2, 3, 3, 5) for _ in range(6)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],))
+    assert [op.name for op in program.program.ops].count("norm") == 6
+    out = program.program.tensors[program.program.outputs[0]]
+    within = []
+    for x in cal[:4]:
+        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
+        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
+    share = float(np.concatenate(within).mean())
+    print(f"layer/group/instance norm end to end: {share:.2%} within 1 LSB of fake-quant")
+    assert share >= 0.99
+    report = [r for r in layer_by_layer(qmodel, (cal[1],)) if r["op"] == "norm"]
+    assert report and all(r["within_1lsb"] >= 0.99 for r in report), report
+
+
+def test_layer_norm_over_w_of_4d_is_refused_naming_it():
+    qmodel = mcutorch.quantize(Wrap(nn.LayerNorm(5)), (torch.randn(1, 2, 3, 5),))
+    with pytest.raises(UnsupportedOpError, match=r"layer_norm over the last 1 dims of a 4-D"):
+        mcutorch.compile(qmodel, (torch.randn(1, 2, 3, 5),))
 
 
 class Wrap(nn.Module):

@@ -1,6 +1,7 @@
 /*
  * mt_reduce.h - what the reductions share (mt_reduce_sum_s8, mt_reduce_max_s8,
- * mt_reduce_min_s8): the checks of x, y and the `axes` mask, and x's dims merged into runs.
+ * mt_reduce_min_s8, mt_reduce_var_s8, mt_norm_s8): the checks of x, y and the `axes` mask, and x's
+ * dims merged into runs.
  *
  * Adjacent dims that are both reduced or both kept are one run, so runs alternate. A mean over
  * H, W of NHWC is [N][H*W reduced][C]; over C it is [N*H*W][C reduced]. Each kernel has:
@@ -103,6 +104,25 @@ static inline int mt_odometer_next(const mt_reduce_geom *g, mt_odometer *o, uint
     o->i[k] = 0;
   }
   return 0;
+}
+
+/* floor(sqrt(v)) for v < 2^62, bit by bit (no division, no float): reduce_var, norm. */
+static inline uint32_t mt_isqrt64(uint64_t v)
+{
+  uint64_t root = 0, bit = (uint64_t)1 << 60;
+  while (bit > v) {
+    bit >>= 2;
+  }
+  while (bit != 0) {
+    if (v >= root + bit) {
+      v -= root + bit;
+      root = (root >> 1) + bit;
+    } else {
+      root >>= 1;
+    }
+    bit >>= 2;
+  }
+  return (uint32_t)root;
 }
 
 #endif /* MT_REDUCE_H */

@@ -11,25 +11,6 @@
  */
 #include "mt_reduce.h"
 
-/* floor(sqrt(v)) for v < 2^62, bit by bit (no division, no float). */
-static uint32_t mt_isqrt64(uint64_t v)
-{
-  uint64_t root = 0, bit = (uint64_t)1 << 60;
-  while (bit > v) {
-    bit >>= 2;
-  }
-  while (bit != 0) {
-    if (v >= root + bit) {
-      v -= root + bit;
-      root = (root >> 1) + bit;
-    } else {
-      root >>= 1;
-    }
-    bit >>= 2;
-  }
-  return (uint32_t)root;
-}
-
 /* v for a given D (see the file comment). */
 static uint64_t mt_var_value(uint64_t d, int32_t root, int32_t pre)
 {

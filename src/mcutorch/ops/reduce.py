@@ -38,4 +38,18 @@ OPS = (
           tosa="reduce_var: TOSA 1.0 INT has no 64-bit sum of squares and no square root that "
                "reproduce our definition exactly; it runs on the CPU",
           doc="D = n sum(x^2) - sum(x)^2 (int64); var: rq(D >> pre), std: rq(isqrt(D 4^pre))"),
+    OpDef("norm", 23, ("x", "gamma_sign", "beta", "mult", "shift"), ("y",),
+          ("axes", "eps", "inner", "out_zp", "act_min", "act_max"),
+          {"x": "any rank 1..6 (NHWC for 4-D)", "y": "x's shape",
+           "gamma_sign": "int8[A]: sign of the affine weight", "beta": "int32[A]",
+           "mult": "int32[A]", "shift": "int32[A]"},
+          family="reduce",
+          sources=(Source("aten.layer_norm.default", "free"),
+                   Source("aten.group_norm.default", "free"),
+                   Source("aten.instance_norm.default", "free")),
+          fusable=True, since=3,
+          tosa="norm: TOSA 1.0 INT has no 64-bit sum of squares and no reciprocal square root "
+               "that reproduce our definition exactly; it runs on the CPU",
+          doc="z = (n x - sum x) isqrt(2^62 / (D + eps)) >> 19 (Q12); y = rq(z sign_c + beta_c) "
+              "per affine channel c = (i / inner) % A; see docs/numerics.md"),
 )

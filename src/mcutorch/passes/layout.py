@@ -150,9 +150,11 @@ def _reduce(node, graph, consumers):
     if node.inputs[0].layout == "NHWC":  # the mask's bit i (NCHW dim i) moves to AXIS_NHWC[i]
         mask = node.attrs["axes"]
         node.attrs["axes"] = sum(1 << AXIS_NHWC[i] for i in range(4) if mask >> i & 1)
+        if node.attrs.get("channel_axis") is not None:  # norm's per-channel affine
+            node.attrs["channel_axis"] = AXIS_NHWC[node.attrs["channel_axis"]]
     return [node]
 
 
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
           "softmax": _softmax, "pad": _pad, "reduce_sum": _reduce, "reduce_max": _reduce,
-          "reduce_min": _reduce, "log_softmax": _softmax, "reduce_var": _reduce}
+          "reduce_min": _reduce, "log_softmax": _softmax, "reduce_var": _reduce, "norm": _reduce}

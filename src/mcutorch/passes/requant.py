@@ -153,6 +153,30 @@ def _reduce_var(node: Node) -> None:
                   "out_zp": y.zero_point, **_act(node)}
 
 
+def _norm(node: Node) -> None:
+    """z (Q12) has scale 2^-12 (the standardized value); channel c's accumulator
+    z * sign(gamma_c) + beta_c has scale |gamma_c| 2^-12 (2^-12 when gamma_c = 0)."""
+    x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    n = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
+    eps = max(1, round(a["eps"] * n * n / (x.scale * x.scale)))
+    axis = a["channel_axis"]
+    inner = 1 if axis is None else math.prod(x.shape[axis + 1:])
+    gamma, beta = np.asarray(a["gamma"], np.float64), np.asarray(a["beta"], np.float64)
+    acc_scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-12
+    bias = np.round(beta / acc_scale)
+    if eps >= 1 << 31 or np.abs(bias).max() > 1 << 30:
+        raise UnsupportedOpError(f"{node.source}: normalisation constants out of range (eps "
+                                 f"{eps} in steps of the input variance, bias up to "
+                                 f"{np.abs(bias).max():.3g}; the domain is 2^31 and 2^30)")
+    mult, shift = quantize_multipliers(acc_scale / y.scale)
+    node.inputs = [x, Tensor(y.name + "_gamma_sign", gamma.shape, "int8", 1.0, 0,
+                             np.sign(gamma).astype(np.int8)),
+                   _const(y.name + "_beta", bias.astype(np.int64)),
+                   _const(y.name + "_mult", mult), _const(y.name + "_shift", shift)]
+    node.attrs = {"axes": a["axes"], "eps": eps, "inner": inner, "out_zp": y.zero_point,
+                  **_act(node)}
+
+
 def _transpose(node: Node) -> None:
     node.attrs = transpose_attrs(node.attrs["perm"])
 
@@ -180,7 +204,8 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
          "reshape": _no_attrs, "copy": _no_attrs, "reduce_sum": _reduce, "reduce_max": _reduce,
-         "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce}
+         "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
+         "norm": _norm}
 
 
 def _share_qparams(node: Node) -> list[Node]:

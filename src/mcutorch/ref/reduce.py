@@ -99,3 +99,45 @@ def reduce_min(x, *, axes, act_min, act_max):
     dims = reduced_dims(x, axes, "reduce_min")
     check_act(act_min, act_max)
     return np.clip(x.min(axis=dims, keepdims=True), act_min, act_max).astype(np.int8)
+
+
+NORM_Z_SHIFT = 19  # (n x - S1) * R ~ z * 2^31: z in Q12
+NORM_MAX_BETA = 1 << 30
+
+
+def norm_z_bound(count: int) -> int:
+    """A bound on |z| (Q12): a standardized value is at most sqrt(n - 1) in magnitude."""
+    return ((math.isqrt(max(count - 1, 0)) + 1) << 12) + 1
+
+
+def norm(x, gamma_sign, beta, mult, shift, *, axes, eps, inner, out_zp, act_min, act_max):
+    """Per reduced group of n elements: D = n sum(x^2) - sum(x)^2 (int64), R = isqrt(2^62 //
+    (D + eps)), z = ((n x - sum x) R + 2^18) >> 19; per element i with affine channel
+    c = (i // inner) % A: y = clamp(rq(z gamma_sign[c] + beta[c], mult[c], shift[c]) + out_zp)."""
+    dims = reduced_dims(x, axes, "norm")
+    count = math.prod(x.shape[d] for d in dims)
+    check(count <= MAX_COUNT, f"norm: {count} elements per group (more than 2^23)")
+    check(1 <= eps <= INT32_MAX and 1 <= inner <= INT32_MAX,
+          f"norm: eps={eps} or inner={inner} outside [1, 2^31)")
+    as_array(gamma_sign, np.int8, "gamma_sign", 1)
+    a = gamma_sign.shape[0]
+    for name, t in (("beta", beta), ("mult", mult), ("shift", shift)):
+        as_array(t, np.int32, name, 1)
+        check(t.shape == (a,), f"norm: {name} has {t.shape}, gamma_sign ({a},)")
+    check(a >= 1 and np.abs(gamma_sign.astype(np.int64)).max() <= 1,
+          "norm: gamma_sign needs entries in {-1, 0, 1}")
+    check(np.abs(beta.astype(np.int64)).max() <= NORM_MAX_BETA, "norm: |beta| > 2^30")
+    check_scale(mult, shift)
+    top = norm_z_bound(count) + np.abs(beta.astype(np.int64))
+    low, high = quant.rq(-top, mult, shift), quant.rq(top, mult, shift)
+    check(low.min() >= INT32_MIN and high.max() <= INT32_MAX,
+          "norm: rq of the accumulator leaves int32")
+    xi = x.astype(np.int64)
+    s1, s2 = xi.sum(axis=dims, keepdims=True), (xi * xi).sum(axis=dims, keepdims=True)
+    big = count * s2 - s1 * s1
+    r = np.vectorize(lambda d: math.isqrt((1 << 62) // (int(d) + eps)), otypes=[np.int64])(big)
+    z = ((count * xi - s1) * r.reshape(big.shape) + (1 << (NORM_Z_SHIFT - 1))) >> NORM_Z_SHIFT
+    c = (np.arange(x.size, dtype=np.int64).reshape(x.shape) // inner) % a
+    acc = z * gamma_sign.astype(np.int64)[c] + beta.astype(np.int64)[c]
+    return requantize(acc, mult.astype(np.int64)[c], shift.astype(np.int64)[c], out_zp, act_min,
+                      act_max)
