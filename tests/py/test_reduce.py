@@ -20,7 +20,7 @@ from mcutorch.compare import layer_by_layer
 from mcutorch.compiler import build_graph
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ref import KERNELS
-from mcutorch.ref.reduce import MAX_COUNT, var_bound
+from mcutorch.ref.reduce import MAX_COUNT, norm_constants, var_attrs, var_bound
 from mcutorch.ref.softmax import log_softmax_tables
 
 from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, bad, i32, pick_act, pick_zp,
@@ -140,14 +140,11 @@ def reduce_cases():
 
 
 def norm_consts(rng, a, s_out=0.03):
-    """A random affine as passes/requant.py encodes it: signs, beta in Q12 steps of |gamma|,
-    per-channel (mult, shift) of |gamma| 2^-12 / s_out; one channel with gamma 0."""
+    """A random affine as the compiler encodes it (ref.reduce.norm_constants), one channel with
+    gamma 0."""
     gamma = rng.uniform(-2, 2, a)
     gamma[rng.integers(a)] = 0.0
-    scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-12
-    beta = np.round(rng.uniform(-1, 1, a) / scale).astype(np.int64)
-    mult, shift = quant.quantize_multipliers(scale / s_out)
-    return np.sign(gamma).astype(np.int8), i32(beta), mult, shift
+    return norm_constants(gamma, rng.uniform(-1, 1, a), 1e-5, 4, 0.05, s_out)[:4]
 
 
 def norm_case(name, shape, dims, inner, a, eps=1, x=None):
@@ -193,20 +190,11 @@ def norm_cases():
         bad(base, "y_shape", out_shape=(2, 1), ref_raises=False)]
 
 
-def var_attrs(count, root, correction=1, s_in=0.05, s_out=0.02):
-    """The attributes passes/requant.py gives a var (root 0) or std (root 1)."""
-    bits = var_bound(count).bit_length()
-    pre = (62 - bits) // 2 if root else max(0, bits - 31)
-    real = (s_in * s_in / (count * (count - correction))) ** (0.5 if root else 1.0)
-    m, s = quant.quantize_multiplier(real * (2.0**-pre if root else 2.0**pre) / s_out)
-    return dict(root=root, pre=pre, mult=m, shift=s)
-
-
 def var_case(name, shape, dims, root, x=None):
     rng = rng_for(name)
     count = math.prod(shape[d] for d in dims)
     lo, hi = pick_act(rng, -128)
-    attrs = dict(axes=mask(dims), **var_attrs(count, root, s_out=0.02 if root else 0.001),
+    attrs = dict(axes=mask(dims), **var_attrs(count, root, 1, 0.05, 0.02 if root else 0.001),
                  out_zp=-128, act_min=lo, act_max=hi)
     return Case(name, "reduce_var", (s8(rng, shape) if x is None else x,), attrs)
 
@@ -339,7 +327,7 @@ def test_var_std_against_float(root):
             count = math.prod(x.shape[d] for d in dims)
             for c in (0, 1):
                 s_out = 0.02 if root else 0.001
-                a = var_attrs(count, root, c, s_in=0.05, s_out=s_out)
+                a = var_attrs(count, root, c, 0.05, s_out)
                 y = KERNELS["reduce_var"](x, axes=mask(dims), **a, out_zp=-128, act_min=-128,
                                           act_max=127)
                 v = (x.astype(np.float64) * 0.05).var(axis=dims, ddof=c, keepdims=True)
@@ -538,13 +526,9 @@ def test_norm_against_float():
         x = s8(rng, shape)
         a = shape[-1]
         gamma, beta = rng.uniform(-2, 2, a), rng.uniform(-1, 1, a)
-        scale = np.abs(gamma) * 2.0**-12
-        bias = np.round(beta / scale)
-        mult, shift = quant.quantize_multipliers(scale / s_out)
         n = math.prod(shape[d] for d in dims)
-        e = max(1, round(eps * n * n / s_in**2))
-        y = KERNELS["norm"](x, np.sign(gamma).astype(np.int8), i32(bias), mult, shift,
-                            axes=mask(dims), eps=e, inner=1, out_zp=0, act_min=-128,
+        *consts, e = norm_constants(gamma, beta, eps, n, s_in, s_out)
+        y = KERNELS["norm"](x, *consts, axes=mask(dims), eps=e, inner=1, out_zp=0, act_min=-128,
                             act_max=127)
         v = x.astype(np.float64) * s_in
         z = (v - v.mean(dims, keepdims=True)) / np.sqrt(v.var(dims, keepdims=True) + eps)

@@ -15,7 +15,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
 from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
 from mcutorch.ref import concat_attrs, make_lut, pad_attrs, softmax_exp_table, transpose_attrs
-from mcutorch.ref.reduce import sum_range, var_bound, var_value_bound
+from mcutorch.ref.reduce import norm_constants, sum_range, var_attrs
 from mcutorch.ref.softmax import log_softmax_tables
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
@@ -138,43 +138,30 @@ def _log_softmax(node: Node) -> None:
 
 
 def _reduce_var(node: Node) -> None:
-    """var = s_in^2 D / (n (n - c)); std its root: pre keeps v below 2^31 (var) or D 4^pre
-    below 2^62 (std); the rest of the scale is (mult, shift)."""
     x, y, a = node.inputs[0], node.outputs[0], node.attrs
     n = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
-    bits, root = var_bound(n).bit_length(), a["root"]
-    pre = (62 - bits) // 2 if root else max(0, bits - 31)
-    real = (x.scale * x.scale / (n * (n - a["correction"]))) ** (0.5 if root else 1.0)
-    m, s = quantize_multiplier(real * (2.0**-pre if root else 2.0**pre) / y.scale)
-    if rq(var_value_bound(n, root, pre), m, s) >= 1 << 31:
-        raise UnsupportedOpError(f"{node.source}: the {('var', 'std')[root]} of {n} int8 values "
-                                 f"at output scale {y.scale:g} can leave int32")
-    node.attrs = {"axes": a["axes"], "root": root, "pre": pre, "mult": m, "shift": s,
-                  "out_zp": y.zero_point, **_act(node)}
+    try:
+        found = var_attrs(n, a["root"], a["correction"], x.scale, y.scale)
+    except ValueError as err:
+        raise UnsupportedOpError(f"{node.source}: {err}") from None
+    node.attrs = {"axes": a["axes"], **found, "out_zp": y.zero_point, **_act(node)}
 
 
 def _norm(node: Node) -> None:
-    """z (Q12) has scale 2^-12 (the standardized value); channel c's accumulator
-    z * sign(gamma_c) + beta_c has scale |gamma_c| 2^-12 (2^-12 when gamma_c = 0)."""
     x, y, a = node.inputs[0], node.outputs[0], node.attrs
     n = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
-    eps = max(1, round(a["eps"] * n * n / (x.scale * x.scale)))
     axis = a["channel_axis"]
-    inner = 1 if axis is None else math.prod(x.shape[axis + 1:])
-    gamma, beta = np.asarray(a["gamma"], np.float64), np.asarray(a["beta"], np.float64)
-    acc_scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-12
-    bias = np.round(beta / acc_scale)
-    if eps >= 1 << 31 or np.abs(bias).max() > 1 << 30:
-        raise UnsupportedOpError(f"{node.source}: normalisation constants out of range (eps "
-                                 f"{eps} in steps of the input variance, bias up to "
-                                 f"{np.abs(bias).max():.3g}; the domain is 2^31 and 2^30)")
-    mult, shift = quantize_multipliers(acc_scale / y.scale)
-    node.inputs = [x, Tensor(y.name + "_gamma_sign", gamma.shape, "int8", 1.0, 0,
-                             np.sign(gamma).astype(np.int8)),
-                   _const(y.name + "_beta", bias.astype(np.int64)),
-                   _const(y.name + "_mult", mult), _const(y.name + "_shift", shift)]
-    node.attrs = {"axes": a["axes"], "eps": eps, "inner": inner, "out_zp": y.zero_point,
-                  **_act(node)}
+    try:
+        sign, beta, mult, shift, eps = norm_constants(a["gamma"], a["beta"], a["eps"], n,
+                                                      x.scale, y.scale)
+    except ValueError as err:
+        raise UnsupportedOpError(f"{node.source}: {err}") from None
+    node.inputs = [x, Tensor(y.name + "_gamma_sign", sign.shape, "int8", 1.0, 0, sign),
+                   _const(y.name + "_beta", beta), _const(y.name + "_mult", mult),
+                   _const(y.name + "_shift", shift)]
+    node.attrs = {"axes": a["axes"], "eps": eps,
+                  "inner": 1 if axis is None else math.prod(x.shape[axis + 1:]),
+                  "out_zp": y.zero_point, **_act(node)}
 
 
 def _transpose(node: Node) -> None:

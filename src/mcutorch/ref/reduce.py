@@ -61,6 +61,20 @@ def var_value_bound(count: int, root: int, pre: int) -> int:
     return math.isqrt(top << 2 * pre) if root else (top + (1 << pre >> 1)) >> pre
 
 
+def var_attrs(count: int, root: int, correction: float, s_in: float, s_out: float) -> dict:
+    """The compile-time attributes (root, pre, mult, shift) of a var (root 0) or std (root 1) of
+    `count` elements: var = s_in^2 D / (n (n - correction)), std its square root; pre keeps v
+    below 2^31 (var) or D 4^pre below 2^62 (std). ValueError when rq could leave int32."""
+    bits = var_bound(count).bit_length()
+    pre = (62 - bits) // 2 if root else max(0, bits - 31)
+    real = (s_in * s_in / (count * (count - correction))) ** (0.5 if root else 1.0)
+    mult, shift = quant.quantize_multiplier(real * (2.0**-pre if root else 2.0**pre) / s_out)
+    check(quant.rq(var_value_bound(count, root, pre), mult, shift) <= INT32_MAX,
+          f"the {('var', 'std')[root]} of {count} int8 values at output scale {s_out:g} can "
+          "leave int32")
+    return {"root": root, "pre": pre, "mult": mult, "shift": shift}
+
+
 def reduce_var(x, *, axes, root, pre, mult, shift, out_zp, act_min, act_max):
     """D = n sum(x^2) - sum(x)^2 over the reduced dims (int64, exact); var (root 0): v = D
     rounded right by `pre`; std (root 1): v = isqrt(D * 4^pre) (floor); y = clamp(rq(v) + out_zp).
@@ -108,6 +122,22 @@ NORM_MAX_BETA = 1 << 30
 def norm_z_bound(count: int) -> int:
     """A bound on |z| (Q12): a standardized value is at most sqrt(n - 1) in magnitude."""
     return ((math.isqrt(max(count - 1, 0)) + 1) << 12) + 1
+
+
+def norm_constants(gamma, beta, eps: float, count: int, s_in: float, s_out: float):
+    """(gamma_sign int8, beta int32, mult, shift, eps) of a norm from torch's affine (float
+    arrays), eps and scales: z (Q12) has scale 2^-12, channel c's accumulator
+    z * sign(gamma_c) + beta_c the scale |gamma_c| 2^-12 (2^-12 when gamma_c = 0); eps counts
+    in steps of the int8 variance D (n^2 var / s_in^2). ValueError outside the domain."""
+    gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
+    acc_scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-12
+    bias = np.round(beta / acc_scale)
+    steps = max(1, round(eps * count * count / (s_in * s_in)))
+    check(steps <= INT32_MAX and np.abs(bias).max() <= NORM_MAX_BETA,
+          f"normalisation constants out of range (eps {steps} in steps of the input variance, "
+          f"bias up to {np.abs(bias).max():.3g}; the domain is 2^31 and 2^30)")
+    mult, shift = quant.quantize_multipliers(acc_scale / s_out)
+    return np.sign(gamma).astype(np.int8), bias.astype(np.int32), mult, shift, steps
 
 
 def norm(x, gamma_sign, beta, mult, shift, *, axes, eps, inner, out_zp, act_min, act_max):

@@ -57,6 +57,8 @@ def _affine(lf, n: Node, arg, size: int, default: float) -> np.ndarray:
     `default` when the module has none."""
     if arg is None:
         return np.full(size, default)
+    if isinstance(arg, Node) and arg.op == "get_attr":  # left float by the quantizer
+        return lf._attr(arg).numpy().astype(np.float64).ravel()
     t = lf.operand(arg, n)
     value = (t.data.astype(np.float64) - t.zero_point) * np.float64(np.float32(t.scale))
     return value.astype(np.float32).astype(np.float64).ravel()

@@ -63,7 +63,7 @@ def reduced(n: FxNode, rank: int) -> tuple[list[int], bool]:
 def _emit(lf, n: FxNode, op: str, x: Tensor, out: Tensor, act, **attrs) -> None:
     rank = len(x.shape)
     dims, keepdim = reduced(n, rank)
-    if rank > MAX_RANK:
+    if not 1 <= rank <= MAX_RANK:
         raise UnsupportedOpError(f"{source_of(n)}: {op} of a {rank}-D tensor (ranks 1..6)")
     count = math.prod(x.shape[d] for d in dims)
     if op in ("reduce_sum", "reduce_var") and count > MAX_COUNT:
