@@ -166,7 +166,13 @@ typedef enum {
   MT_OP_MINIMUM = 17,
   MT_OP_STRIDED_SLICE = 18,
   MT_OP_GATHER = 19,
-  MT_OP_COUNT = 20,
+  MT_OP_REDUCE_SUM = 20,
+  MT_OP_REDUCE_MAX = 21,
+  MT_OP_REDUCE_MIN = 22,
+  MT_OP_LOG_SOFTMAX = 23,
+  MT_OP_REDUCE_VAR = 24,
+  MT_OP_NORM = 25,
+  MT_OP_COUNT = 26,
 } mt_opcode_t;
 
 #define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */
@@ -208,7 +214,13 @@ typedef enum {
   X(MAXIMUM, 16, MT_MAXIMUM_N_INPUTS, MT_MAXIMUM_N_OUTPUTS, MT_MAXIMUM_N_ATTRS, MT_MAXIMUM_N_VARIANTS, MT_MAXIMUM_ALIAS, MT_MAXIMUM_MAC) \
   X(MINIMUM, 17, MT_MINIMUM_N_INPUTS, MT_MINIMUM_N_OUTPUTS, MT_MINIMUM_N_ATTRS, MT_MINIMUM_N_VARIANTS, MT_MINIMUM_ALIAS, MT_MINIMUM_MAC) \
   X(STRIDED_SLICE, 18, MT_STRIDED_SLICE_N_INPUTS, MT_STRIDED_SLICE_N_OUTPUTS, MT_STRIDED_SLICE_N_ATTRS, MT_STRIDED_SLICE_N_VARIANTS, MT_STRIDED_SLICE_ALIAS, MT_STRIDED_SLICE_MAC) \
-  X(GATHER, 19, MT_GATHER_N_INPUTS, MT_GATHER_N_OUTPUTS, MT_GATHER_N_ATTRS, MT_GATHER_N_VARIANTS, MT_GATHER_ALIAS, MT_GATHER_MAC)
+  X(GATHER, 19, MT_GATHER_N_INPUTS, MT_GATHER_N_OUTPUTS, MT_GATHER_N_ATTRS, MT_GATHER_N_VARIANTS, MT_GATHER_ALIAS, MT_GATHER_MAC) \
+  X(REDUCE_SUM, 20, MT_REDUCE_SUM_N_INPUTS, MT_REDUCE_SUM_N_OUTPUTS, MT_REDUCE_SUM_N_ATTRS, MT_REDUCE_SUM_N_VARIANTS, MT_REDUCE_SUM_ALIAS, MT_REDUCE_SUM_MAC) \
+  X(REDUCE_MAX, 21, MT_REDUCE_MAX_N_INPUTS, MT_REDUCE_MAX_N_OUTPUTS, MT_REDUCE_MAX_N_ATTRS, MT_REDUCE_MAX_N_VARIANTS, MT_REDUCE_MAX_ALIAS, MT_REDUCE_MAX_MAC) \
+  X(REDUCE_MIN, 22, MT_REDUCE_MIN_N_INPUTS, MT_REDUCE_MIN_N_OUTPUTS, MT_REDUCE_MIN_N_ATTRS, MT_REDUCE_MIN_N_VARIANTS, MT_REDUCE_MIN_ALIAS, MT_REDUCE_MIN_MAC) \
+  X(LOG_SOFTMAX, 23, MT_LOG_SOFTMAX_N_INPUTS, MT_LOG_SOFTMAX_N_OUTPUTS, MT_LOG_SOFTMAX_N_ATTRS, MT_LOG_SOFTMAX_N_VARIANTS, MT_LOG_SOFTMAX_ALIAS, MT_LOG_SOFTMAX_MAC) \
+  X(REDUCE_VAR, 24, MT_REDUCE_VAR_N_INPUTS, MT_REDUCE_VAR_N_OUTPUTS, MT_REDUCE_VAR_N_ATTRS, MT_REDUCE_VAR_N_VARIANTS, MT_REDUCE_VAR_ALIAS, MT_REDUCE_VAR_MAC) \
+  X(NORM, 25, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS, MT_NORM_N_VARIANTS, MT_NORM_ALIAS, MT_NORM_MAC)
 
 /* conv2d: y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0 */
 #define MT_CONV2D_N_INPUTS 5
@@ -349,7 +361,7 @@ typedef enum {
 #define MT_MAX_POOL2D_ACT_MAX 9
 #define MT_MAX_POOL2D_VARIANT_DEFAULT 0
 
-/* avg_pool2d: sum(x - in_zp) * reciprocal(count) (TOSA reciprocal_scale); divisor>0 overrides */
+/* avg_pool2d: sum(x - in_zp) * reciprocal(count) (TOSA reciprocal_scale); divisor>0 overrides; a mean over H, W (or every element) lifts to it (frontend/builders/reduce.py) */
 #define MT_AVG_POOL2D_N_INPUTS 1
 #define MT_AVG_POOL2D_N_OUTPUTS 1
 #define MT_AVG_POOL2D_N_ATTRS 14
@@ -564,6 +576,108 @@ typedef enum {
 #define MT_GATHER_OUT_Y 0
 #define MT_GATHER_AXIS 0
 #define MT_GATHER_VARIANT_DEFAULT 0
+
+/* reduce_sum: y = clamp(rq(sum over axes of (x - in_zp)) + out_zp); a mean folds 1/count into mult */
+#define MT_REDUCE_SUM_N_INPUTS 1
+#define MT_REDUCE_SUM_N_OUTPUTS 1
+#define MT_REDUCE_SUM_N_ATTRS 7
+#define MT_REDUCE_SUM_N_VARIANTS 1
+#define MT_REDUCE_SUM_ALIAS 0u
+#define MT_REDUCE_SUM_MAC 0u
+#define MT_REDUCE_SUM_IN_X 0
+#define MT_REDUCE_SUM_OUT_Y 0
+#define MT_REDUCE_SUM_AXES 0
+#define MT_REDUCE_SUM_IN_ZP 1
+#define MT_REDUCE_SUM_OUT_ZP 2
+#define MT_REDUCE_SUM_MULT 3
+#define MT_REDUCE_SUM_SHIFT 4
+#define MT_REDUCE_SUM_ACT_MIN 5
+#define MT_REDUCE_SUM_ACT_MAX 6
+#define MT_REDUCE_SUM_VARIANT_DEFAULT 0
+
+/* reduce_max: y = clamp(max over axes of x) */
+#define MT_REDUCE_MAX_N_INPUTS 1
+#define MT_REDUCE_MAX_N_OUTPUTS 1
+#define MT_REDUCE_MAX_N_ATTRS 3
+#define MT_REDUCE_MAX_N_VARIANTS 1
+#define MT_REDUCE_MAX_ALIAS 0u
+#define MT_REDUCE_MAX_MAC 0u
+#define MT_REDUCE_MAX_IN_X 0
+#define MT_REDUCE_MAX_OUT_Y 0
+#define MT_REDUCE_MAX_AXES 0
+#define MT_REDUCE_MAX_ACT_MIN 1
+#define MT_REDUCE_MAX_ACT_MAX 2
+#define MT_REDUCE_MAX_VARIANT_DEFAULT 0
+
+/* reduce_min: y = clamp(min over axes of x) */
+#define MT_REDUCE_MIN_N_INPUTS 1
+#define MT_REDUCE_MIN_N_OUTPUTS 1
+#define MT_REDUCE_MIN_N_ATTRS 3
+#define MT_REDUCE_MIN_N_VARIANTS 1
+#define MT_REDUCE_MIN_ALIAS 0u
+#define MT_REDUCE_MIN_MAC 0u
+#define MT_REDUCE_MIN_IN_X 0
+#define MT_REDUCE_MIN_OUT_Y 0
+#define MT_REDUCE_MIN_AXES 0
+#define MT_REDUCE_MIN_ACT_MIN 1
+#define MT_REDUCE_MIN_ACT_MAX 2
+#define MT_REDUCE_MIN_VARIANT_DEFAULT 0
+
+/* log_softmax: y = clamp(round(-(d in_mult + (k - 16) ln2 + log_table[j]) / 2^16) + out_zp); see docs/numerics.md */
+#define MT_LOG_SOFTMAX_N_INPUTS 3
+#define MT_LOG_SOFTMAX_N_OUTPUTS 1
+#define MT_LOG_SOFTMAX_N_ATTRS 3
+#define MT_LOG_SOFTMAX_N_VARIANTS 1
+#define MT_LOG_SOFTMAX_ALIAS 0u
+#define MT_LOG_SOFTMAX_MAC 0u
+#define MT_LOG_SOFTMAX_IN_X 0
+#define MT_LOG_SOFTMAX_IN_EXP_TABLE 1
+#define MT_LOG_SOFTMAX_IN_LOG_TABLE 2
+#define MT_LOG_SOFTMAX_OUT_Y 0
+#define MT_LOG_SOFTMAX_IN_MULT 0
+#define MT_LOG_SOFTMAX_LN2 1
+#define MT_LOG_SOFTMAX_OUT_ZP 2
+#define MT_LOG_SOFTMAX_VARIANT_DEFAULT 0
+
+/* reduce_var: D = n sum(x^2) - sum(x)^2 (int64); var: rq(D >> pre), std: rq(isqrt(D 4^pre)) */
+#define MT_REDUCE_VAR_N_INPUTS 1
+#define MT_REDUCE_VAR_N_OUTPUTS 1
+#define MT_REDUCE_VAR_N_ATTRS 8
+#define MT_REDUCE_VAR_N_VARIANTS 1
+#define MT_REDUCE_VAR_ALIAS 0u
+#define MT_REDUCE_VAR_MAC 0u
+#define MT_REDUCE_VAR_IN_X 0
+#define MT_REDUCE_VAR_OUT_Y 0
+#define MT_REDUCE_VAR_AXES 0
+#define MT_REDUCE_VAR_ROOT 1
+#define MT_REDUCE_VAR_PRE 2
+#define MT_REDUCE_VAR_MULT 3
+#define MT_REDUCE_VAR_SHIFT 4
+#define MT_REDUCE_VAR_OUT_ZP 5
+#define MT_REDUCE_VAR_ACT_MIN 6
+#define MT_REDUCE_VAR_ACT_MAX 7
+#define MT_REDUCE_VAR_VARIANT_DEFAULT 0
+
+/* norm: z = (n x - sum x) isqrt(2^62 / (D + eps)) >> 19 (Q12); y = rq(z sign_c + beta_c) per affine channel c = (i / inner) % A; see docs/numerics.md */
+#define MT_NORM_N_INPUTS 5
+#define MT_NORM_N_OUTPUTS 1
+#define MT_NORM_N_ATTRS 6
+#define MT_NORM_N_VARIANTS 1
+#define MT_NORM_ALIAS 0u
+#define MT_NORM_MAC 0u
+#define MT_NORM_IN_X 0
+#define MT_NORM_IN_GAMMA_SIGN 1
+#define MT_NORM_IN_BETA 2
+#define MT_NORM_IN_MULT 3
+#define MT_NORM_IN_SHIFT 4
+#define MT_NORM_OUT_Y 0
+#define MT_NORM_AXES 0
+#define MT_NORM_EPS 1
+#define MT_NORM_INNER 2
+#define MT_NORM_OUT_ZP 3
+#define MT_NORM_ACT_MIN 4
+#define MT_NORM_ACT_MAX 5
+#define MT_NORM_VARIANT_DEFAULT 0
 
 /* ---- records (little-endian; the loader requires a little-endian CPU) ---- */
 #define MT_LAYOUT_CHECK(name, cond) \

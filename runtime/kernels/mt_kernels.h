@@ -10,8 +10,9 @@
  *   conv/        conv2d, depthwise_conv2d, fully_connected
  *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum
  *   pool/        max_pool2d, avg_pool2d
- *   softmax/     softmax
+ *   softmax/     softmax, log_softmax
  *   movement/    transpose, concat, pad, copy, strided_slice, gather
+ *   reduce/      reduce_sum, reduce_max, reduce_min, reduce_var, norm
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -42,6 +43,12 @@ mt_status mt_maximum_s8(const mt_op_args *args);
 mt_status mt_minimum_s8(const mt_op_args *args);
 mt_status mt_strided_slice_s8(const mt_op_args *args);
 mt_status mt_gather_s8(const mt_op_args *args);
+mt_status mt_reduce_sum_s8(const mt_op_args *args);
+mt_status mt_reduce_max_s8(const mt_op_args *args);
+mt_status mt_reduce_min_s8(const mt_op_args *args);
+mt_status mt_log_softmax_s8(const mt_op_args *args);
+mt_status mt_reduce_var_s8(const mt_op_args *args);
+mt_status mt_norm_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

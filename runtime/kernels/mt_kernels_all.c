@@ -27,6 +27,12 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_MINIMUM] = {{mt_minimum_s8, NULL, NULL, NULL}},
     [MT_OP_STRIDED_SLICE] = {{mt_strided_slice_s8, NULL, NULL, NULL}},
     [MT_OP_GATHER] = {{mt_gather_s8, NULL, NULL, NULL}},
+    [MT_OP_REDUCE_SUM] = {{mt_reduce_sum_s8, NULL, NULL, NULL}},
+    [MT_OP_REDUCE_MAX] = {{mt_reduce_max_s8, NULL, NULL, NULL}},
+    [MT_OP_REDUCE_MIN] = {{mt_reduce_min_s8, NULL, NULL, NULL}},
+    [MT_OP_LOG_SOFTMAX] = {{mt_log_softmax_s8, NULL, NULL, NULL}},
+    [MT_OP_REDUCE_VAR] = {{mt_reduce_var_s8, NULL, NULL, NULL}},
+    [MT_OP_NORM] = {{mt_norm_s8, NULL, NULL, NULL}},
 };
 
 const mt_kernel_table mt_kernels_all = {mt_all_rows, MT_OP_COUNT};

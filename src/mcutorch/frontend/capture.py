@@ -2,8 +2,9 @@
 
 `capture` returns a GraphModule in eval form: a model that writes its buffers in forward refused
 (stateful), no-op nodes removed (`remove_identities`), constants folded (frontend/fold.py),
-BatchNorm folded into the conv/linear before it. What torch.export cannot capture becomes an
-ExportError that says why and where.
+BatchNorm folded into the conv/linear before it (any other one a depthwise 1x1 conv), max/min
+over a dim reduced to their values. What torch.export cannot capture becomes an ExportError that
+says why and where.
 """
 from __future__ import annotations
 
@@ -59,6 +60,9 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     split_tuples(gm)  # split/chunk/unbind pieces as slices: each quantizes on its own
     fold_constants(gm, {*sig.parameters, *sig.lifted_tensor_constants})
     fold_batch_norm(gm)
+    from mcutorch.frontend.builders.reduce import max_values
+
+    max_values(gm)  # max/min over a dim: their values only
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm
@@ -133,18 +137,20 @@ def _param(gm: GraphModule, node) -> torch.Tensor | None:
 
 
 def fold_batch_norm(gm: GraphModule) -> None:
-    """Fold eval-mode BatchNorm into the conv2d/linear that feeds it (that producer only)."""
+    """Fold eval-mode BatchNorm into the conv2d/linear that feeds it (that producer only);
+    any other BatchNorm becomes a depthwise 1x1 conv2d (frontend/builders/norm.py)."""
     for bn in list(gm.graph.nodes):
         if bn.op != "call_function" or bn.target not in BATCH_NORMS:
             continue
         prod = bn.args[0]
-        if not (isinstance(prod, Node) and prod.target in FOLDABLE and len(prod.users) == 1):
-            raise UnsupportedOpError(
-                f"BatchNorm not after a conv2d/linear at {source_of(bn)}: fold it by hand or "
-                "put it after a conv/linear")
         gamma, beta, mean, var = (_param(gm, a) for a in bn.args[1:5])
         eps = bn.args[7] if bn.target == A.batch_norm.default else bn.args[6]
-        _fold_into(gm, prod, gamma, beta, mean, var, float(eps))
+        if isinstance(prod, Node) and prod.target in FOLDABLE and len(prod.users) == 1:
+            _fold_into(gm, prod, gamma, beta, mean, var, float(eps))
+        else:  # a per-channel affine: a depthwise 1x1 conv
+            from mcutorch.frontend.builders.norm import batch_norm_as_conv
+
+            prod = batch_norm_as_conv(gm, bn, gamma, beta, mean, var, float(eps))
         if bn.target == A._native_batch_norm_legit_no_training.default:
             for user in list(bn.users):  # getitem(bn, 0)
                 user.replace_all_uses_with(prod)

@@ -14,8 +14,8 @@ OPS = (
     OpDef("avg_pool2d", 6, ("x",), ("y",), (*WINDOW, "count_include_pad", "divisor", *OUT_ATTRS),
           {"x": "NHWC", "y": "NHWC"}, family="pool",
           sources=(Source("aten.avg_pool2d.default", "shared"),
-                   Source("aten.adaptive_avg_pool2d.default", "shared"),
-                   Source("aten.mean.dim", "shared"), Source("aten.mean.default", "shared")),
+                   Source("aten.adaptive_avg_pool2d.default", "shared")),
           qparams="shared", fusable=True,
-          doc="sum(x - in_zp) * reciprocal(count) (TOSA reciprocal_scale); divisor>0 overrides"),
+          doc="sum(x - in_zp) * reciprocal(count) (TOSA reciprocal_scale); divisor>0 overrides; "
+              "a mean over H, W (or every element) lifts to it (frontend/builders/reduce.py)"),
 )

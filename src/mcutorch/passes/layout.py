@@ -3,16 +3,19 @@
 - conv weights OIHW -> OHWI; depthwise (groups == in channels) becomes `depthwise_conv2d` with
   weights [KH, KW, C*M];
 - a 4-D constant read as an activation (a folded constant added to one, ...) is transposed too;
-- axis attributes (concat, pad, softmax, transpose, strided_slice, gather) are renumbered;
+- axis attributes (concat, pad, softmax, transpose, strided_slice, gather, the reductions' axes
+  mask) are renumbered; a softmax over another dim than the last gets a transpose to the last and
+  back around it;
 - a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
   fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
   transposes around it.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor
 
 TO_NHWC = (0, 2, 3, 1)  # nhwc = nchw.transpose(TO_NHWC)
@@ -118,11 +121,22 @@ def _concat(node, graph, consumers):
 
 
 def _softmax(node, graph, consumers):
+    """The kernels take rows along the last axis: over another dim d of [A, D, B] (stored order,
+    B > 1), reshape to [A, D, B], transpose to [A, B, D] and back around the op."""
     _axis(node, "dim")
-    if node.attrs["dim"] != len(node.outputs[0].shape) - 1:
-        raise UnsupportedOpError(f"{node.source}: softmax over a dimension other than the "
-                                 "channels / last one")
-    return [node]
+    x, y, dim = node.inputs[0], node.outputs[0], node.attrs["dim"]
+    a, d, b = math.prod(x.shape[:dim]), x.shape[dim], math.prod(x.shape[dim + 1:])
+    if b == 1:
+        return [node]
+
+    x3 = Tensor(x.name + "_rows3", (a, d, b), x.dtype, x.scale, x.zero_point)
+    y3 = Tensor(y.name + "_rows3", (a, d, b), y.dtype, y.scale, y.zero_point)
+    yt = Tensor(y.name + "_rows", (a, b, d), y.dtype, y.scale, y.zero_point)
+    pre = [Node("reshape", [x], [x3], {}, node.source)]
+    xt = _transpose(x3, (0, 2, 1), (a, b, d), pre, node)
+    node.inputs, node.outputs, node.attrs["dim"] = [xt], [yt], 2
+    return [*pre, node, Node("transpose", [yt], [y3], {"perm": (0, 2, 1)}, node.source),
+            Node("reshape", [y3], [y], {}, node.source)]
 
 
 def _per_dim(node, graph, consumers):
@@ -133,5 +147,16 @@ def _per_dim(node, graph, consumers):
     return [node]
 
 
+def _reduce(node, graph, consumers):
+    if node.inputs[0].layout == "NHWC":  # the mask's bit i (NCHW dim i) moves to AXIS_NHWC[i]
+        mask = node.attrs["axes"]
+        node.attrs["axes"] = sum(1 << AXIS_NHWC[i] for i in range(4) if mask >> i & 1)
+        if node.attrs.get("channel_axis") is not None:  # norm's per-channel affine
+            node.attrs["channel_axis"] = AXIS_NHWC[node.attrs["channel_axis"]]
+    return [node]
+
+
 FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
-          "softmax": _softmax, "pad": _per_dim, "strided_slice": _per_dim, "gather": _concat}
+          "softmax": _softmax, "pad": _per_dim, "strided_slice": _per_dim, "gather": _concat,
+          "reduce_sum": _reduce, "reduce_max": _reduce, "reduce_min": _reduce,
+          "log_softmax": _softmax, "reduce_var": _reduce, "norm": _reduce}

@@ -6,14 +6,18 @@ Rank < 4 tensors are treated as 4-D with leading 1-dims for perm/axis/pad (ref/m
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mcutorch import ops
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
-from mcutorch.quant import quantize_multiplier, quantize_multipliers
+from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
 from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, pad_attrs, slice_attrs,
                           softmax_exp_table, transpose_attrs)
+from mcutorch.ref.reduce import norm_constants, sum_range, var_attrs
+from mcutorch.ref.softmax import log_softmax_tables
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
 SHARED = frozenset(d.name for d in ops.REGISTRY if d.qparams == "shared")
@@ -104,6 +108,63 @@ def _softmax(node: Node) -> None:
     node.attrs = {}
 
 
+def _reduce(node: Node) -> None:
+    """reduce_sum: mult = s_in / (count * s_out), count 1 for a sum, the reduced elements for a
+    mean; reduce_max/min share qparams and keep only the axes and clamp."""
+    x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    if node.op == "reduce_var":
+        return _reduce_var(node)
+    if node.op != "reduce_sum":
+        node.attrs = {"axes": a["axes"], **_act(node)}
+        return
+    m, s = quantize_multiplier(x.scale / (y.scale * a["divide"]))
+    count = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
+    if any(abs(int(rq(v, m, s))) >= 1 << 31 for v in sum_range(count, x.zero_point)):
+        raise UnsupportedOpError(f"{node.source}: a sum of {count} int8 values scaled by "
+                                 f"{x.scale / y.scale:g} can leave int32 after requantization")
+    node.attrs = {"axes": a["axes"], "in_zp": x.zero_point, "out_zp": y.zero_point, "mult": m,
+                  "shift": s, **_act(node)}
+
+
+def _log_softmax(node: Node) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    if x.shape[-1] > 32767:
+        raise UnsupportedOpError(f"{node.source}: log_softmax over {x.shape[-1]} > 32767 values")
+    try:
+        exp, log, in_mult, ln2 = log_softmax_tables(x.scale, y.scale)
+    except ValueError as err:
+        raise UnsupportedOpError(f"{node.source}: {err}") from None
+    node.inputs = [x, _const(y.name + "_exp", exp), _const(y.name + "_log", log)]
+    node.attrs = {"in_mult": in_mult, "ln2": ln2, "out_zp": y.zero_point}
+
+
+def _reduce_var(node: Node) -> None:
+    x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    n = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
+    try:
+        found = var_attrs(n, a["root"], a["correction"], x.scale, y.scale)
+    except ValueError as err:
+        raise UnsupportedOpError(f"{node.source}: {err}") from None
+    node.attrs = {"axes": a["axes"], **found, "out_zp": y.zero_point, **_act(node)}
+
+
+def _norm(node: Node) -> None:
+    x, y, a = node.inputs[0], node.outputs[0], node.attrs
+    n = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
+    axis = a["channel_axis"]
+    try:
+        sign, beta, mult, shift, eps = norm_constants(a["gamma"], a["beta"], a["eps"], n,
+                                                      x.scale, y.scale)
+    except ValueError as err:
+        raise UnsupportedOpError(f"{node.source}: {err}") from None
+    node.inputs = [x, Tensor(y.name + "_gamma_sign", sign.shape, "int8", 1.0, 0, sign),
+                   _const(y.name + "_beta", beta), _const(y.name + "_mult", mult),
+                   _const(y.name + "_shift", shift)]
+    node.attrs = {"axes": a["axes"], "eps": eps,
+                  "inner": 1 if axis is None else math.prod(x.shape[axis + 1:]),
+                  "out_zp": y.zero_point, **_act(node)}
+
+
 def _transpose(node: Node) -> None:
     node.attrs = transpose_attrs(node.attrs["perm"])
 
@@ -139,7 +200,9 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
          "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
-         "gather": _gather}
+         "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
+         "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
+         "norm": _norm}
 
 
 def _share_qparams(node: Node) -> list[Node]:

@@ -235,6 +235,36 @@ def _avg_pool_divisor(b: Builder, node: Node, x: str, out: str, notes) -> str:
     return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
 
 
+# --- reductions -----------------------------------------------------------------------------------
+
+def _reduced(node: Node) -> list[int]:
+    return [i for i in range(len(node.inputs[0].shape)) if node.attrs["axes"] >> i & 1]
+
+
+def lower_reduce_sum(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """x - in_zp by an exact RESCALE to int32 (x1), REDUCE_SUM per reduced axis, output stage."""
+    a = node.attrs
+    acc = b.rescale(ins[0], 1 << 30, 30, a["in_zp"], 0, "int32")
+    for axis in _reduced(node):
+        shape = [1 if i == axis else d for i, d in enumerate(b.shape(acc))]
+        acc = b.op("REDUCE_SUM", [acc], shape, "int32", attr("ReduceSum", axis))
+    return _output_stage(b, acc, a["mult"], a["shift"], a["out_zp"], a["act_min"], a["act_max"],
+                         out)
+
+
+def lower_reduce_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """REDUCE_MAX / REDUCE_MIN on int8, one per reduced axis, then the clamp."""
+    kind, y = ("Max" if node.op == "reduce_max" else "Min"), ins[0]
+    axes = _reduced(node)
+    narrow = (node.attrs["act_min"], node.attrs["act_max"]) != INT8_RANGE
+    for k, axis in enumerate(axes):
+        shape = [1 if i == axis else d for i, d in enumerate(b.shape(y))]
+        last = k == len(axes) - 1 and not narrow
+        at = attr(f"Reduce{kind}", axis, ts.NanPropagationMode.PROPAGATE)
+        y = b.op(f"REDUCE_{kind.upper()}", [y], shape, "int8", at, out if last else None)
+    return _clamp_if(b, y, node, out)
+
+
 # --- data movement --------------------------------------------------------------------------------
 
 def _lead(t: Tensor) -> int:
@@ -319,5 +349,8 @@ RULES = {
     "copy": (S.check_movement, lower_reshape),
     "strided_slice": (check_slice, lower_slice),
     "gather": (S.check_movement, lower_gather),
+    "reduce_sum": (S.check_reduce_sum, lower_reduce_sum),
+    "reduce_max": (S.exact, lower_reduce_minmax),
+    "reduce_min": (S.exact, lower_reduce_minmax),
     "reshape": (S.check_movement, lower_reshape),
 }

@@ -168,6 +168,16 @@ def check_avg_pool(node: Node) -> str:
     return _rescale_problem("avg_pool2d", lo * n, hi * n, mult, shift, "the window sum")
 
 
+def check_reduce_sum(node: Node) -> str:
+    """REDUCE_SUM adds at most 2^23 terms of 255 (int32 in any order); the sum's range must be
+    legal for the output RESCALE."""
+    a, shape = node.attrs, node.inputs[0].shape
+    count = int(np.prod([d for i, d in enumerate(shape) if a["axes"] >> i & 1]))
+    lo, hi = _delta_range(a["in_zp"])
+    return _rescale_problem("reduce_sum", lo * count, hi * count, a["mult"], a["shift"],
+                            "the sum")
+
+
 def check_movement(node: Node) -> str:
     ranks = {len(t.shape) for t in (*node.inputs, *node.outputs) if not t.is_const}
     return "" if ranks <= {1, 2, 3, 4} else f"{node.op}: rank {sorted(ranks)} outside 1..4"

@@ -66,11 +66,6 @@ def global_pool(lf, n: FxNode, out: Tensor, act) -> None:
                   else ())
     if mean and dims == list(range(rank)):
         return mean_all(lf, n, x, out, act)
-    if mean and (rank != 4 or dims != [2, 3]):
-        raise UnsupportedOpError(
-            f"{source_of(n)}: mean over dims {n.args[1]} of a {rank}-D tensor: mcutorch lowers "
-            "the mean over H, W of [N, C, H, W] (dim=(2, 3) or (-2, -1)) and the mean of all "
-            "elements (dim=None)")
     if rank != 4:
         raise UnsupportedOpError(f"{source_of(n)}: pooling needs a 4-D input")
     h, w = x.shape[2:]
@@ -97,5 +92,5 @@ def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool}
+BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool}  # means: builders/reduce.py
 ACT = {pool, avg_pool}
