@@ -1,8 +1,9 @@
 """Element-wise ops: add, mul, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
 compile-time table maker.
 
-Binary ops take two int8 tensors of the same shape (no broadcasting). Every value goes through
-int32 intermediates exactly as the TOSA sequences named in docs/numerics.md do.
+Binary ops take two int8 tensors with numpy broadcasting (ranks up to 6; `broadcast_shape`).
+Every value goes through int32 intermediates exactly as the TOSA sequences named in
+docs/numerics.md do.
 """
 from __future__ import annotations
 
@@ -14,10 +15,27 @@ from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_a
                                   check_act, check_scale, check_zp, requantize)
 
 
-def _same_shape(a, b, op: str):
+MAX_RANK = 6
+
+
+def broadcast_shape(a_shape, b_shape, op: str) -> tuple[int, ...]:
+    """numpy's broadcast of two shapes (right-aligned, size-1 dims stretch), ranks up to 6."""
+    check(len(a_shape) <= MAX_RANK and len(b_shape) <= MAX_RANK,
+          f"{op}: ranks {len(a_shape)} and {len(b_shape)}; at most {MAX_RANK}")
+    r = max(len(a_shape), len(b_shape))
+    da = (1,) * (r - len(a_shape)) + tuple(a_shape)
+    db = (1,) * (r - len(b_shape)) + tuple(b_shape)
+    check(all(u == v or 1 in (u, v) for u, v in zip(da, db)),
+          f"{op}: shapes {tuple(a_shape)} and {tuple(b_shape)} do not broadcast")
+    return tuple(v if u == 1 else u for u, v in zip(da, db))
+
+
+def _binary(a, b, op: str):
+    """Both operands as int64 arrays broadcast to their common shape."""
     as_array(a, np.int8, "a")
     as_array(b, np.int8, "b")
-    check(a.shape == b.shape, f"{op}: shapes {a.shape} and {b.shape} differ (no broadcasting)")
+    shape = broadcast_shape(a.shape, b.shape, op)
+    return (np.broadcast_to(a.astype(np.int64), shape), np.broadcast_to(b.astype(np.int64), shape))
 
 
 def _rq_range(zp: int, mult: int, shift: int) -> tuple[int, int]:
@@ -43,11 +61,11 @@ def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out
 def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
         act_min, act_max):
     """RESCALE(a) + RESCALE(b) in int32, then RESCALE to int8 and clamp."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "add")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "add")
     _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift)
-    a32 = quant.rq(a.astype(np.int64) - a_zp, a_mult, a_shift)
-    b32 = quant.rq(b.astype(np.int64) - b_zp, b_mult, b_shift)
+    a32 = quant.rq(a - a_zp, a_mult, a_shift)
+    b32 = quant.rq(b - b_zp, b_mult, b_shift)
     return requantize(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max)
 
 
@@ -61,14 +79,14 @@ def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:
 
 def mul(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
     """y = clamp(rq((a - a_zp) * (b - b_zp)) + out_zp)."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "mul")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "mul")
     check_zp("a_zp", a_zp)
     check_zp("b_zp", b_zp)
     corners = [u * v for u in (INT8_MIN - a_zp, INT8_MAX - a_zp)
                for v in (INT8_MIN - b_zp, INT8_MAX - b_zp)]  # the extreme products
     _check_rq_range(min(corners), max(corners), mult, shift, "mul")
-    prod = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)  # |prod| <= 255 * 255
+    prod = (a - a_zp) * (b - b_zp)  # |prod| <= 255 * 255
     return requantize(prod, mult, shift, out_zp, act_min, act_max)
 
 
@@ -82,16 +100,16 @@ def clamp(x, *, act_min, act_max):
 
 def maximum(a, b, *, act_min, act_max):
     """y = clip(max(a, b), act_min, act_max); a, b and y share qparams, so no arithmetic."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "maximum")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "maximum")
     check_act(act_min, act_max)
     return np.clip(np.maximum(a, b), act_min, act_max).astype(np.int8)
 
 
 def minimum(a, b, *, act_min, act_max):
     """y = clip(min(a, b), act_min, act_max); a, b and y share qparams, so no arithmetic."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "minimum")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "minimum")
     check_act(act_min, act_max)
     return np.clip(np.minimum(a, b), act_min, act_max).astype(np.int8)
 

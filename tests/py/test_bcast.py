@@ -1,0 +1,178 @@
+"""Numpy broadcasting of the binary element-wise ops (add, mul, maximum, minimum).
+
+The reference (the definition) against numpy on the dequantized-free integer formula; the C
+kernels bit-exact against the reference on every broadcast pattern (per-channel, column, scalar,
+either or both operands broadcasting, ranks 1..6, odd dims and vector tails, in place) on the
+host (ASan + UBSan) and on every emulated board; the shape triples both executors refuse.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, add_case, minmax_case, mul_case,
+                            rng_for, run_board, run_host, s8)
+
+from mcutorch import quant
+from mcutorch.ref import KERNELS
+from mcutorch.ref.elementwise import broadcast_shape
+
+OPS = ("add", "mul", "maximum", "minimum")
+
+# (a shape, b shape): the patterns the kernels' inner loops take
+PAIRS = [
+    ((1, 8, 8, 17), (1, 1, 1, 17)),  # per-channel (squeeze-and-excite in NHWC)
+    ((1, 1, 1, 17), (1, 8, 8, 17)),  # the same, a broadcasting
+    ((1, 8, 8, 17), (17,)),  # per-channel of lower rank
+    ((1, 8, 8, 17), (1, 8, 8, 1)),  # column: constant along the innermost dim
+    ((1, 6, 5, 1), (1, 6, 5, 19)),  # column, a broadcasting
+    ((1, 8, 8, 17), (1,)),  # scalar
+    ((), (2, 3, 5)),  # rank-0 scalar a
+    ((1, 1, 1, 1), (3, 1, 7, 33)),  # scalar of equal rank
+    ((3, 1, 5), (1, 4, 1)),  # both broadcasting (outer product)
+    ((3, 1), (1, 1000)),  # both, a long run
+    ((5, 7, 3), (5, 1, 3)),  # a middle dim
+    ((2, 1, 3, 1, 5, 1), (1, 4, 1, 2, 1, 3)),  # rank 6, alternating
+    ((2, 3, 4, 5, 6, 7), (1, 3, 1, 5, 1, 7)),  # rank 6
+    ((4, 1, 1, 1, 1, 9), (9,)),  # rank 6 against 1
+    ((1, 1, 1, 1), (1, 1, 1, 1)),
+    ((2, 0, 3), (1, 1, 3)),  # empty
+    ((7, 1, 5), (7, 1, 5)),  # same shapes, a size-1 dim
+]
+TAILS = list(range(1, 18)) + [31, 33, 64, 100]  # DSP words, MVE vectors, tails
+
+
+def make(op, name, a_shape, b_shape, alias=None, extreme=False):
+    """A case of `op` with operands of these shapes (the attributes of the same-shape makers)."""
+    if op in ("maximum", "minimum"):
+        base = minmax_case(name, op, (1,))
+    else:
+        base = (add_case if op == "add" else mul_case)(name, (1,), extreme=extreme)
+    rng = rng_for(name + "/operands")
+    return replace(base, inputs=(s8(rng, a_shape), s8(rng, b_shape)), alias=alias)
+
+
+def bcast_cases():
+    cases = []
+    for op in OPS:
+        for i, (sa, sb) in enumerate(PAIRS):
+            cases.append(make(op, f"bc_{op}_{i:02d}", sa, sb))
+            if op in ("add", "mul"):  # unusual scale encodings: the general paths
+                cases.append(make(op, f"bc_{op}_{i:02d}_extreme", sa, sb, extreme=True))
+        for n in TAILS:
+            cases += [make(op, f"bc_{op}_scalar_n{n}", (3, n), (1,)),
+                      make(op, f"bc_{op}_ascalar_n{n}", (1, 1), (2, n)),
+                      make(op, f"bc_{op}_chan_n{n}", (1, 3, 2, n), (n,)),
+                      make(op, f"bc_{op}_col_n{n}", (2, 3, n), (2, 3, 1))]
+        cases += [make(op, f"bc_{op}_inplace_a", (4, 5, 6), (6,), alias=0),
+                  make(op, f"bc_{op}_inplace_b", (5, 1), (3, 5, 7), alias=1),
+                  make(op, f"bc_{op}_inplace_lower", (6,), (1, 1, 6), alias=0)]
+        rng = rng_for(f"bc_{op}_random")
+        for i in range(24):
+            r = int(rng.integers(1, 7))
+            y = rng.integers(1, 6, size=r)
+            sa = tuple(int(d) if rng.random() < 0.6 else 1 for d in y)
+            sb = tuple(int(d) if rng.random() < 0.6 else 1 for d in y)
+            sa, sb = sa[int(rng.integers(0, r + 1)):], sb[int(rng.integers(0, r)):]
+            cases.append(make(op, f"bc_{op}_random_{i:02d}", sa, sb,
+                              extreme=bool(rng.random() < 0.3)))
+    return cases + bad_bcast_cases()
+
+
+def bad_bcast_cases():
+    """Shape triples both executors refuse: operands that do not broadcast, and a y that is not
+    their broadcast (larger, smaller, other rank)."""
+    cases = []
+    for op in OPS:
+        base = make(op, f"bc_{op}_base", (2, 5), (5,))
+        rng = rng_for(f"bc_{op}_bad")
+
+        def bad(suffix, a_shape, b_shape, out_shape, ref_raises=True):
+            return replace(base, name=f"bc_{op}_bad_{suffix}", status=BAD_ARGUMENT,
+                           inputs=(s8(rng, a_shape), s8(rng, b_shape)), out_shape=out_shape,
+                           ref_raises=ref_raises)
+        cases += [bad("2_vs_3", (2, 5), (3, 5), (2, 5)), bad("inner", (2, 5), (2, 4), (2, 5)),
+                  bad("zero_vs_3", (0, 5), (3, 5), (0, 5)),
+                  bad("y_rank_up", (2, 5), (5,), (1, 2, 5), ref_raises=False),
+                  bad("y_rank_down", (1, 2, 5), (5,), (2, 5), ref_raises=False),
+                  bad("y_stretched", (2, 5), (5,), (4, 5), ref_raises=False),
+                  bad("y_broadcast_dim", (2, 1), (1, 5), (2, 1), ref_raises=False),
+                  bad("y_is_a", (2, 1), (2, 5), (2, 1), ref_raises=False),
+                  bad("y_unit", (1,), (1,), (1, 1), ref_raises=False)]
+    return cases
+
+
+# ----------------------------------------------------------------------------- the definition
+
+def _formula(op, a, b, at):
+    """The integer formula of each op on numpy-broadcast int64 operands."""
+    a, b = np.broadcast_arrays(a.astype(np.int64), b.astype(np.int64))
+    if op == "maximum":
+        return np.clip(np.maximum(a, b), at["act_min"], at["act_max"])
+    if op == "minimum":
+        return np.clip(np.minimum(a, b), at["act_min"], at["act_max"])
+    if op == "add":
+        acc = (quant.rq(a - at["a_zp"], at["a_mult"], at["a_shift"])
+               + quant.rq(b - at["b_zp"], at["b_mult"], at["b_shift"]))
+        v = quant.rq(acc, at["out_mult"], at["out_shift"]) + at["out_zp"]
+    else:
+        v = quant.rq((a - at["a_zp"]) * (b - at["b_zp"]), at["mult"], at["shift"]) + at["out_zp"]
+    return np.clip(v, at["act_min"], at["act_max"])
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reference_is_numpy_broadcasting(op):
+    for case in bcast_cases():
+        if case.op != op or case.status != 0:
+            continue
+        a, b = case.inputs
+        y = KERNELS[op](a, b, **case.attrs)
+        assert y.dtype == np.int8 and y.shape == np.broadcast_shapes(a.shape, b.shape), case.name
+        np.testing.assert_array_equal(y, _formula(op, a, b, case.attrs), err_msg=case.name)
+
+
+def test_broadcast_shape_domain():
+    assert broadcast_shape((3, 1, 5), (4, 1), "add") == (3, 4, 5)
+    assert broadcast_shape((), (2,), "add") == (2,)
+    assert broadcast_shape((0, 1), (1, 3), "add") == (0, 3)
+    assert broadcast_shape((1,) * 6, (2,), "add") == (1,) * 5 + (2,)  # rank 6: the last accepted
+    for sa, sb, what in (((2,), (3,), "do not broadcast"), ((1,) * 7, (1,), "at most 6"),
+                         ((0,), (2,), "do not broadcast")):
+        with pytest.raises(ValueError, match=what):
+            broadcast_shape(sa, sb, "mul")
+        if len(sa) <= 6:  # the kernels too
+            for op in OPS:
+                case = make(op, f"domain_{op}", sa, sb)
+                with pytest.raises(ValueError, match=what):
+                    KERNELS[op](*case.inputs, **case.attrs)
+    with pytest.raises(ValueError, match="at most 6"):  # rank 7 operand
+        case = make("add", "domain_rank7", (1,) * 7, (1,))
+        KERNELS["add"](*case.inputs, **case.attrs)
+
+
+# ----------------------------------------------------------------------------- the C kernels
+
+@pytest.fixture(scope="module")
+def cases():
+    return bcast_cases()
+
+
+def test_bcast_kernels_host(cases, tmp_path):
+    run_host(cases, tmp_path)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+def test_bcast_kernels_qemu(cases, tmp_path, board, cpu):
+    run_board(cases, tmp_path, board, cpu)
+
+
+def test_case_table_covers_every_mode():
+    """Every run mode of mt_bcast.h appears for every op: same-shape runs repeated (per-channel),
+    a constant b (scalar, column), a constant a, and both operands broadcasting."""
+    for op in OPS:
+        shapes = [tuple(map(np.shape, c.inputs)) for c in bcast_cases() if c.op == op]
+        assert ((1, 8, 8, 17), (17,)) in shapes and ((1, 8, 8, 17), (1, 8, 8, 1)) in shapes
+        assert ((1, 1), (2, 5)) in shapes and ((3, 1, 5), (1, 4, 1)) in shapes
+        assert any(len(s) == 6 for s, _ in shapes)
