@@ -11,10 +11,16 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+import torch
 from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, add_case, minmax_case, mul_case,
                             rng_for, run_board, run_host, s8)
 
+from torch import nn
+
+import mcutorch
 from mcutorch import quant
+from mcutorch.compare import layer_by_layer
+from mcutorch.compiler import build_graph
 from mcutorch.ref import KERNELS
 from mcutorch.ref.elementwise import broadcast_shape
 
@@ -176,3 +182,102 @@ def test_case_table_covers_every_mode():
         assert ((1, 8, 8, 17), (17,)) in shapes and ((1, 8, 8, 17), (1, 8, 8, 1)) in shapes
         assert ((1, 1), (2, 5)) in shapes and ((3, 1, 5), (1, 4, 1)) in shapes
         assert any(len(s) == 6 for s, _ in shapes)
+
+
+# ----------------------------------------------------------------------------- TOSA
+
+TOSA_PAIRS = [((1, 8, 8, 17), (1, 1, 1, 17)), ((1, 8, 8, 17), (17,)), ((1, 1, 1, 17), (1, 8, 8, 17)),
+              ((1, 8, 8, 17), (1, 8, 8, 1)), ((1, 8, 8, 17), (1,)), ((3, 1, 5), (1, 4, 1)),
+              ((1,), (2, 3)), ((2, 1, 3, 1, 5, 1), (1, 4, 1, 2, 1, 3)), ((5, 7, 3), (5, 1, 3))]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("pair", TOSA_PAIRS, ids=lambda p: f"{p[0]}x{p[1]}")
+def test_tosa_broadcast(op, pair):
+    """Operands of lower rank are reshaped to y's rank; TOSA broadcasts size-1 dims: bit-exact on
+    the TOSA reference model (extremes and random inputs)."""
+    from test_tosa import check_op
+
+    case = make(op, f"tosa_{op}_{pair}", *pair)
+    check_op(op, list(pair), (), None, **case.attrs)
+
+
+# ----------------------------------------------------------------------------- end to end
+
+class SqueezeExcite(nn.Module):
+    """x * se(x) with [1, C, H, W] x [1, C, 1, 1], a bias parameter of rank 3, a row vector."""
+
+    def __init__(self, c=12):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.fc1, self.fc2 = nn.Conv2d(c, 4, 1), nn.Conv2d(4, c, 1)
+        self.col = nn.Conv2d(c, 1, 1)
+        self.bias = nn.Parameter(torch.randn(c, 1, 1))
+        self.row = nn.Parameter(torch.randn(7))
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        s = torch.sigmoid(self.fc2(torch.relu(self.fc1(y.mean((2, 3), keepdim=True)))))
+        y = y * s + self.bias  # per channel, twice
+        col = self.col(y)
+        y = torch.maximum(y, col)  # a column: [1, 1, H, W]
+        return torch.minimum(y, self.row) + nn.functional.max_pool2d(col, (9, 1))  # [7], [1,1,1,W]
+
+
+class Vectors(nn.Module):
+    """Broadcasts of rank 2 and 3 (no layout change): rows, columns, a scalar tensor."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 1)
+
+    def forward(self, x, v, s):
+        y = x * v + self.fc(x)  # [N, K] x [K], [N, K] + [N, 1]
+        return torch.maximum(y.unsqueeze(0), s) * x.mean()  # rank 3, a [1], a [] scalar
+
+
+def _agreement(ours, theirs):
+    diff = np.abs(ours - theirs)
+    return diff.max(), float(np.mean(diff <= 1))
+
+
+def test_squeeze_excite_end_to_end():
+    """Within 1 LSB of PyTorch's fake-quant model on >= 99 % of the elements (end to end and
+    layer by layer), exact on the TOSA reference model; the broadcast operands stay small."""
+    from test_pipeline import compile_and_compare
+
+    from mcutorch.backends import tosa
+
+    torch.manual_seed(5)
+    model = SqueezeExcite().eval()
+    cal = [torch.randn(1, 3, 9, 7) for _ in range(8)]
+    program, ours, theirs = compile_and_compare(model, cal[0], cal)
+    worst, within = _agreement(ours, theirs)
+    print(f"squeeze-excite: {within:.2%} within 1 LSB, worst {worst}")
+    assert within >= 0.99 and worst <= 2
+    p = program.program
+    names = [op.name for op in p.ops]
+    assert {"mul", "add", "maximum", "minimum"} <= set(names), names
+    small = {tuple(p.tensors[t].shape) for op in p.ops if op.name in OPS for t in op.inputs}
+    assert {(1, 1, 1, 12), (1, 9, 7, 1), (1, 1, 7, 1)} <= small, small  # NHWC: [C], [H, W], [W]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    for r in layer_by_layer(qmodel, (cal[1],)):
+        assert r["within_1lsb"] >= 0.99, r
+    tosa.verify_program_graph(build_graph(qmodel))
+
+
+def test_vectors_end_to_end():
+    from mcutorch.backends import tosa
+
+    torch.manual_seed(6)
+    model = Vectors().eval()
+    cal = [(torch.randn(5, 16), torch.randn(16), torch.randn(1)) for _ in range(8)]
+    qmodel = mcutorch.quantize(model, cal[0], calibration=cal)
+    program = mcutorch.compile(qmodel, cal[0])
+    out = program.program.tensors[program.program.outputs[0]]
+    q = lambda v: np.round(v / out.scale).astype(np.int64) + out.zero_point  # noqa: E731
+    ours, theirs = q(program.run(*cal[1]).numpy()), q(qmodel(*cal[1]).detach().numpy())
+    worst, within = _agreement(ours, theirs)
+    print(f"vectors: {within:.2%} within 1 LSB, worst {worst}")
+    assert within >= 0.99 and worst <= 2
+    tosa.verify_program_graph(build_graph(qmodel))
