@@ -66,13 +66,13 @@ static MT_ALWAYS_INLINE void mt_minmax_run(const int8_t *a, const int8_t *b, int
 }
 
 static inline void mt_maximum_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
-                           const int32_t *attrs)
+                                  const int32_t *attrs)
 {
   mt_minmax_run(a, b, y, n, mode, attrs, 1);
 }
 
 static inline void mt_minimum_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
-                           const int32_t *attrs)
+                                  const int32_t *attrs)
 {
   mt_minmax_run(a, b, y, n, mode, attrs, 0);
 }
