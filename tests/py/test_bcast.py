@@ -1,4 +1,4 @@
-"""Numpy broadcasting of the binary element-wise ops (add, mul, maximum, minimum).
+"""Numpy broadcasting of the binary element-wise ops (add, sub, mul, maximum, minimum), and sub.
 
 The reference (the definition) against numpy on the dequantized-free integer formula; the C
 kernels bit-exact against the reference on every broadcast pattern (per-channel, column, scalar,
@@ -12,7 +12,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import torch
-from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, add_case, minmax_case, mul_case,
+from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, add_case, minmax_case, mul_case,
                             rng_for, run_board, run_host, s8)
 
 from torch import nn
@@ -24,7 +24,7 @@ from mcutorch.compiler import build_graph
 from mcutorch.ref import KERNELS
 from mcutorch.ref.elementwise import broadcast_shape
 
-OPS = ("add", "mul", "maximum", "minimum")
+OPS = ("add", "sub", "mul", "maximum", "minimum")
 
 # (a shape, b shape): the patterns the kernels' inner loops take
 PAIRS = [
@@ -53,8 +53,9 @@ def make(op, name, a_shape, b_shape, alias=None, extreme=False):
     """A case of `op` with operands of these shapes (the attributes of the same-shape makers)."""
     if op in ("maximum", "minimum"):
         base = minmax_case(name, op, (1,))
-    else:
-        base = (add_case if op == "add" else mul_case)(name, (1,), extreme=extreme)
+    else:  # sub: add's attributes (their domain check covers the difference too)
+        base = (mul_case if op == "mul" else add_case)(name, (1,), extreme=extreme)
+        base = replace(base, op=op)
     rng = rng_for(name + "/operands")
     return replace(base, inputs=(s8(rng, a_shape), s8(rng, b_shape)), alias=alias)
 
@@ -64,7 +65,7 @@ def bcast_cases():
     for op in OPS:
         for i, (sa, sb) in enumerate(PAIRS):
             cases.append(make(op, f"bc_{op}_{i:02d}", sa, sb))
-            if op in ("add", "mul"):  # unusual scale encodings: the general paths
+            if op in ("add", "sub", "mul"):  # unusual scale encodings: the general paths
                 cases.append(make(op, f"bc_{op}_{i:02d}_extreme", sa, sb, extreme=True))
         for n in TAILS:
             cases += [make(op, f"bc_{op}_scalar_n{n}", (3, n), (1,)),
@@ -83,7 +84,25 @@ def bcast_cases():
             sa, sb = sa[int(rng.integers(0, r + 1)):], sb[int(rng.integers(0, r)):]
             cases.append(make(op, f"bc_{op}_random_{i:02d}", sa, sb,
                               extreme=bool(rng.random() < 0.3)))
-    return cases + bad_bcast_cases()
+    return cases + bad_bcast_cases() + sub_edge_cases()
+
+
+SUB_EDGE = dict(a_zp=127, a_shift=8, b_zp=-128, b_shift=8, out_zp=0, out_mult=1 << 30,
+                out_shift=62, act_min=-128, act_max=127)
+SUB_EDGE_MULT = 1077952576  # rq(-255) - rq(255) = -2^31 exactly; one more: -2^31 - 2
+
+
+def sub_edge_cases():
+    """sub's static domain at its edge: the difference a32 - b32 (not the sum) reaches INT32_MIN
+    (accepted by both executors) or passes it (refused), with each a32, b32 inside int32."""
+    rng = rng_for("sub_edge")
+    x = (s8(rng, (3, 7)), s8(rng, (7,)))
+    x[0][0, 0], x[1][0] = -128, 127
+    m = SUB_EDGE_MULT
+    ok = Case("sub_edge_int32_min", "sub", x, {**SUB_EDGE, "a_mult": m, "b_mult": m})
+    bad = replace(ok, name="sub_edge_int32_min_bad", status=BAD_ARGUMENT, out_shape=(3, 7),
+                  attrs={**ok.attrs, "a_mult": m + 1, "b_mult": m + 1})
+    return [ok, bad, replace(ok, name="sub_edge_as_add", op="add")]  # the sum is far inside
 
 
 def bad_bcast_cases():
@@ -118,9 +137,9 @@ def _formula(op, a, b, at):
         return np.clip(np.maximum(a, b), at["act_min"], at["act_max"])
     if op == "minimum":
         return np.clip(np.minimum(a, b), at["act_min"], at["act_max"])
-    if op == "add":
+    if op in ("add", "sub"):
         acc = (quant.rq(a - at["a_zp"], at["a_mult"], at["a_shift"])
-               + quant.rq(b - at["b_zp"], at["b_mult"], at["b_shift"]))
+               + (-1 if op == "sub" else 1) * quant.rq(b - at["b_zp"], at["b_mult"], at["b_shift"]))
         v = quant.rq(acc, at["out_mult"], at["out_shift"]) + at["out_zp"]
     else:
         v = quant.rq((a - at["a_zp"]) * (b - at["b_zp"]), at["mult"], at["shift"]) + at["out_zp"]
@@ -280,4 +299,45 @@ def test_vectors_end_to_end():
     worst, within = _agreement(ours, theirs)
     print(f"vectors: {within:.2%} within 1 LSB, worst {worst}")
     assert within >= 0.99 and worst <= 2
+    tosa.verify_program_graph(build_graph(qmodel))
+
+
+class Differences(nn.Module):
+    """x - y (broadcast both ways), torch.sub with alpha, rsub, add with a negative alpha."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.proj = nn.Conv2d(6, 1, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        m = y.mean((2, 3), keepdim=True)
+        d = y - m  # [1, C, H, W] - [1, C, 1, 1]
+        d = torch.sub(d, self.proj(y), alpha=0.5)  # a column, alpha
+        d = torch.rsub(m, d, alpha=2)  # d - 2 * m
+        return torch.add(d, y, alpha=-1.5), 1 - m  # d - 1.5 * y; a table
+
+
+def test_sub_end_to_end():
+    """sub of two tensors within 1 LSB of fake-quant, layer by layer too, exact on TOSA; each
+    alpha folds into b's rescale (no extra op), `1 - m` stays a table."""
+    from mcutorch.backends import tosa
+
+    torch.manual_seed(7)
+    model = Differences().eval()
+    cal = [torch.randn(1, 3, 8, 5) for _ in range(8)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],))
+    names = [op.name for op in program.program.ops]
+    assert names.count("sub") == 4 and "lut" in names, names
+    ours, theirs = program.run(cal[1]), qmodel(cal[1])
+    for k, (o, t) in enumerate(zip(ours, theirs)):
+        out = program.program.tensors[program.program.outputs[k]]
+        q = lambda v: np.round(v / out.scale).astype(np.int64) + out.zero_point  # noqa: E731
+        worst, within = _agreement(q(o.numpy()), q(t.detach().numpy()))
+        print(f"differences output {k}: {within:.2%} within 1 LSB, worst {worst}")
+        assert within >= 0.99 and worst <= 2
+    for r in layer_by_layer(qmodel, (cal[1],)):
+        assert r["within_1lsb"] >= 0.99, r
     tosa.verify_program_graph(build_graph(qmodel))

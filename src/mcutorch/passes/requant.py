@@ -46,11 +46,13 @@ def _mac(node: Node) -> None:
 
 
 def _add(node: Node) -> None:
+    """add and sub (a - b): b's real step is alpha * its scale (alpha > 0, lift)."""
     a, b = node.inputs
     y = node.outputs[0]
-    twice_max = 2 * max(a.scale, b.scale)
+    b_scale = b.scale * node.attrs.get("alpha", 1)
+    twice_max = 2 * max(a.scale, b_scale)
     am, ash = quantize_multiplier(a.scale / twice_max * (1 << ADD_LEFT_SHIFT))
-    bm, bsh = quantize_multiplier(b.scale / twice_max * (1 << ADD_LEFT_SHIFT))
+    bm, bsh = quantize_multiplier(b_scale / twice_max * (1 << ADD_LEFT_SHIFT))
     om, osh = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * y.scale))
     node.attrs = {"a_zp": a.zero_point, "a_mult": am, "a_shift": ash, "b_zp": b.zero_point,
                   "b_mult": bm, "b_shift": bsh, "out_zp": y.zero_point, "out_mult": om,
@@ -129,7 +131,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
-         "reshape": _no_attrs, "copy": _no_attrs}
+         "reshape": _no_attrs, "copy": _no_attrs, "sub": _add}
 
 
 def _share_qparams(node: Node) -> list[Node]:

@@ -1,4 +1,4 @@
-"""Element-wise ops: add, mul, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
+"""Element-wise ops: add, sub, mul, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
 compile-time table maker.
 
 Binary ops take two int8 tensors with numpy broadcasting (ranks up to 6; `broadcast_shape`).
@@ -44,18 +44,20 @@ def _rq_range(zp: int, mult: int, shift: int) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift):
-    """Static domain of add: every int32 intermediate fits for every possible int8 input pair."""
+def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift,
+                     op="add"):
+    """Static domain of add (sub): every int32 intermediate fits for every int8 input pair."""
     for name, zp in (("a_zp", a_zp), ("b_zp", b_zp)):
         check_zp(name, zp)
-    check_scale([a_mult, b_mult, out_mult], [a_shift, b_shift, out_shift], "add scales")
+    check_scale([a_mult, b_mult, out_mult], [a_shift, b_shift, out_shift], f"{op} scales")
     a_lo, a_hi = _rq_range(a_zp, a_mult, a_shift)
     b_lo, b_hi = _rq_range(b_zp, b_mult, b_shift)
-    lo, hi = a_lo + b_lo, a_hi + b_hi
-    check(INT32_MIN <= lo and hi <= INT32_MAX, "add: a32 + b32 can overflow int32")
+    lo, hi = (a_lo + b_lo, a_hi + b_hi) if op == "add" else (a_lo - b_hi, a_hi - b_lo)
+    check(INT32_MIN <= lo and hi <= INT32_MAX, f"{op}: a32 {'+-'[op == 'sub']} b32 can overflow "
+          "int32")
     out = quant.rq([lo, hi], out_mult, out_shift)
     check(INT32_MIN <= out.min() and out.max() <= INT32_MAX,
-          "add: rescaled sum can overflow int32")
+          f"{op}: rescaled {'difference' if op == 'sub' else 'sum'} can overflow int32")
 
 
 def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
@@ -67,6 +69,17 @@ def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult,
     a32 = quant.rq(a - a_zp, a_mult, a_shift)
     b32 = quant.rq(b - b_zp, b_mult, b_shift)
     return requantize(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max)
+
+
+def sub(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
+        act_min, act_max):
+    """RESCALE(a) - RESCALE(b) in int32 (add's sequence with SUB), then RESCALE to int8."""
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "sub")
+    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift, "sub")
+    a32 = quant.rq(a - a_zp, a_mult, a_shift)
+    b32 = quant.rq(b - b_zp, b_mult, b_shift)
+    return requantize(a32 - b32, out_mult, out_shift, out_zp, act_min, act_max)
 
 
 def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:

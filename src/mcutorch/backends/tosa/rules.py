@@ -151,7 +151,8 @@ def lower_add(b: Builder, node: Node, ins, out: str, notes) -> str:
     ins = _equal_rank(b, node, ins)
     scaled = [b.rescale(x, a[f"{s}_mult"], rescale_shifts(a[f"{s}_mult"], a[f"{s}_shift"]),
                         a[f"{s}_zp"], 0, "int32") for x, s in zip(ins, "ab")]
-    total = b.op("ADD", scaled, _out_shape(node), "int32", attr("Add"))
+    kind = "Sub" if node.op == "sub" else "Add"  # sub: the same sequence with SUB
+    total = b.op(kind.upper(), scaled, _out_shape(node), "int32", attr(kind))
     return _output_stage(b, total, a["out_mult"], a["out_shift"], a["out_zp"], a["act_min"],
                          a["act_max"], out)
 
@@ -282,7 +283,7 @@ RULES = {
     "conv2d": (S.check_mac, lower_conv2d),
     "depthwise_conv2d": (S.check_mac, lower_depthwise_conv2d),
     "fully_connected": (S.check_mac, lower_fully_connected),
-    "add": (S.check_add, lower_add),
+    "add": (S.check_add, lower_add), "sub": (S.check_add, lower_add),
     "mul": (S.check_mul, lower_mul),
     "rescale": (S.check_rescale, lower_rescale),
     "clamp": (S.exact, lower_clamp),

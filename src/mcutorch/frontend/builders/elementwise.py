@@ -18,12 +18,12 @@ from mcutorch.ir import Tensor, compose_act
 from mcutorch.ref.elementwise import broadcast_shape
 
 
-def broadcast_operands(lf, n: FxNode, out: Tensor) -> tuple[Tensor, Tensor]:
+def broadcast_operands(lf, n: FxNode, out: Tensor, args=None) -> tuple[Tensor, Tensor]:
     """The two int8 operands of a binary element-wise op, numpy-broadcastable to the output.
     A 4-D output's operand of lower rank gets its leading unit dims made explicit (a reshape;
     a constant's data), so that the layout pass turns it NHWC with the output ([C, 1, 1] ->
     [1, 1, 1, C])."""
-    a, b = (lf.operand(v, n) for v in n.args[:2])
+    a, b = (lf.operand(v, n) for v in (args or n.args[:2]))
     try:
         shape = broadcast_shape(a.shape, b.shape, str(n.target))
     except ValueError as e:
@@ -49,11 +49,19 @@ def _rank4(lf, n: FxNode, t: Tensor) -> Tensor:
 def binary(lf, n: FxNode, out: Tensor, act) -> None:
     if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
         return lut(lf, n, out, act)
-    a, b = broadcast_operands(lf, n, out)
-    if n.target in (A.add.Tensor, A.add_.Tensor) and node_arg(n, 2, "alpha", 1) != 1:
-        raise UnsupportedOpError(f"{source_of(n)}: add with alpha != 1")
-    op = "add" if n.target in (A.add.Tensor, A.add_.Tensor) else "mul"
-    lf.emit(op, [a, b], out, {"act": act}, n)
+    op = ops.SOURCES[str(n.target)][0].name
+    if op == "mul":
+        return lf.emit(op, list(broadcast_operands(lf, n, out)), out, {"act": act}, n)
+    # add, sub: x + alpha * y, x - alpha * y; rsub(y, x) = x - alpha * y
+    args = n.args[1::-1] if n.target == A.rsub.Tensor else n.args[:2]
+    alpha = node_arg(n, 2, "alpha", 1)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha == 0:
+        raise UnsupportedOpError(f"{source_of(n)}: {op} with alpha={alpha!r}; mcutorch takes a "
+                                 "nonzero constant number")
+    if alpha < 0:  # x + (-2) * y == x - 2 * y
+        op, alpha = {"add": "sub", "sub": "add"}[op], -alpha
+    attrs = {"act": act, **({"alpha": float(alpha)} if alpha != 1 else {})}
+    lf.emit(op, list(broadcast_operands(lf, n, out, args)), out, attrs, n)
 
 
 def activation(lf, n: FxNode, out: Tensor, act) -> None:
@@ -97,6 +105,6 @@ def minmax(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"add": binary, "mul": binary, "clamp": activation, "lut": lut, "maximum": minmax,
+BUILDERS = {"add": binary, "sub": binary, "mul": binary, "clamp": activation, "lut": lut, "maximum": minmax,
             "minimum": minmax}
 ACT = {binary, activation, lut, minmax}
