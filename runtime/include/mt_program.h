@@ -165,7 +165,8 @@ typedef enum {
   MT_OP_MAXIMUM = 16,
   MT_OP_MINIMUM = 17,
   MT_OP_SUB = 18,
-  MT_OP_COUNT = 19,
+  MT_OP_DIV = 19,
+  MT_OP_COUNT = 20,
 } mt_opcode_t;
 
 #define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */
@@ -206,7 +207,8 @@ typedef enum {
   X(DELEGATE, 15, MT_DELEGATE_N_INPUTS, MT_DELEGATE_N_OUTPUTS, MT_DELEGATE_N_ATTRS, MT_DELEGATE_N_VARIANTS, MT_DELEGATE_ALIAS, MT_DELEGATE_MAC) \
   X(MAXIMUM, 16, MT_MAXIMUM_N_INPUTS, MT_MAXIMUM_N_OUTPUTS, MT_MAXIMUM_N_ATTRS, MT_MAXIMUM_N_VARIANTS, MT_MAXIMUM_ALIAS, MT_MAXIMUM_MAC) \
   X(MINIMUM, 17, MT_MINIMUM_N_INPUTS, MT_MINIMUM_N_OUTPUTS, MT_MINIMUM_N_ATTRS, MT_MINIMUM_N_VARIANTS, MT_MINIMUM_ALIAS, MT_MINIMUM_MAC) \
-  X(SUB, 18, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS, MT_SUB_N_VARIANTS, MT_SUB_ALIAS, MT_SUB_MAC)
+  X(SUB, 18, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS, MT_SUB_N_VARIANTS, MT_SUB_ALIAS, MT_SUB_MAC) \
+  X(DIV, 19, MT_DIV_N_INPUTS, MT_DIV_N_OUTPUTS, MT_DIV_N_ATTRS, MT_DIV_N_VARIANTS, MT_DIV_ALIAS, MT_DIV_MAC)
 
 /* conv2d: y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0 */
 #define MT_CONV2D_N_INPUTS 5
@@ -543,6 +545,25 @@ typedef enum {
 #define MT_SUB_ACT_MIN 9
 #define MT_SUB_ACT_MAX 10
 #define MT_SUB_VARIANT_DEFAULT 0
+
+/* div: a / b: round((a - a_zp) * mult / (b - b_zp)) then rq's shift; b = b_zp gives 127 / -128 / out_zp by the sign of a - a_zp */
+#define MT_DIV_N_INPUTS 2
+#define MT_DIV_N_OUTPUTS 1
+#define MT_DIV_N_ATTRS 7
+#define MT_DIV_N_VARIANTS 1
+#define MT_DIV_ALIAS (MT_ALIAS_INPLACE)
+#define MT_DIV_MAC 0u
+#define MT_DIV_IN_A 0
+#define MT_DIV_IN_B 1
+#define MT_DIV_OUT_Y 0
+#define MT_DIV_A_ZP 0
+#define MT_DIV_B_ZP 1
+#define MT_DIV_OUT_ZP 2
+#define MT_DIV_MULT 3
+#define MT_DIV_SHIFT 4
+#define MT_DIV_ACT_MIN 5
+#define MT_DIV_ACT_MAX 6
+#define MT_DIV_VARIANT_DEFAULT 0
 
 /* ---- records (little-endian; the loader requires a little-endian CPU) ---- */
 #define MT_LAYOUT_CHECK(name, cond) \

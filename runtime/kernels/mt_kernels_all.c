@@ -26,6 +26,7 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_MAXIMUM] = {{mt_maximum_s8, NULL, NULL, NULL}},
     [MT_OP_MINIMUM] = {{mt_minimum_s8, NULL, NULL, NULL}},
     [MT_OP_SUB] = {{mt_sub_s8, NULL, NULL, NULL}},
+    [MT_OP_DIV] = {{mt_div_s8, NULL, NULL, NULL}},
 };
 
 const mt_kernel_table mt_kernels_all = {mt_all_rows, MT_OP_COUNT};

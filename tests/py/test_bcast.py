@@ -7,13 +7,15 @@ host (ASan + UBSan) and on every emulated board; the shape triples both executor
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
+from fractions import Fraction
 
 import numpy as np
 import pytest
 import torch
-from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, add_case, minmax_case, mul_case,
-                            rng_for, run_board, run_host, s8)
+from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, add_case, any_pair, minmax_case,
+                            mul_case, pick_act, pick_zp, rng_for, run_board, run_host, s8)
 
 from torch import nn
 
@@ -24,7 +26,7 @@ from mcutorch.compiler import build_graph
 from mcutorch.ref import KERNELS
 from mcutorch.ref.elementwise import broadcast_shape
 
-OPS = ("add", "sub", "mul", "maximum", "minimum")
+OPS = ("add", "sub", "mul", "div", "maximum", "minimum")
 
 # (a shape, b shape): the patterns the kernels' inner loops take
 PAIRS = [
@@ -53,6 +55,8 @@ def make(op, name, a_shape, b_shape, alias=None, extreme=False):
     """A case of `op` with operands of these shapes (the attributes of the same-shape makers)."""
     if op in ("maximum", "minimum"):
         base = minmax_case(name, op, (1,))
+    elif op == "div":
+        base = div_case(name, extreme)
     else:  # sub: add's attributes (their domain check covers the difference too)
         base = (mul_case if op == "mul" else add_case)(name, (1,), extreme=extreme)
         base = replace(base, op=op)
@@ -60,12 +64,22 @@ def make(op, name, a_shape, b_shape, alias=None, extreme=False):
     return replace(base, inputs=(s8(rng, a_shape), s8(rng, b_shape)), alias=alias)
 
 
+def div_case(name, extreme=False):
+    """div with M = s_a / (s_b * s_out) around 1/16..2 (extreme: any encoding of it)."""
+    rng = rng_for(name)
+    mult, shift = any_pair(rng, float(np.exp(rng.uniform(-3, 0.7))), 255, 1.0 if extreme else 0.0)
+    out_zp = pick_zp(rng)
+    act_min, act_max = pick_act(rng, out_zp)
+    return Case(name, "div", (), dict(a_zp=pick_zp(rng), b_zp=pick_zp(rng), out_zp=out_zp,
+                                      mult=mult, shift=shift, act_min=act_min, act_max=act_max))
+
+
 def bcast_cases():
     cases = []
     for op in OPS:
         for i, (sa, sb) in enumerate(PAIRS):
             cases.append(make(op, f"bc_{op}_{i:02d}", sa, sb))
-            if op in ("add", "sub", "mul"):  # unusual scale encodings: the general paths
+            if op in ("add", "sub", "mul", "div"):  # unusual scale encodings: general paths
                 cases.append(make(op, f"bc_{op}_{i:02d}_extreme", sa, sb, extreme=True))
         for n in TAILS:
             cases += [make(op, f"bc_{op}_scalar_n{n}", (3, n), (1,)),
@@ -84,7 +98,38 @@ def bcast_cases():
             sa, sb = sa[int(rng.integers(0, r + 1)):], sb[int(rng.integers(0, r)):]
             cases.append(make(op, f"bc_{op}_random_{i:02d}", sa, sb,
                               extreme=bool(rng.random() < 0.3)))
-    return cases + bad_bcast_cases() + sub_edge_cases()
+    return cases + bad_bcast_cases() + sub_edge_cases() + div_cases()
+
+
+def div_cases():
+    """div on every int8 pair (four quarters, the board runner's arena), zero divisors with
+    every sign of a - a_zp, and the attribute domain's edges (shift 62 / 63, mult 2^31 - 1 / -1,
+    zero points 127 / 128)."""
+    x = np.arange(-128, 128, dtype=np.int64)
+    a, b = np.repeat(x, 256).astype(np.int8), np.tile(x, 256).astype(np.int8)
+    cases = []
+    for k in range(4):
+        base = div_case(f"div_all_pairs_{k}", extreme=k == 3)
+        part = slice(k * 16384, (k + 1) * 16384)
+        cases.append(replace(base, inputs=(a[part], b[part])))
+    base = div_case("div_zero_divisor")
+    zb = base.attrs["b_zp"]
+    zero = replace(base, inputs=(x.astype(np.int8), np.full(256, zb, np.int8)))
+    top = dict(mult=(1 << 31) - 1, shift=62, a_zp=127, b_zp=-128, out_zp=127)
+    cases += [zero, replace(zero, name="div_zero_divisor_mult0", attrs={**base.attrs, "mult": 0}),
+              replace(base, name="div_edge_max", attrs={**base.attrs, **top},
+                      inputs=(a[::7], b[::7])),
+              replace(base, name="div_edge_shift2", attrs={**base.attrs, "shift": 2,
+                                                           "mult": (1 << 31) - 1},
+                      inputs=(a[::5], b[::5]))]
+    edge = replace(base, inputs=(a[:64], b[:64]))
+    for suffix, attrs in (("shift63", dict(shift=63)), ("shift1", dict(shift=1)),
+                          ("mult_int32_min", dict(mult=-(1 << 31))), ("mult_neg", dict(mult=-1)),
+                          ("a_zp128", dict(a_zp=128)), ("b_zp_m129", dict(b_zp=-129)),
+                          ("out_zp128", dict(out_zp=128)), ("act", dict(act_min=5, act_max=4))):
+        cases.append(replace(edge, name=f"div_bad_{suffix}", status=BAD_ARGUMENT,
+                             attrs={**edge.attrs, **attrs}, out_shape=(64,)))
+    return cases
 
 
 SUB_EDGE = dict(a_zp=127, a_shift=8, b_zp=-128, b_shift=8, out_zp=0, out_mult=1 << 30,
@@ -137,6 +182,8 @@ def _formula(op, a, b, at):
         return np.clip(np.maximum(a, b), at["act_min"], at["act_max"])
     if op == "minimum":
         return np.clip(np.minimum(a, b), at["act_min"], at["act_max"])
+    if op == "div":
+        return _div_formula(a, b, at)
     if op in ("add", "sub"):
         acc = (quant.rq(a - at["a_zp"], at["a_mult"], at["a_shift"])
                + (-1 if op == "sub" else 1) * quant.rq(b - at["b_zp"], at["b_mult"], at["b_shift"]))
@@ -144,6 +191,23 @@ def _formula(op, a, b, at):
     else:
         v = quant.rq((a - at["a_zp"]) * (b - at["b_zp"]), at["mult"], at["shift"]) + at["out_zp"]
     return np.clip(v, at["act_min"], at["act_max"])
+
+
+def _div_formula(a, b, at):
+    """div from exact rationals: round half away from zero of (a - a_zp) * mult / (b - b_zp),
+    then the shift, rounding half up; a zero divisor by the sign of a - a_zp."""
+    out = []
+    for u, v in zip(a.ravel().tolist(), b.ravel().tolist()):
+        na, nb = u - at["a_zp"], v - at["b_zp"]
+        if nb == 0:
+            y = 127 if na > 0 else -128 if na < 0 else at["out_zp"]
+        else:
+            f = Fraction(na * at["mult"], nb)
+            q = math.floor(abs(f) + Fraction(1, 2)) * (1 if f >= 0 else -1)
+            y = min(max(math.floor(Fraction(q, 1 << at["shift"]) + Fraction(1, 2))
+                        + at["out_zp"], -128), 127)
+        out.append(min(max(y, at["act_min"]), at["act_max"]))
+    return np.asarray(out, np.int64).reshape(a.shape)
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -211,7 +275,7 @@ TOSA_PAIRS = [((1, 8, 8, 17), (1, 1, 1, 17)), ((1, 8, 8, 17), (17,)),
               ((2, 1, 3, 1, 5, 1), (1, 4, 1, 2, 1, 3)), ((5, 7, 3), (5, 1, 3))]
 
 
-@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("op", [op for op in OPS if op != "div"])
 @pytest.mark.parametrize("pair", TOSA_PAIRS, ids=lambda p: f"{p[0]}x{p[1]}")
 def test_tosa_broadcast(op, pair):
     """Operands of lower rank are reshaped to y's rank; TOSA broadcasts size-1 dims: bit-exact on
@@ -220,6 +284,17 @@ def test_tosa_broadcast(op, pair):
 
     case = make(op, f"tosa_{op}_{pair}", *pair)
     check_op(op, list(pair), (), None, **case.attrs)
+
+
+def test_div_stays_on_the_cpu():
+    """TOSA 1.0 INTDIV (int32, truncating) cannot express div's rounded 40-bit quotient."""
+    from test_tosa import single_op
+
+    from mcutorch.backends import tosa
+
+    case = make("div", "tosa_div", (2, 3), (3,))
+    ok, why = tosa.tosa_support(single_op("div", [(2, 3), (3,)], **case.attrs).nodes[0])
+    assert not ok and "INTDIV" in why, why
 
 
 # ----------------------------------------------------------------------------- end to end

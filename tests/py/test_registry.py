@@ -26,7 +26,8 @@ PACKAGE = ROOT / "src" / "mcutorch"
 # its (opcode, name) here in the same commit that adds it to the registry.
 OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul", "max_pool2d",
                   "avg_pool2d", "clamp", "lut", "rescale", "softmax", "transpose", "concat",
-                  "pad", "copy", "delegate", "maximum", "minimum", "sub")
+                  "pad", "copy", "delegate", "maximum", "minimum", "sub",
+                  "div")
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "frontend": 1,

@@ -30,7 +30,7 @@ A = torch.ops.aten
 SHAPE_ONLY = {A.zeros_like.default, A.ones_like.default, A.full_like.default,
               A.new_zeros.default, A.new_ones.default, A.new_full.default}
 BROADCAST = {s for s, (op, _) in ops.SOURCES.items()
-             if op.name in ("add", "sub", "mul", "maximum", "minimum")}
+             if op.name in ("add", "sub", "mul", "div", "maximum", "minimum")}
 
 
 def _state(gm: GraphModule) -> dict[str, str]:

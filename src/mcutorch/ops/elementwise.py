@@ -144,7 +144,7 @@ LUT_SOURCES = (
     *_sources("rsub", lambda v, other, alpha: other - alpha * v, ("other", "alpha"),
               overload="Scalar", inplace=False),
     *_sources("mul", _mul, ("other",), overload="Scalar"),
-    *_sources("div true_divide", _div, ("other",), overload="Tensor Scalar"),
+    *_sources("div true_divide", _div, ("other",), overload="Scalar"),
     *_sources("div", _div, ("other", "rounding_mode"), overload="Tensor_mode Scalar_mode"),
     *_sources("fmod", lambda v, other: np.fmod(v, other), ("other",), overload="Scalar"),
     *_sources("remainder", lambda v, other: np.remainder(v, other), ("other",),
@@ -187,4 +187,12 @@ OPS = (
                    Source("aten.rsub.Tensor", "binary", fn=_rsub, args=("other", "alpha"))),
           fusable=True, alias=("inplace",), since=3,
           doc="a - b as add's sequence with SUB: RESCALE both to int32, SUB, RESCALE to int8"),
+    OpDef("div", 19, ("a", "b"), ("y",), ("a_zp", "b_zp", "out_zp", "mult", "shift", *ACT),
+          family="elementwise",
+          sources=_sources("div true_divide", _div, ("other",), "binary", overload="Tensor"),
+          fusable=True, alias=("inplace",), since=3,
+          tosa="div: TOSA 1.0 INTDIV divides int32 truncating toward zero; the definition "
+               "divides the 40-bit (a - a_zp) * mult and rounds half away from zero",
+          doc="a / b: round((a - a_zp) * mult / (b - b_zp)) then rq's shift; b = b_zp gives "
+              "127 / -128 / out_zp by the sign of a - a_zp"),
 )

@@ -67,6 +67,14 @@ def _mul(node: Node) -> None:
                   "mult": m, "shift": s, **_act(node)}
 
 
+def _div(node: Node) -> None:
+    a, b = node.inputs
+    y = node.outputs[0]
+    m, s = quantize_multiplier(a.scale / (b.scale * y.scale))
+    node.attrs = {"a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
+                  "mult": m, "shift": s, **_act(node)}
+
+
 def _pool(node: Node) -> None:
     a, x, y = node.attrs, node.inputs[0], node.outputs[0]
     (kh, kw), (sh, sw), pad = a["kernel"], a["stride"], a["padding"]
@@ -131,7 +139,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
-         "reshape": _no_attrs, "copy": _no_attrs, "sub": _add}
+         "reshape": _no_attrs, "copy": _no_attrs, "sub": _add, "div": _div}
 
 
 def _share_qparams(node: Node) -> list[Node]:

@@ -1,4 +1,4 @@
-"""Element-wise ops: add, sub, mul, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
+"""Element-wise ops: add, sub, mul, div, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
 compile-time table maker.
 
 Binary ops take two int8 tensors with numpy broadcasting (ranks up to 6; `broadcast_shape`).
@@ -80,6 +80,27 @@ def sub(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult,
     a32 = quant.rq(a - a_zp, a_mult, a_shift)
     b32 = quant.rq(b - b_zp, b_mult, b_shift)
     return requantize(a32 - b32, out_mult, out_shift, out_zp, act_min, act_max)
+
+
+def div(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
+    """a / b: q = round_half_away((a - a_zp) * mult / (b - b_zp)) in int64, then
+    y = clamp(((q + 2^(shift-1)) >> shift) + out_zp); a zero divisor (b = b_zp) gives 127, -128
+    or out_zp by the sign of a - a_zp (the quantized +inf, -inf and NaN -> 0), then the clamp."""
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "div")
+    check_zp("a_zp", a_zp)
+    check_zp("b_zp", b_zp)
+    check_zp("out_zp", out_zp)
+    check_scale(mult, shift, "div scale")
+    check_act(act_min, act_max)
+    na, den = a - a_zp, b - b_zp
+    num = na * mult  # |num| < 2^39, |den| <= 255
+    mag = (2 * np.abs(num) + np.abs(den)) // np.maximum(2 * np.abs(den), 1)
+    q = np.where((num < 0) != (den < 0), -mag, mag)
+    v = (q + (1 << (shift - 1))) >> shift  # int64: |q| < 2^39
+    v = np.clip(v + out_zp, INT8_MIN, INT8_MAX)
+    zero = np.where(na > 0, INT8_MAX, np.where(na < 0, INT8_MIN, out_zp))
+    return np.clip(np.where(den == 0, zero, v), act_min, act_max).astype(np.int8)
 
 
 def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:

@@ -50,7 +50,7 @@ def binary(lf, n: FxNode, out: Tensor, act) -> None:
     if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
         return lut(lf, n, out, act)
     op = ops.SOURCES[str(n.target)][0].name
-    if op == "mul":
+    if op in ("mul", "div"):
         return lf.emit(op, list(broadcast_operands(lf, n, out)), out, {"act": act}, n)
     # add, sub: x + alpha * y, x - alpha * y; rsub(y, x) = x - alpha * y
     args = n.args[1::-1] if n.target == A.rsub.Tensor else n.args[:2]
@@ -105,6 +105,6 @@ def minmax(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"add": binary, "sub": binary, "mul": binary, "clamp": activation, "lut": lut,
+BUILDERS = {"add": binary, "sub": binary, "mul": binary, "div": binary, "clamp": activation, "lut": lut,
             "maximum": minmax, "minimum": minmax}
 ACT = {binary, activation, lut, minmax}
