@@ -105,6 +105,6 @@ def minmax(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"add": binary, "sub": binary, "mul": binary, "div": binary, "clamp": activation, "lut": lut,
-            "maximum": minmax, "minimum": minmax}
+BUILDERS = {"add": binary, "sub": binary, "mul": binary, "div": binary, "clamp": activation,
+            "lut": lut, "maximum": minmax, "minimum": minmax}
 ACT = {binary, activation, lut, minmax}
