@@ -450,3 +450,21 @@ def test_div_end_to_end():
             assert within >= 0.99 and worst <= 2
     for r in layer_by_layer(qmodel, (cal[1],)):
         assert r["within_1lsb"] >= 0.99, r
+
+
+@pytest.mark.parametrize("target", ["cortex-m55+ethos-u55-128", "cortex-m55+ethos-u85-256"])
+def test_broadcasts_go_to_the_npu(target):
+    """Vela 5.2 takes the broadcasting ADD/SUB/MUL/MAXIMUM/MINIMUM sequences (squeeze-and-excite,
+    the differences): every op in delegates, outputs equal to the CPU-only program's."""
+    for model, shape in ((SqueezeExcite(), (1, 3, 9, 7)), (Differences(), (1, 3, 8, 5))):
+        torch.manual_seed(9)
+        cal = [torch.randn(*shape) for _ in range(4)]
+        qmodel = mcutorch.quantize(model.eval(), (cal[0],), calibration=cal)
+        npu = mcutorch.compile(qmodel, (cal[0],), target=target, board="mps3-an547")
+        rows = [r for r in npu.program.metadata["placement"]
+                if r["on"] != "host" and r["op"] != "copy"]
+        assert {r["on"] for r in rows} == {"NPU"}, rows
+        assert {r["op"] for r in rows} & {"add", "sub", "mul", "maximum", "minimum"}
+        cpu = mcutorch.compile(qmodel, (cal[0],))
+        for o, c in zip(npu.run(cal[1]), cpu.run(cal[1])):
+            assert torch.equal(o, c)
