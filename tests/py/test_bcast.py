@@ -468,3 +468,42 @@ def test_broadcasts_go_to_the_npu(target):
         cpu = mcutorch.compile(qmodel, (cal[0],))
         for o, c in zip(npu.run(cal[1]), cpu.run(cal[1])):
             assert torch.equal(o, c)
+
+
+MODELS = {"squeeze_excite": (SqueezeExcite, ((1, 3, 9, 7),)),
+          "differences": (Differences, ((1, 3, 8, 5),)), "ratios": (Ratios, ((1, 3, 7, 6),)),
+          "vectors": (Vectors, ((5, 16), (16,), (1,)))}
+
+
+def _program(name, target="cortex-m55"):
+    cls, shapes = MODELS[name]
+    torch.manual_seed(10)
+    cal = [tuple(torch.randn(*s) for s in shapes) for _ in range(4)]
+    qmodel = mcutorch.quantize(cls().eval(), cal[0], calibration=cal)
+    program = mcutorch.compile(qmodel, cal[0], target=target)
+    return program, program.quantize_inputs(list(cal[1]))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_c_runtime_runs_the_programs(name):
+    """The whole program (loader, validator, interpreter, kernels) in the host C runtime under
+    ASan + UBSan equals the Python reference bit for bit."""
+    from mcutorch.device import crt
+
+    program, x = _program(name)
+    want = program.run_int8(x)
+    got = crt.run_host(program.program, x)
+    assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want))
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
+                                          ("cortex-m0plus", "mps2-an385")])
+def test_boards_run_the_programs(target, board):
+    """The same programs as firmware on an emulated M55 (MVE) and M0+ (Armv6-M, no divide)."""
+    from mcutorch.device import firmware
+
+    for name in sorted(MODELS):
+        program, x = _program(name, target)
+        run = firmware.run(program.program, x, board)
+        assert all(np.array_equal(a, b) for a, b in zip(run.outputs, program.run_int8(x))), name
