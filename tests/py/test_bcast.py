@@ -47,6 +47,11 @@ PAIRS = [
     ((1, 1, 1, 1), (1, 1, 1, 1)),
     ((2, 0, 3), (1, 1, 3)),  # empty
     ((7, 1, 5), (7, 1, 5)),  # same shapes, a size-1 dim
+    ((4, 5, 6), (4, 1, 6)),  # per-channel rows packed, refilled at each outer step
+    ((3, 1, 33), (3, 9, 33)),  # the same, a repeated
+    ((2, 70, 5), (2, 1, 5)),  # more rows than one pack holds, a partial last group
+    ((1, 3, 200), (200,)),  # runs too long to pack
+    ((1, 3, 128), (128,)),  # the longest packed run (2 rows per pack)
 ]
 TAILS = list(range(1, 18)) + [31, 33, 64, 100]  # DSP words, MVE vectors, tails
 

@@ -5,7 +5,7 @@
  * column operand). y may be a or b (in place).
  *
  * The attributes alone decide whether every int32 intermediate fits for every int8 input pair
- * (the reference's domain check); if not, the kernel refuses the op before touching y.
+ * (mt_addsub.h, the reference's domain check); if not, the kernel refuses the op before touching y.
  *
  * Fast path, for input shifts 9..31 and an output shift 33..54 (the compiler's left-shift scheme
  * gives about 12 and 48), exact on every ISA level:
@@ -20,8 +20,8 @@
  * pre-shifted by 31 - s and the output shift as k = s - 31. Other scales take the general path
  * (mt_rq on 64 bits; MVE: mt_rq_v on four lanes).
  */
+#include "mt_addsub.h"
 #include "mt_bcast.h"
-#include "mt_kernels.h"
 
 /* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
 #if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
@@ -29,31 +29,6 @@
 #else /* no SSAT, Thumb-1 or MT_NO_SIMD */
 #define ADD_T2 0
 #endif /* __ARM_FEATURE_SAT */
-
-static int add_in_int32(int64_t v)
-{
-  return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF;
-}
-
-/* The reference's static domain: rq(a - a_zp) + rq(b - b_zp) and its rescale fit int32. */
-static int add_attrs_ok(const int32_t *at)
-{
-  if (!mt_zp_ok(at[MT_ADD_A_ZP]) || !mt_zp_ok(at[MT_ADD_B_ZP]) || !mt_zp_ok(at[MT_ADD_OUT_ZP]) ||
-      !mt_act_ok(at[MT_ADD_ACT_MIN], at[MT_ADD_ACT_MAX]) ||
-      !mt_scale_ok(at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) ||
-      !mt_scale_ok(at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]) ||
-      !mt_scale_ok(at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT])) {
-    return 0;
-  }
-  /* rq is monotone for mult >= 0: the extremes come from the extreme int8 inputs */
-  const int64_t lo = mt_rq(MT_S8_MIN - at[MT_ADD_A_ZP], at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) +
-                     mt_rq(MT_S8_MIN - at[MT_ADD_B_ZP], at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]);
-  const int64_t hi = mt_rq(MT_S8_MAX - at[MT_ADD_A_ZP], at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) +
-                     mt_rq(MT_S8_MAX - at[MT_ADD_B_ZP], at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]);
-  return add_in_int32(lo) && add_in_int32(hi) &&
-         add_in_int32(mt_rq((int32_t)lo, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT])) &&
-         add_in_int32(mt_rq((int32_t)hi, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT]));
-}
 
 static int add_fast_ok(const int32_t *at)
 {
@@ -102,16 +77,28 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
 static MT_NOINLINE void add_const_fast_mve(const int8_t *x, int8_t *y, uint32_t n,
                                            const int32_t *xs, int32_t c, const int32_t *at)
 {
-  const int32_t sx = 31 - xs[2], k = at[MT_ADD_OUT_SHIFT] - 31;
+  const int32_t sx = 31 - xs[2], k = at[MT_ADD_OUT_SHIFT] - 31, nk = -k, mx = xs[1];
   const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k), cx = -xs[0] * (1 << sx);
   const int32x4_t kx = vdupq_n_s32(1 << sx), mo = vdupq_n_s32(at[MT_ADD_OUT_MULT]);
   const int32x4_t lo = vdupq_n_s32(at[MT_ADD_ACT_MIN]), hi = vdupq_n_s32(at[MT_ADD_ACT_MAX]);
-  for (uint32_t i = 0; i < n; i += 4) { /* the same lanes as add_fast_mve, b's replaced by c */
-    const mve_pred16_t p = vctp32q(n - i);
-    int32x4_t q = vqrdmulhq_n_s32(vmlasq_n_s32(vldrbq_z_s32(x + i, p), kx, cx), xs[1]);
-    q = vshlq_r_s32(vqdmlashq_n_s32(vaddq_n_s32(q, c), mo, co), -k);
-    vstrbq_p_s32(y + i, vminq_s32(vmaxq_s32(q, lo), hi), p);
-  }
+  /* add_fast_mve's lanes with b's rescaled value the constant c (no second load) */
+  /* clang-format off */
+  __asm__ volatile("   dlstp.32 lr, %[n]\n"
+                   "1: vldrb.s32 q0, [%[x]], #4\n"
+                   "   vmlas.s32 q0, %q[kx], %[cx]\n"
+                   "   vqrdmulh.s32 q0, q0, %[mx]\n"
+                   "   vadd.i32 q0, q0, %[c]\n"
+                   "   vqdmlash.s32 q0, %q[mo], %[co]\n"
+                   "   vshl.s32 q0, %[nk]\n"
+                   "   vmax.s32 q0, q0, %q[lo]\n"
+                   "   vmin.s32 q0, q0, %q[hi]\n"
+                   "   vstrb.32 q0, [%[y]], #4\n"
+                   "   letp lr, 1b\n"
+                   : [x] "+r"(x), [y] "+r"(y)
+                   : [n] "r"(n), [kx] "w"(kx), [mo] "w"(mo), [lo] "w"(lo), [hi] "w"(hi),
+                     [cx] "r"(cx), [mx] "r"(mx), [c] "r"(c), [co] "r"(co), [nk] "r"(nk)
+                   : "q0", "lr", "memory");
+  /* clang-format on */
 }
 #else /* !MT_MVE */
 /* (x * m + 2^31) >> 32, acc + (x * m + 2^31) >> 32 and acc + (x * m) >> 32: exact */
@@ -213,11 +200,6 @@ static MT_NOINLINE void add_const_fast_scalar(const int8_t *x, int8_t *y, uint32
 }
 #endif /* MT_MVE */
 
-/* (zp, mult, shift) of a and of b are three consecutive attributes (mcutorch.ops.elementwise) */
-#define ADD_XS(p)                                                                                  \
-  (MT_ADD_##p##_MULT == MT_ADD_##p##_ZP + 1 && MT_ADD_##p##_SHIFT == MT_ADD_##p##_ZP + 2)
-typedef char mt_add_layout[ADD_XS(A) && ADD_XS(B) ? 1 : -1];
-
 /* y[0..n) for one run of the broadcast walk (mt_bcast_fn). The fast paths: the same-shape loop,
  * or one over x = the walking operand (qparams xs: zp, mult, shift) with the other's rescaled
  * value c a constant; the general path steps a constant operand by 0. */
@@ -285,7 +267,7 @@ mt_status mt_add_s8(const mt_op_args *args)
   mt_bcast bc;
   if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
       !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at_, bt, yt) ||
-      !add_attrs_ok(args->attrs)) {
+      !mt_addsub_attrs_ok(args->attrs, 0)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   mt_bcast_walk(&bc, (const int8_t *)at_->data, (const int8_t *)bt->data, (int8_t *)yt->data,

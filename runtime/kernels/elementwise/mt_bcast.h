@@ -10,7 +10,8 @@
  *                     against [..., C]) repeated by the outer loop
  *   MT_BCAST_B_CONST  b is one value along the run: a scalar, or a column ([..., 1])
  *   MT_BCAST_A_CONST  the same with a and b swapped
- * The outer dims (at most 5) are walked by an odometer over element offsets.
+ * The outer dims (at most 5) are walked by an odometer over element offsets; short per-channel
+ * runs are packed several rows per call (mt_bcast_walk).
  *
  * y may be placed over an operand only when that operand has y's element count (the planner's
  * in-place rule), and then it follows y in every dim: each element is read before it is written.
@@ -88,17 +89,42 @@ static inline int mt_bcast_init(mt_bcast *bc, const mt_tensor *a, const mt_tenso
 typedef void (*mt_bcast_fn)(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
                             const int32_t *attrs);
 
-/* Call fn on every run of y, in y's order. */
+/* Rows of a per-channel operand packed per call (bytes of stack): see mt_bcast_walk. */
+#define MT_BCAST_PACK 256
+
+/* Call fn on every run of y, in y's order. A per-channel operand (a same-shape run whose one
+ * operand restarts at every step of the first outer dim, the other moving on by the run) with
+ * short runs is copied up to MT_BCAST_PACK bytes times into a stack buffer, so that one call
+ * covers several rows: the kernels' vector loops then run long. */
 static inline void mt_bcast_walk(const mt_bcast *bc, const int8_t *a, const int8_t *b, int8_t *y,
                                  mt_bcast_fn fn, const int32_t *attrs)
 {
   uint32_t idx[MT_MAX_RANK] = {0}, oa = 0, ob = 0;
-  if (bc->run == 0) {
+  const uint32_t run = bc->run;
+  int8_t pack[MT_BCAST_PACK];
+  const int packed = bc->mode == MT_BCAST_SAME && bc->rank > 0 && 2 * run <= MT_BCAST_PACK &&
+                     ((bc->a_step[0] == 0 && bc->b_step[0] == run) ||
+                      (bc->b_step[0] == 0 && bc->a_step[0] == run));
+  const uint32_t rows = packed ? bc->dim[0] : 1, first = packed ? 1 : 0;
+  const uint32_t group = packed ? (MT_BCAST_PACK / run < rows ? MT_BCAST_PACK / run : rows) : 1;
+  const int a_rep = packed && bc->a_step[0] == 0;
+  if (run == 0) {
     return;
   }
-  for (uint32_t r = 0; r < bc->outer; r++) {
-    fn(a + oa, b + ob, y + r * bc->run, bc->run, bc->mode, attrs);
-    for (uint8_t k = 0; k < bc->rank; k++) { /* next run: odometer, innermost dim first */
+  for (uint32_t r = 0; r < bc->outer; r += rows) {
+    if (packed) { /* the repeated operand's run, group times; the other one walks on */
+      for (uint32_t j = 0; j < group; j++) {
+        __builtin_memcpy(pack + j * run, a_rep ? a + oa : b + ob, run);
+      }
+      for (uint32_t i = 0; i < rows; i += group) {
+        const uint32_t n = (rows - i < group ? rows - i : group) * run, o = i * run;
+        fn(a_rep ? pack : a + oa + o, a_rep ? b + ob + o : pack, y + r * run + o, n, MT_BCAST_SAME,
+           attrs);
+      }
+    } else {
+      fn(a + oa, b + ob, y + r * run, run, bc->mode, attrs);
+    }
+    for (uint8_t k = (uint8_t)first; k < bc->rank; k++) { /* next: odometer, innermost first */
       oa += bc->a_step[k];
       ob += bc->b_step[k];
       if (++idx[k] < bc->dim[k]) {

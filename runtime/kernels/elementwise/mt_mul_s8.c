@@ -55,16 +55,27 @@ static MT_NOINLINE void mul_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
 static MT_NOINLINE void mul_const_fast_mve(const int8_t *x, int8_t *y, uint32_t n, int32_t zx,
                                            int32_t d, const int32_t *at)
 {
-  const int32_t s = at[MT_MUL_SHIFT], l = s <= 31 ? 32 - s : 0, k = s - 31 + l;
+  const int32_t s = at[MT_MUL_SHIFT], l = s <= 31 ? 32 - s : 0, k = s - 31 + l, nk = -k;
   const int32_t cx = -zx * (1 << l), co = (1 << (k - 1)) + at[MT_MUL_OUT_ZP] * (1 << k);
   const int32x4_t kx = vdupq_n_s32(1 << l), m = vdupq_n_s32(at[MT_MUL_MULT]);
   const int32x4_t lo = vdupq_n_s32(at[MT_MUL_ACT_MIN]), hi = vdupq_n_s32(at[MT_MUL_ACT_MAX]);
-  for (uint32_t i = 0; i < n; i += 4) { /* the lanes of mul_fast_mve with b - b_zp = d */
-    const mve_pred16_t p = vctp32q(n - i);
-    int32x4_t q = vmulq_n_s32(vmlasq_n_s32(vldrbq_z_s32(x + i, p), kx, cx), d);
-    q = vshlq_r_s32(vqdmlashq_n_s32(q, m, co), -k);
-    vstrbq_p_s32(y + i, vminq_s32(vmaxq_s32(q, lo), hi), p);
-  }
+  /* mul_fast_mve's lanes with b - b_zp the constant d (no second load) */
+  /* clang-format off */
+  __asm__ volatile("   dlstp.32 lr, %[n]\n"
+                   "1: vldrb.s32 q0, [%[x]], #4\n"
+                   "   vmlas.s32 q0, %q[kx], %[cx]\n"
+                   "   vmul.i32 q0, q0, %[d]\n"
+                   "   vqdmlash.s32 q0, %q[m], %[co]\n"
+                   "   vshl.s32 q0, %[nk]\n"
+                   "   vmax.s32 q0, q0, %q[lo]\n"
+                   "   vmin.s32 q0, q0, %q[hi]\n"
+                   "   vstrb.32 q0, [%[y]], #4\n"
+                   "   letp lr, 1b\n"
+                   : [x] "+r"(x), [y] "+r"(y)
+                   : [n] "r"(n), [kx] "w"(kx), [m] "w"(m), [lo] "w"(lo), [hi] "w"(hi),
+                     [cx] "r"(cx), [d] "r"(d), [co] "r"(co), [nk] "r"(nk)
+                   : "q0", "lr", "memory");
+  /* clang-format on */
 }
 #else /* !MT_MVE */
 /* acc + (x * m) >> 32, exact (64-bit product) */

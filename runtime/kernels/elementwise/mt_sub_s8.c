@@ -2,38 +2,13 @@
  * mt_sub_s8.c - element-wise a - b with add's int32 sequence and SUB: RESCALE both inputs to
  * int32, SUB, RESCALE to int8, clamp:
  *   y = clamp(rq(rq(a - a_zp, a_mult, a_shift) - rq(b - b_zp, b_mult, b_shift)) + out_zp)
- * Numpy broadcasting (mt_bcast.h); y may be a or b (in place). As for add, the attributes alone
- * decide whether every int32 intermediate fits for every int8 input pair; if not, the kernel
- * refuses the op before touching y. One path on every ISA level (64-bit rq per element; MVE:
- * four lanes of mt_rq_v on same-shape runs).
+ * Numpy broadcasting (mt_bcast.h); y may be a or b (in place). As for add (mt_addsub.h), the
+ * attributes alone decide whether every int32 intermediate fits for every int8 input pair; if not,
+ * the kernel refuses the op before touching y. One path on every ISA level (64-bit rq per element;
+ * MVE: four lanes of mt_rq_v on same-shape runs).
  */
+#include "mt_addsub.h"
 #include "mt_bcast.h"
-#include "mt_kernels.h"
-
-static int sub_in_int32(int64_t v)
-{
-  return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF;
-}
-
-/* The reference's static domain: rq(a - a_zp) - rq(b - b_zp) and its rescale fit int32. */
-static int sub_attrs_ok(const int32_t *at)
-{
-  if (!mt_zp_ok(at[MT_SUB_A_ZP]) || !mt_zp_ok(at[MT_SUB_B_ZP]) || !mt_zp_ok(at[MT_SUB_OUT_ZP]) ||
-      !mt_act_ok(at[MT_SUB_ACT_MIN], at[MT_SUB_ACT_MAX]) ||
-      !mt_scale_ok(at[MT_SUB_A_MULT], at[MT_SUB_A_SHIFT]) ||
-      !mt_scale_ok(at[MT_SUB_B_MULT], at[MT_SUB_B_SHIFT]) ||
-      !mt_scale_ok(at[MT_SUB_OUT_MULT], at[MT_SUB_OUT_SHIFT])) {
-    return 0;
-  }
-  /* rq is monotone for mult >= 0: a's extremes minus b's opposite extremes */
-  const int64_t lo = mt_rq(MT_S8_MIN - at[MT_SUB_A_ZP], at[MT_SUB_A_MULT], at[MT_SUB_A_SHIFT]) -
-                     mt_rq(MT_S8_MAX - at[MT_SUB_B_ZP], at[MT_SUB_B_MULT], at[MT_SUB_B_SHIFT]);
-  const int64_t hi = mt_rq(MT_S8_MAX - at[MT_SUB_A_ZP], at[MT_SUB_A_MULT], at[MT_SUB_A_SHIFT]) -
-                     mt_rq(MT_S8_MIN - at[MT_SUB_B_ZP], at[MT_SUB_B_MULT], at[MT_SUB_B_SHIFT]);
-  return sub_in_int32(lo) && sub_in_int32(hi) &&
-         sub_in_int32(mt_rq((int32_t)lo, at[MT_SUB_OUT_MULT], at[MT_SUB_OUT_SHIFT])) &&
-         sub_in_int32(mt_rq((int32_t)hi, at[MT_SUB_OUT_MULT], at[MT_SUB_OUT_SHIFT]));
-}
 
 /* y[0..n) for one run of the broadcast walk (mt_bcast_fn): a constant operand steps by 0. */
 static void sub_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
@@ -76,7 +51,7 @@ mt_status mt_sub_s8(const mt_op_args *args)
   mt_bcast bc;
   if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
       !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
-      !sub_attrs_ok(args->attrs)) {
+      !mt_addsub_attrs_ok(args->attrs, 1)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   mt_bcast_walk(&bc, (const int8_t *)at->data, (const int8_t *)bt->data, (int8_t *)yt->data,
