@@ -512,3 +512,17 @@ def test_boards_run_the_programs(target, board):
         program, x = _program(name, target)
         run = firmware.run(program.program, x, board)
         assert all(np.array_equal(a, b) for a, b in zip(run.outputs, program.run_int8(x))), name
+
+
+def test_unsupported_broadcasts_name_the_op():
+    """A 4-D operand (stored NHWC) of a 5-D broadcast would be read in the wrong order: refused,
+    naming the source line; torch itself refuses shapes that do not broadcast."""
+    from mcutorch.errors import UnsupportedOpError
+
+    class Up(nn.Module):
+        def forward(self, x, y):
+            return x + y
+
+    qmodel = mcutorch.quantize(Up(), (torch.randn(1, 3, 4, 5), torch.randn(2, 1, 3, 4, 5)))
+    with pytest.raises(UnsupportedOpError, match=r"test_bcast.py:\d+.*4-D operand .* 5-D"):
+        build_graph(qmodel)

@@ -31,6 +31,10 @@ def broadcast_operands(lf, n: FxNode, out: Tensor, args=None) -> tuple[Tensor, T
     if shape != out.shape:
         raise UnsupportedOpError(f"{source_of(n)}: {list(a.shape)} with {list(b.shape)} "
                                  f"broadcasts to {list(shape)}, not to {list(out.shape)}")
+    if len(out.shape) != 4 and 4 in (len(a.shape), len(b.shape)):  # NHWC, but y is not
+        raise UnsupportedOpError(f"{source_of(n)}: a 4-D operand (stored NHWC) broadcast to the "
+                                 f"{len(out.shape)}-D {list(out.shape)}; mcutorch broadcasts 4-D "
+                                 "tensors into 4-D outputs only")
     return tuple(_rank4(lf, n, t) if len(out.shape) == 4 else t for t in (a, b))
 
 
