@@ -172,7 +172,9 @@ typedef enum {
   MT_OP_LOG_SOFTMAX = 23,
   MT_OP_REDUCE_VAR = 24,
   MT_OP_NORM = 25,
-  MT_OP_COUNT = 26,
+  MT_OP_SUB = 26,
+  MT_OP_DIV = 27,
+  MT_OP_COUNT = 28,
 } mt_opcode_t;
 
 #define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */
@@ -220,7 +222,9 @@ typedef enum {
   X(REDUCE_MIN, 22, MT_REDUCE_MIN_N_INPUTS, MT_REDUCE_MIN_N_OUTPUTS, MT_REDUCE_MIN_N_ATTRS, MT_REDUCE_MIN_N_VARIANTS, MT_REDUCE_MIN_ALIAS, MT_REDUCE_MIN_MAC) \
   X(LOG_SOFTMAX, 23, MT_LOG_SOFTMAX_N_INPUTS, MT_LOG_SOFTMAX_N_OUTPUTS, MT_LOG_SOFTMAX_N_ATTRS, MT_LOG_SOFTMAX_N_VARIANTS, MT_LOG_SOFTMAX_ALIAS, MT_LOG_SOFTMAX_MAC) \
   X(REDUCE_VAR, 24, MT_REDUCE_VAR_N_INPUTS, MT_REDUCE_VAR_N_OUTPUTS, MT_REDUCE_VAR_N_ATTRS, MT_REDUCE_VAR_N_VARIANTS, MT_REDUCE_VAR_ALIAS, MT_REDUCE_VAR_MAC) \
-  X(NORM, 25, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS, MT_NORM_N_VARIANTS, MT_NORM_ALIAS, MT_NORM_MAC)
+  X(NORM, 25, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS, MT_NORM_N_VARIANTS, MT_NORM_ALIAS, MT_NORM_MAC) \
+  X(SUB, 26, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS, MT_SUB_N_VARIANTS, MT_SUB_ALIAS, MT_SUB_MAC) \
+  X(DIV, 27, MT_DIV_N_INPUTS, MT_DIV_N_OUTPUTS, MT_DIV_N_ATTRS, MT_DIV_N_VARIANTS, MT_DIV_ALIAS, MT_DIV_MAC)
 
 /* conv2d: y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0 */
 #define MT_CONV2D_N_INPUTS 5
@@ -678,6 +682,48 @@ typedef enum {
 #define MT_NORM_ACT_MIN 4
 #define MT_NORM_ACT_MAX 5
 #define MT_NORM_VARIANT_DEFAULT 0
+
+/* sub: a - b as add's sequence with SUB: RESCALE both to int32, SUB, RESCALE to int8 */
+#define MT_SUB_N_INPUTS 2
+#define MT_SUB_N_OUTPUTS 1
+#define MT_SUB_N_ATTRS 11
+#define MT_SUB_N_VARIANTS 1
+#define MT_SUB_ALIAS (MT_ALIAS_INPLACE)
+#define MT_SUB_MAC 0u
+#define MT_SUB_IN_A 0
+#define MT_SUB_IN_B 1
+#define MT_SUB_OUT_Y 0
+#define MT_SUB_A_ZP 0
+#define MT_SUB_A_MULT 1
+#define MT_SUB_A_SHIFT 2
+#define MT_SUB_B_ZP 3
+#define MT_SUB_B_MULT 4
+#define MT_SUB_B_SHIFT 5
+#define MT_SUB_OUT_ZP 6
+#define MT_SUB_OUT_MULT 7
+#define MT_SUB_OUT_SHIFT 8
+#define MT_SUB_ACT_MIN 9
+#define MT_SUB_ACT_MAX 10
+#define MT_SUB_VARIANT_DEFAULT 0
+
+/* div: a / b: round((a - a_zp) * mult / (b - b_zp)) then rq's shift; b = b_zp gives 127 / -128 / out_zp by the sign of a - a_zp */
+#define MT_DIV_N_INPUTS 2
+#define MT_DIV_N_OUTPUTS 1
+#define MT_DIV_N_ATTRS 7
+#define MT_DIV_N_VARIANTS 1
+#define MT_DIV_ALIAS (MT_ALIAS_INPLACE)
+#define MT_DIV_MAC 0u
+#define MT_DIV_IN_A 0
+#define MT_DIV_IN_B 1
+#define MT_DIV_OUT_Y 0
+#define MT_DIV_A_ZP 0
+#define MT_DIV_B_ZP 1
+#define MT_DIV_OUT_ZP 2
+#define MT_DIV_MULT 3
+#define MT_DIV_SHIFT 4
+#define MT_DIV_ACT_MIN 5
+#define MT_DIV_ACT_MAX 6
+#define MT_DIV_VARIANT_DEFAULT 0
 
 /* ---- records (little-endian; the loader requires a little-endian CPU) ---- */
 #define MT_LAYOUT_CHECK(name, cond) \

@@ -774,7 +774,7 @@ def bad_cases():
               bad(fcf, "y_shape", ref_raises=False, out_shape=(2, 5))]
     add = add_case("add_base", (2, 5))
     mul = mul_case("mul_base", (2, 5))
-    cases += [bad(add, "shape", inputs=(add.inputs[0], add.inputs[1][:1])),
+    cases += [bad(add, "shape", inputs=(add.inputs[0], add.inputs[1][:, :2])),  # no broadcast
               bad(add, "overflow", a_mult=(1 << 31) - 1, a_shift=2),
               bad(add, "zp", b_zp=300), bad(mul, "shift1", shift=1),
               bad(mul, "shape", inputs=(mul.inputs[0], mul.inputs[1].reshape(5, 2))),
@@ -784,7 +784,7 @@ def bad_cases():
               bad(unary_case("rescale_base", "rescale", (4,)), "shift63", shift=63)]
     for op in ("maximum", "minimum"):
         base = minmax_case(f"{op}_base", op, (2, 5))
-        cases += [bad(base, "shape", inputs=(base.inputs[0], base.inputs[1][:1])),
+        cases += [bad(base, "shape", inputs=(base.inputs[0], base.inputs[1][:, :2])),
                   bad(base, "act", act_min=9, act_max=8),
                   bad(base, "y_shape", ref_raises=False, out_shape=(5, 2))]
     mp = pool_case("maxpool_base", "max_pool2d", (1, 4, 4, 2), (2, 2), (2, 2))

@@ -175,16 +175,6 @@ def test_nan_in_calibration_is_rejected():
         mcutorch.quantize(model, (torch.randn(1, 4),), calibration=[torch.randn(1, 4), bad])
 
 
-def test_broadcasting_add_is_a_clear_error():
-    class M(nn.Module):
-        def forward(self, x, y):
-            return x + y
-
-    qmodel = mcutorch.quantize(M(), (torch.randn(1, 4, 2, 2), torch.randn(1, 4, 1, 1)))
-    with pytest.raises(UnsupportedOpError, match="broadcasting"):
-        build_graph(qmodel)
-
-
 def test_batchnorm_after_linear_is_folded():
     torch.manual_seed(2)
     model = nn.Sequential(nn.Linear(6, 5), nn.BatchNorm1d(5), nn.ReLU()).eval()

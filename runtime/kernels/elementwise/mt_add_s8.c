@@ -1,9 +1,11 @@
 /*
  * mt_add_s8.c - element-wise a + b with TOSA's int32 sequence: RESCALE both inputs to int32,
- * ADD, RESCALE to int8, clamp. Same shapes, no broadcasting; y may be a or b (in place).
+ * ADD, RESCALE to int8, clamp. Numpy broadcasting (mt_bcast.h): each run of y is the same-shape
+ * loop, or a loop over one operand with the other's rescaled value a constant (a scalar or a
+ * column operand). y may be a or b (in place).
  *
  * The attributes alone decide whether every int32 intermediate fits for every int8 input pair
- * (the reference's domain check); if not, the kernel refuses the op before touching y.
+ * (mt_addsub.h, the reference's domain check); if not, the kernel refuses the op before touching y.
  *
  * Fast path, for input shifts 9..31 and an output shift 33..54 (the compiler's left-shift scheme
  * gives about 12 and 48), exact on every ISA level:
@@ -18,8 +20,8 @@
  * pre-shifted by 31 - s and the output shift as k = s - 31. Other scales take the general path
  * (mt_rq on 64 bits; MVE: mt_rq_v on four lanes).
  */
-#include "mt_kernel_util.h"
-#include "mt_kernels.h"
+#include "mt_addsub.h"
+#include "mt_bcast.h"
 
 /* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
 #if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
@@ -27,31 +29,6 @@
 #else /* no SSAT, Thumb-1 or MT_NO_SIMD */
 #define ADD_T2 0
 #endif /* __ARM_FEATURE_SAT */
-
-static int add_in_int32(int64_t v)
-{
-  return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF;
-}
-
-/* The reference's static domain: rq(a - a_zp) + rq(b - b_zp) and its rescale fit int32. */
-static int add_attrs_ok(const int32_t *at)
-{
-  if (!mt_zp_ok(at[MT_ADD_A_ZP]) || !mt_zp_ok(at[MT_ADD_B_ZP]) || !mt_zp_ok(at[MT_ADD_OUT_ZP]) ||
-      !mt_act_ok(at[MT_ADD_ACT_MIN], at[MT_ADD_ACT_MAX]) ||
-      !mt_scale_ok(at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) ||
-      !mt_scale_ok(at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]) ||
-      !mt_scale_ok(at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT])) {
-    return 0;
-  }
-  /* rq is monotone for mult >= 0: the extremes come from the extreme int8 inputs */
-  const int64_t lo = mt_rq(MT_S8_MIN - at[MT_ADD_A_ZP], at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) +
-                     mt_rq(MT_S8_MIN - at[MT_ADD_B_ZP], at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]);
-  const int64_t hi = mt_rq(MT_S8_MAX - at[MT_ADD_A_ZP], at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) +
-                     mt_rq(MT_S8_MAX - at[MT_ADD_B_ZP], at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]);
-  return add_in_int32(lo) && add_in_int32(hi) &&
-         add_in_int32(mt_rq((int32_t)lo, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT])) &&
-         add_in_int32(mt_rq((int32_t)hi, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT]));
-}
 
 static int add_fast_ok(const int32_t *at)
 {
@@ -94,6 +71,33 @@ static MT_NOINLINE void add_fast_mve(const int8_t *a, const int8_t *b, int8_t *y
                      [hi] "w"(hi), [ca] "r"(ca), [cb] "r"(cb), [ma] "r"(ma), [mb] "r"(mb),
                      [co] "r"(co), [nk] "r"(nk)
                    : "q0", "q1", "lr", "memory");
+  /* clang-format on */
+}
+/* The fast path with b's rescaled value c a constant: x is the other operand (zp, mult, shift). */
+static MT_NOINLINE void add_const_fast_mve(const int8_t *x, int8_t *y, uint32_t n,
+                                           const int32_t *xs, int32_t c, const int32_t *at)
+{
+  const int32_t sx = 31 - xs[2], k = at[MT_ADD_OUT_SHIFT] - 31, nk = -k, mx = xs[1];
+  const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k), cx = -xs[0] * (1 << sx);
+  const int32x4_t kx = vdupq_n_s32(1 << sx), mo = vdupq_n_s32(at[MT_ADD_OUT_MULT]);
+  const int32x4_t lo = vdupq_n_s32(at[MT_ADD_ACT_MIN]), hi = vdupq_n_s32(at[MT_ADD_ACT_MAX]);
+  /* add_fast_mve's lanes with b's rescaled value the constant c (no second load) */
+  /* clang-format off */
+  __asm__ volatile("   dlstp.32 lr, %[n]\n"
+                   "1: vldrb.s32 q0, [%[x]], #4\n"
+                   "   vmlas.s32 q0, %q[kx], %[cx]\n"
+                   "   vqrdmulh.s32 q0, q0, %[mx]\n"
+                   "   vadd.i32 q0, q0, %[c]\n"
+                   "   vqdmlash.s32 q0, %q[mo], %[co]\n"
+                   "   vshl.s32 q0, %[nk]\n"
+                   "   vmax.s32 q0, q0, %q[lo]\n"
+                   "   vmin.s32 q0, q0, %q[hi]\n"
+                   "   vstrb.32 q0, [%[y]], #4\n"
+                   "   letp lr, 1b\n"
+                   : [x] "+r"(x), [y] "+r"(y)
+                   : [n] "r"(n), [kx] "w"(kx), [mo] "w"(mo), [lo] "w"(lo), [hi] "w"(hi),
+                     [cx] "r"(cx), [mx] "r"(mx), [c] "r"(c), [co] "r"(co), [nk] "r"(nk)
+                   : "q0", "lr", "memory");
   /* clang-format on */
 }
 #else /* !MT_MVE */
@@ -180,43 +184,57 @@ static MT_NOINLINE void add_fast_scalar(const int8_t *a, const int8_t *b, int8_t
     y[i] = add_sat_s8(v);
   }
 }
+/* add_fast_scalar with b's rescaled value c a constant: x is the other operand (zp, mult, shift).
+ */
+static MT_NOINLINE void add_const_fast_scalar(const int8_t *x, int8_t *y, uint32_t n,
+                                              const int32_t *xs, int32_t c, const int32_t *at)
+{
+  int32_t kx = 1 << (32 - xs[2]);
+  const int32_t cx = -xs[0] * kx, mx = xs[1], mo = at[MT_ADD_OUT_MULT];
+  const int32_t k = at[MT_ADD_OUT_SHIFT] - 32;
+  const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k);
+  __asm__("" : "+r"(kx)); /* a multiply (MLA), not a shift and an add */
+  for (uint32_t i = 0; i < n; i++) {
+    y[i] = add_sat_s8(add_mlah(co, add_mulhr(x[i] * kx + cx, mx) + c, mo) >> k);
+  }
+}
 #endif /* MT_MVE */
 
-// a, b: (...) int8, same shape  ->  y: (...) int8, same shape (y may alias a or b)
-mt_status mt_add_s8(const mt_op_args *args)
+/* y[0..n) for one run of the broadcast walk (mt_bcast_fn). The fast paths: the same-shape loop,
+ * or one over x = the walking operand (qparams xs: zp, mult, shift) with the other's rescaled
+ * value c a constant; the general path steps a constant operand by 0. */
+static void add_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
+                    const int32_t *at)
 {
-  if (!mt_args_ok(args, MT_ADD_N_INPUTS, MT_ADD_N_OUTPUTS, MT_ADD_N_ATTRS)) {
-    return MT_STATUS_BAD_ARGUMENT;
-  }
-  const mt_tensor *at_ = &args->in[MT_ADD_IN_A], *bt = &args->in[MT_ADD_IN_B];
-  const mt_tensor *yt = &args->out[MT_ADD_OUT_Y];
-  const int32_t *at = args->attrs;
-  if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_same_shape(at_, bt) ||
-      !mt_same_shape(at_, yt) || !add_attrs_ok(at)) {
-    return MT_STATUS_BAD_ARGUMENT;
-  }
-  const int8_t *a = (const int8_t *)at_->data, *b = (const int8_t *)bt->data;
-  int8_t *y = (int8_t *)yt->data;
-  const uint32_t n = mt_numel(yt);
+  const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
+  const uint32_t sa = mode != MT_BCAST_A_CONST, sb = mode != MT_BCAST_B_CONST;
   if (add_fast_ok(at)) {
+    const int32_t *xs = at + (sa ? MT_ADD_A_ZP : MT_ADD_B_ZP),
+                  *cs = at + (sa ? MT_ADD_B_ZP : MT_ADD_A_ZP);
+    const int32_t c =
+        mode == MT_BCAST_SAME ? 0 : (int32_t)mt_rq((sa ? b[0] : a[0]) - cs[0], cs[1], cs[2]);
 #if MT_MVE
-    if (n > 0) {
+    if (mode == MT_BCAST_SAME) {
       add_fast_mve(a, b, y, n, at);
+    } else {
+      add_const_fast_mve(sa ? a : b, y, n, xs, c, at);
     }
 #else /* !MT_MVE */
-    add_fast_scalar(a, b, y, n, at);
-    const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
+    if (mode == MT_BCAST_SAME) {
+      add_fast_scalar(a, b, y, n, at);
+    } else {
+      add_const_fast_scalar(sa ? a : b, y, n, xs, c, at);
+    }
     for (uint32_t i = 0; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {
       y[i] = (int8_t)(y[i] < lo ? lo : (y[i] > hi ? hi : y[i])); /* a fused activation */
     }
 #endif /* MT_MVE */
-    return MT_STATUS_OK;
+    return;
   }
   const int32_t a_zp = at[MT_ADD_A_ZP], a_mult = at[MT_ADD_A_MULT], a_shift = at[MT_ADD_A_SHIFT];
   const int32_t b_zp = at[MT_ADD_B_ZP], b_mult = at[MT_ADD_B_MULT], b_shift = at[MT_ADD_B_SHIFT];
   const int32_t o_zp = at[MT_ADD_OUT_ZP], o_mult = at[MT_ADD_OUT_MULT];
-  const int32_t o_shift = at[MT_ADD_OUT_SHIFT], lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
+  const int32_t o_shift = at[MT_ADD_OUT_SHIFT];
   uint32_t i = 0;
 #if MT_MVE
   const int32x4_t am = vdupq_n_s32(a_mult), ah = vdupq_n_s32(32 - a_shift);
@@ -224,7 +242,7 @@ mt_status mt_add_s8(const mt_op_args *args)
   const int32x4_t bh = vdupq_n_s32(32 - b_shift), bl = vdupq_n_s32(-b_shift);
   const int32x4_t om = vdupq_n_s32(o_mult), oh = vdupq_n_s32(32 - o_shift);
   const int32x4_t ol = vdupq_n_s32(-o_shift);
-  for (; i < n; i += 4) { /* four lanes read before four are written: in place is fine */
+  for (; mode == MT_BCAST_SAME && i < n; i += 4) { /* four lanes read before four are written */
     const mve_pred16_t p = vctp32q(n - i);
     const int32x4_t a32 = mt_rq_v(vsubq_n_s32(vldrbq_z_s32(a + i, p), a_zp), am, ah, al);
     const int32x4_t b32 = mt_rq_v(vsubq_n_s32(vldrbq_z_s32(b + i, p), b_zp), bm, bh, bl);
@@ -232,8 +250,27 @@ mt_status mt_add_s8(const mt_op_args *args)
   }
 #endif /* MT_MVE */
   for (; i < n; i++) { /* reads a[i], b[i] before writing y[i]: in place is fine */
-    const int64_t sum = mt_rq(a[i] - a_zp, a_mult, a_shift) + mt_rq(b[i] - b_zp, b_mult, b_shift);
+    const int64_t sum =
+        mt_rq(a[i * sa] - a_zp, a_mult, a_shift) + mt_rq(b[i * sb] - b_zp, b_mult, b_shift);
     y[i] = mt_requantize((int32_t)sum, o_mult, o_shift, o_zp, lo, hi);
   }
+}
+
+// a, b: int8, numpy-broadcastable to y (rank <= 6)  ->  y: int8 (y may alias a or b)
+mt_status mt_add_s8(const mt_op_args *args)
+{
+  if (!mt_args_ok(args, MT_ADD_N_INPUTS, MT_ADD_N_OUTPUTS, MT_ADD_N_ATTRS)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const mt_tensor *at_ = &args->in[MT_ADD_IN_A], *bt = &args->in[MT_ADD_IN_B];
+  const mt_tensor *yt = &args->out[MT_ADD_OUT_Y];
+  mt_bcast bc;
+  if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at_, bt, yt) ||
+      !mt_addsub_attrs_ok(args->attrs, 0)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  mt_bcast_walk(&bc, (const int8_t *)at_->data, (const int8_t *)bt->data, (int8_t *)yt->data,
+                add_run, args->attrs);
   return MT_STATUS_OK;
 }

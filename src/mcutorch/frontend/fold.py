@@ -10,8 +10,8 @@ compile time: zeros/ones/full/arange/eye/linspace/scalar_tensor, `torch.tensor(.
 (torch.export's lifted constants), arithmetic on them and on parameters (`self.w * 2`), and
 zeros_like/ones_like/full_like of anything (their value depends on its static shape only). The
 folded value reaches its consumer as a constant (a get_attr), which PT2E then quantizes with the
-consumer's rules; a constant operand of an element-wise add/mul/maximum/minimum is broadcast to
-the op's output shape and dtype at compile time (the int8 ops do not broadcast). Parameters that
+consumer's rules; a constant operand of an element-wise add/mul/maximum/minimum takes the op's
+output dtype and keeps its shape (the int8 ops broadcast it at run time). Parameters that
 feed an op directly (conv/linear weights) and buffers (which a stateful model may change) are
 left as they are. Random ops (torch.rand, ...) are never folded.
 """
@@ -29,8 +29,8 @@ from mcutorch.frontend.capture import source_of
 A = torch.ops.aten
 SHAPE_ONLY = {A.zeros_like.default, A.ones_like.default, A.full_like.default,
               A.new_zeros.default, A.new_ones.default, A.new_full.default}
-BROADCAST = {s for s, (op, _) in ops.SOURCES.items() if op.name in ("add", "mul", "maximum",
-                                                                     "minimum")}
+BROADCAST = {s for s, (op, _) in ops.SOURCES.items()
+             if op.name in ("add", "sub", "mul", "div", "maximum", "minimum")}
 
 
 def _state(gm: GraphModule) -> dict[str, str]:
@@ -142,10 +142,8 @@ def _materialize(gm: GraphModule, user: Node, arg: Node, value: torch.Tensor, ma
     out = user.meta.get("val")
     others = [a for a in user.args[:2] if a is not arg]
     if (str(user.target) in BROADCAST and isinstance(out, torch.Tensor)
-            and (value.shape != out.shape or value.dtype != out.dtype)
-            and all(getattr(getattr(a, "meta", {}).get("val"), "shape", None) == out.shape
-                    for a in others)):
-        value = value.to(out.dtype).expand(out.shape)
+            and value.dtype != out.dtype and others):
+        value = value.to(out.dtype)  # the kernels broadcast: the constant keeps its shape
     elif arg.op == "get_attr":
         return None  # a parameter or constant used as it is (a conv weight, ...)
     key = (arg, value._version, tuple(value.shape), value.dtype)

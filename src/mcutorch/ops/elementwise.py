@@ -81,6 +81,14 @@ def _add(v, other, alpha=1):
     return v + alpha * other
 
 
+def _sub(v, other, alpha=1):
+    return v - alpha * other
+
+
+def _rsub(v, other, alpha=1):
+    return other - alpha * v
+
+
 def _mul(v, other):
     return v * other
 
@@ -132,12 +140,11 @@ LUT_SOURCES = (
     *_sources("pow", lambda v, self: np.power(self, v), ("self",), overload="Scalar",
               inplace=False, operand="exponent"),  # 2 ** x
     *_sources("add", _add, ("other", "alpha"), overload="Scalar"),
-    *_sources("sub", lambda v, other, alpha: v - alpha * other, ("other", "alpha"),
-              overload="Tensor Scalar"),
+    *_sources("sub", _sub, ("other", "alpha"), overload="Scalar"),
     *_sources("rsub", lambda v, other, alpha: other - alpha * v, ("other", "alpha"),
               overload="Scalar", inplace=False),
     *_sources("mul", _mul, ("other",), overload="Scalar"),
-    *_sources("div true_divide", _div, ("other",), overload="Tensor Scalar"),
+    *_sources("div true_divide", _div, ("other",), overload="Scalar"),
     *_sources("div", _div, ("other", "rounding_mode"), overload="Tensor_mode Scalar_mode"),
     *_sources("fmod", lambda v, other: np.fmod(v, other), ("other",), overload="Scalar"),
     *_sources("remainder", lambda v, other: np.remainder(v, other), ("other",),
@@ -173,4 +180,19 @@ OPS = (
     OpDef("minimum", 17, ("a", "b"), ("y",), ACT, family="elementwise",
           sources=(Source("aten.minimum.default", "shared"),), qparams="shared", fusable=True,
           alias=("inplace",), since=2, doc="y = clamp(min(a, b)); a, b and y share qparams"),
+    OpDef("sub", 26, ("a", "b"), ("y",),
+          ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift",
+           "out_zp", "out_mult", "out_shift", *ACT), family="elementwise",
+          sources=(*_sources("sub", _sub, ("other", "alpha"), "binary", overload="Tensor"),
+                   Source("aten.rsub.Tensor", "binary", fn=_rsub, args=("other", "alpha"))),
+          fusable=True, alias=("inplace",), since=3,
+          doc="a - b as add's sequence with SUB: RESCALE both to int32, SUB, RESCALE to int8"),
+    OpDef("div", 27, ("a", "b"), ("y",), ("a_zp", "b_zp", "out_zp", "mult", "shift", *ACT),
+          family="elementwise",
+          sources=_sources("div true_divide", _div, ("other",), "binary", overload="Tensor"),
+          fusable=True, alias=("inplace",), since=3,
+          tosa="div: TOSA 1.0 INTDIV divides int32 truncating toward zero; the definition "
+               "divides the 40-bit (a - a_zp) * mult and rounds half away from zero",
+          doc="a / b: round((a - a_zp) * mult / (b - b_zp)) then rq's shift; b = b_zp gives "
+              "127 / -128 / out_zp by the sign of a - a_zp"),
 )

@@ -51,11 +51,13 @@ def _mac(node: Node) -> None:
 
 
 def _add(node: Node) -> None:
+    """add and sub (a - b): b's real step is alpha * its scale (alpha > 0, lift)."""
     a, b = node.inputs
     y = node.outputs[0]
-    twice_max = 2 * max(a.scale, b.scale)
+    b_scale = b.scale * node.attrs.get("alpha", 1)
+    twice_max = 2 * max(a.scale, b_scale)
     am, ash = quantize_multiplier(a.scale / twice_max * (1 << ADD_LEFT_SHIFT))
-    bm, bsh = quantize_multiplier(b.scale / twice_max * (1 << ADD_LEFT_SHIFT))
+    bm, bsh = quantize_multiplier(b_scale / twice_max * (1 << ADD_LEFT_SHIFT))
     om, osh = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * y.scale))
     node.attrs = {"a_zp": a.zero_point, "a_mult": am, "a_shift": ash, "b_zp": b.zero_point,
                   "b_mult": bm, "b_shift": bsh, "out_zp": y.zero_point, "out_mult": om,
@@ -66,6 +68,14 @@ def _mul(node: Node) -> None:
     a, b = node.inputs
     y = node.outputs[0]
     m, s = quantize_multiplier(a.scale * b.scale / y.scale)
+    node.attrs = {"a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
+                  "mult": m, "shift": s, **_act(node)}
+
+
+def _div(node: Node) -> None:
+    a, b = node.inputs
+    y = node.outputs[0]
+    m, s = quantize_multiplier(a.scale / (b.scale * y.scale))
     node.attrs = {"a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
                   "mult": m, "shift": s, **_act(node)}
 
@@ -202,7 +212,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
          "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
-         "norm": _norm}
+         "norm": _norm, "sub": _add, "div": _div}
 
 
 def _share_qparams(node: Node) -> list[Node]:

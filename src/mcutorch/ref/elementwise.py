@@ -1,8 +1,9 @@
-"""Element-wise ops: add, mul, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
+"""Element-wise ops: add, sub, mul, div, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
 compile-time table maker.
 
-Binary ops take two int8 tensors of the same shape (no broadcasting). Every value goes through
-int32 intermediates exactly as the TOSA sequences named in docs/numerics.md do.
+Binary ops take two int8 tensors with numpy broadcasting (ranks up to 6; `broadcast_shape`).
+Every value goes through int32 intermediates exactly as the TOSA sequences named in
+docs/numerics.md do.
 """
 from __future__ import annotations
 
@@ -14,10 +15,27 @@ from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_a
                                   check_act, check_scale, check_zp, requantize)
 
 
-def _same_shape(a, b, op: str):
+MAX_RANK = 6
+
+
+def broadcast_shape(a_shape, b_shape, op: str) -> tuple[int, ...]:
+    """numpy's broadcast of two shapes (right-aligned, size-1 dims stretch), ranks up to 6."""
+    check(len(a_shape) <= MAX_RANK and len(b_shape) <= MAX_RANK,
+          f"{op}: ranks {len(a_shape)} and {len(b_shape)}; at most {MAX_RANK}")
+    r = max(len(a_shape), len(b_shape))
+    da = (1,) * (r - len(a_shape)) + tuple(a_shape)
+    db = (1,) * (r - len(b_shape)) + tuple(b_shape)
+    check(all(u == v or 1 in (u, v) for u, v in zip(da, db)),
+          f"{op}: shapes {tuple(a_shape)} and {tuple(b_shape)} do not broadcast")
+    return tuple(v if u == 1 else u for u, v in zip(da, db))
+
+
+def _binary(a, b, op: str):
+    """Both operands as int64 arrays broadcast to their common shape."""
     as_array(a, np.int8, "a")
     as_array(b, np.int8, "b")
-    check(a.shape == b.shape, f"{op}: shapes {a.shape} and {b.shape} differ (no broadcasting)")
+    shape = broadcast_shape(a.shape, b.shape, op)
+    return (np.broadcast_to(a.astype(np.int64), shape), np.broadcast_to(b.astype(np.int64), shape))
 
 
 def _rq_range(zp: int, mult: int, shift: int) -> tuple[int, int]:
@@ -26,29 +44,63 @@ def _rq_range(zp: int, mult: int, shift: int) -> tuple[int, int]:
     return int(lo), int(hi)
 
 
-def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift):
-    """Static domain of add: every int32 intermediate fits for every possible int8 input pair."""
+def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift,
+                     op="add"):
+    """Static domain of add (sub): every int32 intermediate fits for every int8 input pair."""
     for name, zp in (("a_zp", a_zp), ("b_zp", b_zp)):
         check_zp(name, zp)
-    check_scale([a_mult, b_mult, out_mult], [a_shift, b_shift, out_shift], "add scales")
+    check_scale([a_mult, b_mult, out_mult], [a_shift, b_shift, out_shift], f"{op} scales")
     a_lo, a_hi = _rq_range(a_zp, a_mult, a_shift)
     b_lo, b_hi = _rq_range(b_zp, b_mult, b_shift)
-    lo, hi = a_lo + b_lo, a_hi + b_hi
-    check(INT32_MIN <= lo and hi <= INT32_MAX, "add: a32 + b32 can overflow int32")
+    lo, hi = (a_lo + b_lo, a_hi + b_hi) if op == "add" else (a_lo - b_hi, a_hi - b_lo)
+    check(INT32_MIN <= lo and hi <= INT32_MAX, f"{op}: a32 {'+-'[op == 'sub']} b32 can overflow "
+          "int32")
     out = quant.rq([lo, hi], out_mult, out_shift)
     check(INT32_MIN <= out.min() and out.max() <= INT32_MAX,
-          "add: rescaled sum can overflow int32")
+          f"{op}: rescaled {'difference' if op == 'sub' else 'sum'} can overflow int32")
 
 
 def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
         act_min, act_max):
     """RESCALE(a) + RESCALE(b) in int32, then RESCALE to int8 and clamp."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "add")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "add")
     _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift)
-    a32 = quant.rq(a.astype(np.int64) - a_zp, a_mult, a_shift)
-    b32 = quant.rq(b.astype(np.int64) - b_zp, b_mult, b_shift)
+    a32 = quant.rq(a - a_zp, a_mult, a_shift)
+    b32 = quant.rq(b - b_zp, b_mult, b_shift)
     return requantize(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max)
+
+
+def sub(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
+        act_min, act_max):
+    """RESCALE(a) - RESCALE(b) in int32 (add's sequence with SUB), then RESCALE to int8."""
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "sub")
+    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift, "sub")
+    a32 = quant.rq(a - a_zp, a_mult, a_shift)
+    b32 = quant.rq(b - b_zp, b_mult, b_shift)
+    return requantize(a32 - b32, out_mult, out_shift, out_zp, act_min, act_max)
+
+
+def div(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
+    """a / b: q = round_half_away((a - a_zp) * mult / (b - b_zp)) in int64, then
+    y = clamp(((q + 2^(shift-1)) >> shift) + out_zp); a zero divisor (b = b_zp) gives 127, -128
+    or out_zp by the sign of a - a_zp (the quantized +inf, -inf and NaN -> 0), then the clamp."""
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "div")
+    check_zp("a_zp", a_zp)
+    check_zp("b_zp", b_zp)
+    check_zp("out_zp", out_zp)
+    check_scale(mult, shift, "div scale")
+    check_act(act_min, act_max)
+    na, den = a - a_zp, b - b_zp
+    num = na * mult  # |num| < 2^39, |den| <= 255
+    mag = (2 * np.abs(num) + np.abs(den)) // np.maximum(2 * np.abs(den), 1)
+    q = np.where((num < 0) != (den < 0), -mag, mag)
+    v = (q + (1 << (shift - 1))) >> shift  # int64: |q| < 2^39
+    v = np.clip(v + out_zp, INT8_MIN, INT8_MAX)
+    zero = np.where(na > 0, INT8_MAX, np.where(na < 0, INT8_MIN, out_zp))
+    return np.clip(np.where(den == 0, zero, v), act_min, act_max).astype(np.int8)
 
 
 def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:
@@ -61,14 +113,14 @@ def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:
 
 def mul(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
     """y = clamp(rq((a - a_zp) * (b - b_zp)) + out_zp)."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "mul")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "mul")
     check_zp("a_zp", a_zp)
     check_zp("b_zp", b_zp)
     corners = [u * v for u in (INT8_MIN - a_zp, INT8_MAX - a_zp)
                for v in (INT8_MIN - b_zp, INT8_MAX - b_zp)]  # the extreme products
     _check_rq_range(min(corners), max(corners), mult, shift, "mul")
-    prod = (a.astype(np.int64) - a_zp) * (b.astype(np.int64) - b_zp)  # |prod| <= 255 * 255
+    prod = (a - a_zp) * (b - b_zp)  # |prod| <= 255 * 255
     return requantize(prod, mult, shift, out_zp, act_min, act_max)
 
 
@@ -82,16 +134,16 @@ def clamp(x, *, act_min, act_max):
 
 def maximum(a, b, *, act_min, act_max):
     """y = clip(max(a, b), act_min, act_max); a, b and y share qparams, so no arithmetic."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "maximum")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "maximum")
     check_act(act_min, act_max)
     return np.clip(np.maximum(a, b), act_min, act_max).astype(np.int8)
 
 
 def minimum(a, b, *, act_min, act_max):
     """y = clip(min(a, b), act_min, act_max); a, b and y share qparams, so no arithmetic."""
-    # a, b: (...) int8, same shape  ->  y: (...) int8
-    _same_shape(a, b, "minimum")
+    # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
+    a, b = _binary(a, b, "minimum")
     check_act(act_min, act_max)
     return np.clip(np.minimum(a, b), act_min, act_max).astype(np.int8)
 

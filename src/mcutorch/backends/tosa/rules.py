@@ -134,21 +134,36 @@ def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
 
 # --- element-wise ---------------------------------------------------------------------------------
 
+def _equal_rank(b: Builder, node: Node, ins) -> list[str]:
+    """Both operands of a binary op (a constant one as a TOSA constant), of y's rank: TOSA
+    broadcasts size-1 dims of equal-rank tensors, so leading 1s are added (RESHAPE)."""
+    acts, r, xs = iter(ins), len(node.outputs[0].shape), []
+    for t in node.inputs:
+        x = b.const(t.data.reshape((1,) * (r - t.data.ndim) + t.data.shape), "int8", t.name) \
+            if t.is_const else next(acts)
+        xs.append(x if len(b.shape(x)) == r else
+                  b.reshape(x, (1,) * (r - len(b.shape(x))) + tuple(b.shape(x))))
+    return xs
+
+
 def lower_add(b: Builder, node: Node, ins, out: str, notes) -> str:
     a = node.attrs
+    ins = _equal_rank(b, node, ins)
     scaled = [b.rescale(x, a[f"{s}_mult"], rescale_shifts(a[f"{s}_mult"], a[f"{s}_shift"]),
                         a[f"{s}_zp"], 0, "int32") for x, s in zip(ins, "ab")]
-    total = b.op("ADD", scaled, b.shape(ins[0]), "int32", attr("Add"))
+    kind = "Sub" if node.op == "sub" else "Add"  # sub: the same sequence with SUB
+    total = b.op(kind.upper(), scaled, _out_shape(node), "int32", attr(kind))
     return _output_stage(b, total, a["out_mult"], a["out_shift"], a["out_zp"], a["act_min"],
                          a["act_max"], out)
 
 
 def lower_mul(b: Builder, node: Node, ins, out: str, notes) -> str:
     a = node.attrs
+    ins = _equal_rank(b, node, ins)
     if a["a_zp"] or a["b_zp"]:  # MUL has no zero points: subtract them in an exact RESCALE
         notes.append("zero points removed by RESCALE int8->int32 (x1: mult 2^30, shift 30)")
         ins = [b.rescale(x, 1 << 30, 30, a[f"{s}_zp"], 0, "int32") for x, s in zip(ins, "ab")]
-    prod = b.op("MUL", [*ins, b.const(0, "int8", "mul_shift")], b.shape(ins[0]), "int32",
+    prod = b.op("MUL", [*ins, b.const(0, "int8", "mul_shift")], _out_shape(node), "int32",
                 attr("Mul"))
     return _output_stage(b, prod, a["mult"], a["shift"], a["out_zp"], a["act_min"],
                          a["act_max"], out)
@@ -167,9 +182,9 @@ def lower_clamp(b: Builder, node: Node, ins, out: str, notes) -> str:
 def lower_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:
     """MAXIMUM/MINIMUM take int32 in TOSA 1.0 INT: exact RESCALEs to int32 and back (x1)."""
     kind = "Maximum" if node.op == "maximum" else "Minimum"
-    wide = [b.rescale(x, 1 << 30, 30, 0, 0, "int32") for x in ins]
+    wide = [b.rescale(x, 1 << 30, 30, 0, 0, "int32") for x in _equal_rank(b, node, ins)]
     nan = ts.NanPropagationMode.PROPAGATE  # no NaN in integers; the attribute is required
-    y = b.op(kind.upper(), wide, b.shape(ins[0]), "int32", attr(kind, nan))
+    y = b.op(kind.upper(), wide, _out_shape(node), "int32", attr(kind, nan))
     a = node.attrs
     return _output_stage(b, y, 1 << 30, 30, 0, a["act_min"], a["act_max"], out)
 
@@ -334,7 +349,7 @@ RULES = {
     "conv2d": (S.check_mac, lower_conv2d),
     "depthwise_conv2d": (S.check_mac, lower_depthwise_conv2d),
     "fully_connected": (S.check_mac, lower_fully_connected),
-    "add": (S.check_add, lower_add),
+    "add": (S.check_add, lower_add), "sub": (S.check_add, lower_add),
     "mul": (S.check_mul, lower_mul),
     "rescale": (S.check_rescale, lower_rescale),
     "clamp": (S.exact, lower_clamp),

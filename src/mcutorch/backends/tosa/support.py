@@ -95,19 +95,22 @@ def check_mac(node: Node) -> str:
 
 
 def check_add(node: Node) -> str:
-    a = node.attrs
+    """add and sub: both input RESCALEs, the int32 sum (difference) and its RESCALE."""
+    a, op = node.attrs, node.op
     ranges = []
     for side in ("a", "b"):
         lo, hi = _delta_range(a[f"{side}_zp"])
-        why = _rescale_problem("add", lo, hi, a[f"{side}_mult"], a[f"{side}_shift"],
+        why = _rescale_problem(op, lo, hi, a[f"{side}_mult"], a[f"{side}_shift"],
                                f"input {side} - {side}_zp")
         if why:
             return why
         ranges.append([_rq(v, a[f"{side}_mult"], a[f"{side}_shift"]) for v in (lo, hi)])
-    lo, hi = ranges[0][0] + ranges[1][0], ranges[0][1] + ranges[1][1]
+    (alo, ahi), (blo, bhi) = ranges
+    lo, hi = (alo + blo, ahi + bhi) if op == "add" else (alo - bhi, ahi - blo)
+    what = "the int32 sum" if op == "add" else "the int32 difference"
     if lo < INT32[0] or hi > INT32[1]:
-        return "add: the int32 sum can overflow"
-    return _rescale_problem("add", lo, hi, a["out_mult"], a["out_shift"], "the int32 sum")
+        return f"{op}: {what} can overflow"
+    return _rescale_problem(op, lo, hi, a["out_mult"], a["out_shift"], what)
 
 
 def _rq(v: int, mult: int, shift: int) -> int:

@@ -1,4 +1,5 @@
-"""Lift builders of element-wise ops: add/mul/maximum/minimum of two int8 tensors, clamps,
+"""Lift builders of element-wise ops: add/mul/maximum/minimum of two int8 tensors (numpy
+broadcasting), clamps,
 and every function of one tensor as a 256-entry `lut` (the registry's Source.fn).
 
 Each builder is called as builder(lifter, fx node, output IR tensor, act) and emits IR nodes
@@ -14,25 +15,57 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import A, act_range, bounds, node_arg
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor, compose_act
+from mcutorch.ref.elementwise import broadcast_shape
 
 
-def same_shape_operands(lf, n: FxNode, out: Tensor) -> tuple[Tensor, Tensor]:
-    """The two int8 operands of an element-wise op, which must have the output's shape."""
-    a, b = (lf.operand(v, n) for v in n.args[:2])
-    if a.shape != b.shape or a.shape != out.shape:
-        raise UnsupportedOpError(f"{source_of(n)}: broadcasting {list(a.shape)} with "
-                                 f"{list(b.shape)} is not supported; shapes must match")
-    return a, b
+def broadcast_operands(lf, n: FxNode, out: Tensor, args=None) -> tuple[Tensor, Tensor]:
+    """The two int8 operands of a binary element-wise op, numpy-broadcastable to the output.
+    A 4-D output's operand of lower rank gets its leading unit dims made explicit (a reshape;
+    a constant's data), so that the layout pass turns it NHWC with the output ([C, 1, 1] ->
+    [1, 1, 1, C])."""
+    a, b = (lf.operand(v, n) for v in (args or n.args[:2]))
+    try:
+        shape = broadcast_shape(a.shape, b.shape, str(n.target))
+    except ValueError as e:
+        raise UnsupportedOpError(f"{source_of(n)}: {e}") from None
+    if shape != out.shape:
+        raise UnsupportedOpError(f"{source_of(n)}: {list(a.shape)} with {list(b.shape)} "
+                                 f"broadcasts to {list(shape)}, not to {list(out.shape)}")
+    if len(out.shape) != 4 and 4 in (len(a.shape), len(b.shape)):  # NHWC, but y is not
+        raise UnsupportedOpError(f"{source_of(n)}: a 4-D operand (stored NHWC) broadcast to the "
+                                 f"{len(out.shape)}-D {list(out.shape)}; mcutorch broadcasts 4-D "
+                                 "tensors into 4-D outputs only")
+    return tuple(_rank4(lf, n, t) if len(out.shape) == 4 else t for t in (a, b))
+
+
+def _rank4(lf, n: FxNode, t: Tensor) -> Tensor:
+    if len(t.shape) == 4:
+        return t
+    shape = (1,) * (4 - len(t.shape)) + t.shape
+    if t.is_const:
+        return lf.new_tensor(t.name + "_4d", shape, t.scale, t.zero_point, dtype=t.dtype,
+                             data=t.data.reshape(shape))
+    t4 = lf.new_tensor(t.name + "_4d", shape, t.scale, t.zero_point, layout="NCHW")
+    lf.emit("reshape", [t], t4, {}, n)
+    return t4
 
 
 def binary(lf, n: FxNode, out: Tensor, act) -> None:
     if not all(isinstance(v, FxNode) for v in n.args[:2]):  # x + 1, x * 0.5: a function of x
         return lut(lf, n, out, act)
-    a, b = same_shape_operands(lf, n, out)
-    if n.target in (A.add.Tensor, A.add_.Tensor) and node_arg(n, 2, "alpha", 1) != 1:
-        raise UnsupportedOpError(f"{source_of(n)}: add with alpha != 1")
-    op = "add" if n.target in (A.add.Tensor, A.add_.Tensor) else "mul"
-    lf.emit(op, [a, b], out, {"act": act}, n)
+    op = ops.SOURCES[str(n.target)][0].name
+    if op in ("mul", "div"):
+        return lf.emit(op, list(broadcast_operands(lf, n, out)), out, {"act": act}, n)
+    # add, sub: x + alpha * y, x - alpha * y; rsub(y, x) = x - alpha * y
+    args = n.args[1::-1] if n.target == A.rsub.Tensor else n.args[:2]
+    alpha = node_arg(n, 2, "alpha", 1)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or alpha == 0:
+        raise UnsupportedOpError(f"{source_of(n)}: {op} with alpha={alpha!r}; mcutorch takes a "
+                                 "nonzero constant number")
+    if alpha < 0:  # x + (-2) * y == x - 2 * y
+        op, alpha = {"add": "sub", "sub": "add"}[op], -alpha
+    attrs = {"act": act, **({"alpha": float(alpha)} if alpha != 1 else {})}
+    lf.emit(op, list(broadcast_operands(lf, n, out, args)), out, attrs, n)
 
 
 def activation(lf, n: FxNode, out: Tensor, act) -> None:
@@ -71,11 +104,11 @@ def lut_function(n: FxNode):
 
 
 def minmax(lf, n: FxNode, out: Tensor, act) -> None:
-    a, b = same_shape_operands(lf, n, out)
+    a, b = broadcast_operands(lf, n, out)
     lf.emit(ops.SOURCES[str(n.target)][0].name, [a, b], out, {"act": act}, n)
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"add": binary, "mul": binary, "clamp": activation, "lut": lut, "maximum": minmax,
-            "minimum": minmax}
+BUILDERS = {"add": binary, "sub": binary, "mul": binary, "div": binary, "clamp": activation,
+            "lut": lut, "maximum": minmax, "minimum": minmax}
 ACT = {binary, activation, lut, minmax}
