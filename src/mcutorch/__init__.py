@@ -16,8 +16,8 @@ import importlib
 from mcutorch.errors import McutorchError
 
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
-         "quantize": "frontend"}
-__all__ = ["CompiledModel", "McutorchError", "Quantizer", "compile", "load", "quantize"]
+         "quantize": "frontend", "analyze": "analysis"}
+__all__ = ["CompiledModel", "analyze", "McutorchError", "Quantizer", "compile", "load", "quantize"]
 __version__ = "0.1.0"
 
 

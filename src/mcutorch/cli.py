@@ -6,6 +6,7 @@
     mcutorch inspect model.mtp [--json]
     mcutorch build model.mtp --board mps3-an547 -o model.elf
     mcutorch export-c model.mtp -o out/
+    mcutorch analyze model.mtp [--board mps3-an547 [--clock-mhz 160]] [--json] [--html r.html]
 """
 from __future__ import annotations
 
@@ -367,6 +368,36 @@ def cmd_export_c(args) -> int:
     return 0
 
 
+def cmd_analyze(args) -> int:
+    from mcutorch.analysis import analyze, check_clock, render
+
+    clock = check_clock(args.clock_mhz)  # every option checked before the builds
+    if clock is not None and not args.board:
+        raise UsageError("--clock-mhz turns exact instruction counts into a time estimate: "
+                         "add --board (e.g. --board mps3-an547)")
+    if args.input and not args.board:
+        raise UsageError("--input feeds the counted inference: add --board (e.g. --board "
+                         "mps3-an547)")
+    html = _writable(args.html, "--html") if args.html else None
+    if args.board:
+        from mcutorch.device.boards import get_board
+
+        get_board(args.board)
+    from mcutorch.program.model import Program
+
+    program = Program.load(args.program)
+    inputs = [_load_npy(p) for p in args.input] if args.input else None
+    info = analyze(program, board=args.board, clock_mhz=clock, inputs=inputs)
+    if html is not None:
+        from mcutorch.analysis.html import write_html
+
+        write_html(info, html)
+    print(json.dumps(info, indent=1) if args.json else render(info))
+    if html is not None and not args.json:
+        print(f"HTML report: {html}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mcutorch", description="PyTorch models on Arm MCUs",
                                  epilog=EPILOG,
@@ -430,6 +461,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "the Makefile's CPU flags always come from the program)")
     e.add_argument("-o", "--output", default="out")
     e.set_defaults(fn=cmd_export_c)
+    a = sub.add_parser("analyze", help="per-layer report: kernels and ISA paths, MACs, bytes, "
+                       "arena offsets, placement, flash and RAM; with --board exact instructions",
+                       **kw)
+    a.add_argument("program")
+    a.add_argument("--board", help="count each op's instructions exactly on this emulated board "
+                   "(QEMU plugin) and measure flash on its firmware build")
+    a.add_argument("--clock-mhz", metavar="F", help="with --board: instructions / F as a time "
+                   "estimate in microseconds (one instruction per cycle; not a measured time)")
+    a.add_argument("--input", action="append", help="with --board: the .npy input of the "
+                   "counted inference (float, model layout; default: seeded random int8)")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with "
+                   "the memory timeline and per-layer charts")
+    a.set_defaults(fn=cmd_analyze)
     return ap
 
 
