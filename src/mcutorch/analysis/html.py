@@ -77,19 +77,21 @@ def timeline_svg(bars: list[dict], region: str, n_ops: int, size: int) -> str:
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
     top = max([size, *(b["offset"] + b["bytes"] for b in bars), 1])
     body = _frame("op index (run order)", "arena offset (bytes)", n_ops, top, lambda v: f"{v:,}")
-    for k, b in enumerate(sorted(bars, key=lambda b: -b["bytes"])):
+    rank = {id(b): k for k, b in enumerate(sorted(bars, key=lambda b: (b["first"], b["offset"])))}
+    for b in sorted(bars, key=lambda b: -b["bytes"]):  # small bars drawn last, on top
         x0 = LEFT + b["first"] * pw / max(n_ops, 1)
         x1 = LEFT + (b["last"] + 1) * pw / max(n_ops, 1)
         h = max(b["bytes"] / top * ph, 1.5)
         y = TOP + ph - (b["offset"] + b["bytes"]) / top * ph
-        color = PALETTE[(b["tensor"] if b["tensor"] is not None else k) % len(PALETTE)]
+        color = PALETTE[rank[id(b)] % len(PALETTE)]  # neighbours in time differ
+        edge = color if b["kind"] == "view" else "#fff"
         data = f' data-tensor="{b["tensor"]}"' if b["tensor"] is not None else ""
         tip = (f'{b["name"]}: {b["bytes"]:,} B at {region}+{b["offset"]:,}, live ops '
                f'{b["first"]}..{b["last"]}' + (" (a view of another tensor's bytes)"
                                                  if b["kind"] == "view" else ""))
         body.append(f'<rect class="bar {b["kind"]}" data-region="{escape(region)}"{data} '
                     f'x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0 - 1, 1):.1f}" '
-                    f'height="{h:.1f}" fill="{color}" stroke="{color}">'
+                    f'height="{h:.1f}" fill="{color}" stroke="{edge}">'
                     f'<title>{escape(tip)}</title></rect>')
     return _svg(body, f"memory timeline of {region}", "timeline")
 
