@@ -8,6 +8,7 @@ import shutil
 import subprocess
 from html.parser import HTMLParser
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -160,6 +161,26 @@ def test_board_counts_are_the_exact_profile_and_the_estimate_is_labelled(program
         assert o["estimate_us"] == pytest.approx(o["instructions"] / 160)
     text = render(info)
     assert "not a measured time" in text and "instructions / MHz" in text
+
+
+@pytest.mark.qemu
+def test_cli_board_input_and_html(programs, tmp_path, capsys):
+    x = np.random.default_rng(3).standard_normal((1, 1, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    page = tmp_path / "r.html"
+    code, out, err = _cli(capsys, "analyze", str(programs["m55"]), "--board", "mps3-an547",
+                          "--clock-mhz", "200", "--input", str(tmp_path / "x.npy"), "--html",
+                          str(page), "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["instructions"]["input"] == "the given input"
+    assert all(o["instructions"] > 0 for o in info["ops"])
+    assert info["instructions"]["estimate_us"] == pytest.approx(info["instructions"]["total"]
+                                                                / 200)
+    html = page.read_text()
+    assert html.count('class="bar instructions"') == len(info["ops"])
+    assert "not a measured time" in html and "<script" not in html and "http" not in \
+        html.replace('xmlns="http://www.w3.org/2000/svg"', "")
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:

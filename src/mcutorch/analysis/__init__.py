@@ -294,24 +294,24 @@ def render(info: dict) -> str:
     """The report as text tables (what `mcutorch analyze` prints)."""
     t, ins = info["target"], info["instructions"]
     clock = ins and ins["clock_mhz"]
-    head = (f"{'#':>3} {'op':<18} {'variant':<7} {'ISA':<8} {'on':<3} {'input':<16} "
-            f"{'output':<16} {'MACs':>10} {'weights B':>9} {'act B':>7}  arena (in -> out)")
+    head = (f"{'#':>3} {'op':<22} {'variant':<7} {'ISA':<8} {'on':<3} {'input':<16} "
+            f"{'output':<16} {'MACs':>10} {'weights B':>9} {'act B':>7}")
     if ins:
-        head += f"  {'instr':>10}" + (f" {'us est':>9}" if clock else "")
+        head += f" {'instructions':>12}" + (f" {'us est.':>9}" if clock else "")
+    head += "  arena (in -> out)"
     lines = [f"analyze {info['model']!r} for {t['name']} (ISA {t['isa']}, NPU {t['npu']})"
              + (" [stripped program]" if info["stripped"] else ""), head]
     for o in info["ops"]:
         name = o["op"] if o["cpu_version_of"] is None else f"[{o['cpu_version_of']}] {o['op']}"
-        line = (f"{o['index']:>3} {name:<18} {o['variant']:<7} {o['isa']:<8} "
+        line = (f"{o['index']:>3} {name:<22} {o['variant']:<7} {o['isa']:<8} "
                 f"{o['runs_on']:<3} {_shape(o['inputs']):<16} {_shape(o['outputs']):<16} "
-                f"{o['macs']:>10,} {o['weight_bytes']:>9,} {o['activation_bytes']:>7,}  "
-                f"{_fmt_where(o['inputs'])} -> {_fmt_where(o['outputs'])}")
+                f"{o['macs']:>10,} {o['weight_bytes']:>9,} {o['activation_bytes']:>7,}")
         if ins:
             n = o.get("instructions")
-            line += f"  {n:>10,}" if n is not None else f"  {'-':>10}"
+            line += f" {n:>12,}" if n is not None else f" {'-':>12}"
             if clock:
                 line += f" {o['estimate_us']:>9.2f}" if n is not None else f" {'-':>9}"
-        lines.append(line)
+        lines.append(f"{line}  {_fmt_where(o['inputs'])} -> {_fmt_where(o['outputs'])}")
     if any(o["cpu_version_of"] is not None for o in info["ops"]):
         lines.append("[k] op: part of delegate k's CPU version (runs only without an NPU driver)")
     why = [o for o in info["ops"] if o["runs_on"] == "CPU" and o["why_not_npu"]]
@@ -321,7 +321,8 @@ def render(info: dict) -> str:
         if len(reasons) == 1 and len(why) > 1:
             lines.append(f"  every op: {why[0]['why_not_npu']}")
         else:
-            lines += [f"  {o['index']:>3} {o['op']}: {o['why_not_npu']}" for o in why]
+            lines += [f"  {o['index']:>3} " + (o["why_not_npu"] if o["why_not_npu"].startswith(
+                o["op"]) else f"{o['op']}: {o['why_not_npu']}") for o in why]
     lines += _render_totals(info)
     return "\n".join(lines)
 
@@ -342,7 +343,9 @@ def _render_totals(info: dict) -> list[str]:
     if ins:
         lines.append(f"instructions per inference on {ins['board']}: {ins['total']:,} "
                      f"(ops {ins['ops']:,} + interpreter {ins['interpreter']:,}; {ins['how']}; "
-                     f"input: {ins['input']})")
+                     f"input: {ins['input']})"
+                     + ("; no NPU driver on the board: delegates ran their CPU version"
+                        if any(o["op"] == "delegate" for o in info["ops"]) else ""))
         if ins["clock_mhz"]:
             lines.append(f"instructions / MHz at {ins['clock_mhz']:g} MHz: "
                          f"{ins['estimate_us']:,.1f} us (an estimate at one instruction per "
