@@ -108,7 +108,8 @@ def timeline(p: Program) -> list[dict]:
     """Every planned buffer as a bar: region, offset, bytes, and the ops it is live over
     ([first, last] inclusive, op indices in the order `mt_invoke` runs them). One bar per arena
     tensor (kind "tensor"; a view of another tensor's bytes, kind "view", is live while it is
-    read), plus op scratch and delegate scratch areas (kind "scratch")."""
+    read, and keeps the tensor whose bytes it shares live), plus op scratch and delegate
+    scratch areas (kind "scratch")."""
     n = len(p.ops)
     written: dict[int, int] = {}
     read: dict[int, list[int]] = {}
@@ -128,6 +129,7 @@ def timeline(p: Program) -> list[dict]:
         bars.append({"kind": kind, "tensor": t, "name": p.tensor_name(t),
                      "region": p.regions[info.region].name, "offset": info.offset,
                      "bytes": info.nbytes, "first": first, "last": max(first, last)})
+    _extend_roots(bars)
     for i, op in enumerate(p.ops):
         if op.scratch:
             bars.append({"kind": "scratch", "tensor": None, "name": f"scratch of op {i}",
@@ -147,6 +149,21 @@ def timeline(p: Program) -> list[dict]:
                              "bytes": area.size, "first": s,
                              "last": s if what == "fast scratch" else end})
     return bars
+
+
+def _extend_roots(bars: list[dict]) -> None:
+    """A view (a reshape's output: no op writes it) lies in the bytes of the tensor written
+    last before it is read there: that root stays live while the view is read, and the view
+    exists from the root's write on."""
+    owned = [b for b in bars if b["kind"] == "tensor"]
+    for v in sorted((b for b in bars if b["kind"] == "view"), key=lambda b: b["first"]):
+        roots = [b for b in owned if b["region"] == v["region"] and b["first"] <= v["first"]
+                 and b["offset"] <= v["offset"]
+                 and v["offset"] + v["bytes"] <= b["offset"] + b["bytes"]]
+        if roots:
+            root = max(roots, key=lambda b: b["first"])
+            root["last"] = max(root["last"], v["last"])
+            v["first"], v["view_of"] = root["first"], root["tensor"]
 
 
 def _flash(p: Program, board: str) -> dict:

@@ -87,12 +87,15 @@ def timeline_svg(bars: list[dict], region: str, n_ops: int, size: int) -> str:
         edge = color if b["kind"] == "view" else "#fff"
         data = f' data-tensor="{b["tensor"]}"' if b["tensor"] is not None else ""
         tip = (f'{b["name"]}: {b["bytes"]:,} B at {region}+{b["offset"]:,}, live ops '
-               f'{b["first"]}..{b["last"]}' + (" (a view of another tensor's bytes)"
+               f'{b["first"]}..{b["last"]}' + (f" (a view of tensor {b.get('view_of')}'s bytes)"
                                                  if b["kind"] == "view" else ""))
         body.append(f'<rect class="bar {b["kind"]}" data-region="{escape(region)}"{data} '
                     f'x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0 - 1, 1):.1f}" '
                     f'height="{h:.1f}" fill="{color}" stroke="{edge}">'
                     f'<title>{escape(tip)}</title></rect>')
+    if not bars:
+        body.append(f'<text x="{LEFT + pw / 2}" y="{TOP + ph / 2}" text-anchor="middle">'
+                    "nothing planned in this region</text>")
     return _svg(body, f"memory timeline of {region}", "timeline")
 
 
@@ -174,8 +177,9 @@ def page(info: dict) -> str:
     if ins:
         parts.append(f"<p class='note'>Instructions: {ins['total']:,} per inference on "
                      f"{escape(ins['board'])} ({escape(ins['how'])}; input: "
-                     f"{escape(ins['input'])}); the board has no NPU driver, so delegates run "
-                     "their CPU version."
+                     f"{escape(ins['input'])})."
+                     + (" The board has no NPU driver, so delegates ran their CPU version."
+                        if any(o["op"] == "delegate" for o in info["ops"]) else "")
                      + (f" Instructions / MHz at {ins['clock_mhz']:g} MHz: "
                         f"{ins['estimate_us']:,.1f} µs, an estimate at one instruction per "
                         "cycle, not a measured time." if ins["clock_mhz"] else "") + "</p>")
@@ -186,8 +190,7 @@ def page(info: dict) -> str:
         bars = [b for b in info["timeline"] if b["region"] == r["name"]]
         parts.append(f"<h3>{escape(r['name'])}: {r['bytes']:,} B planned"
                      + (f" of {r['capacity']:,}" if r["capacity"] else "") + "</h3>")
-        parts.append(timeline_svg(bars, r["name"], n, r["bytes"]) if bars else
-                     "<p class='note'>nothing planned in this region</p>")
+        parts.append(timeline_svg(bars, r["name"], n, r["bytes"]))
     if ins:
         parts.append("<h2>Instructions per layer</h2>")
         parts.append(per_op_svg([(o["index"], o["op"], o.get("instructions"))
