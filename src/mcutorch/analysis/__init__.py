@@ -252,8 +252,33 @@ def _instructions(p: Program, rows: list[dict], board: str, clock: float | None,
             "clock_mhz": clock, "estimate_us": None if clock is None else total / clock}
 
 
+def _accuracy(p: Program, rows: list[dict], model, example_inputs, calibration,
+              inputs) -> tuple[dict, list]:
+    """Per-layer error against the float `model` (analysis.accuracy); the float data used."""
+    from mcutorch.analysis.accuracy import layer_errors
+    from mcutorch.frontend.capture import as_tuple
+
+    if example_inputs is None:
+        raise UsageError("per-layer error needs the model's example inputs as well as the model")
+    batches = list(calibration) if calibration is not None else None
+    if inputs is not None:
+        data, what = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs], \
+            "the given input"
+    else:
+        data = list(as_tuple(batches[0] if batches else example_inputs))
+        what = "the first calibration batch" if batches else "the example inputs"
+    data = [np.asarray(x.detach().numpy() if hasattr(x, "detach") else x, np.float32)
+            for x in data]
+    errors = layer_errors(p, model, example_inputs, batches, data)
+    for row in rows:
+        row["error"] = errors.get(row["index"])
+    return {"input": what, "how": "the program's int8 output of each op (Python reference "
+            "runtime), dequantized, against the float model's value it quantizes (float32 "
+            "torch.export graph), one inference"}, data
+
+
 def analyze(program, board: str | None = None, clock_mhz: float | None = None,
-            inputs=None) -> dict:
+            inputs=None, model=None, example_inputs=None, calibration=None) -> dict:
     """A JSON-ready per-layer report of a program (a path, a Program or a CompiledModel).
 
     `board` (e.g. "mps3-an547") adds exact instructions per op for one inference on `inputs`
@@ -261,6 +286,11 @@ def analyze(program, board: str | None = None, clock_mhz: float | None = None,
     flash figures for that board; `clock_mhz` adds instructions / MHz (an estimate in µs at
     one instruction per cycle, not a measured time). Flash comes from a real firmware build,
     stack from gcc's call graph: arm-none-eabi-gcc is needed (`make toolchain`).
+
+    `model` (the float nn.Module the program was compiled from, with its `example_inputs` and
+    the `calibration` batches the compile used) adds each op's error against the float model
+    for one inference on `inputs` (default: the first calibration batch), which then also
+    feeds the counted inference (`analysis.accuracy`).
 
     Example:
         >>> info = mcutorch.analyze("model.mtp", board="mps3-an547", clock_mhz=160)
@@ -294,6 +324,10 @@ def analyze(program, board: str | None = None, clock_mhz: float | None = None,
                    "flash": _flash(p, board or board_for(target)), "ram": _ram(p)},
         "instructions": None,
     }
+    info["accuracy"] = None
+    if model is not None:
+        info["accuracy"], inputs = _accuracy(p, rows, model, example_inputs, calibration,
+                                             inputs)
     if board is not None:
         info["instructions"] = _instructions(p, rows, board, clock, inputs)
     return info
