@@ -37,14 +37,18 @@ class Net(nn.Module):
 
 
 @pytest.fixture(scope="module")
-def programs(tmp_path_factory):
+def net():
+    """The float model, its example inputs and its calibration batches."""
+    torch.manual_seed(0)
+    return Net().eval(), (torch.zeros(1, 1, 8, 8),), [torch.randn(1, 1, 8, 8) for _ in range(4)]
+
+
+@pytest.fixture(scope="module")
+def programs(tmp_path_factory, net):
     """The same small CNN compiled for a Cortex-M55 (mps3-an547 memory), a Cortex-M4 and an
     M55 + Ethos-U55 (softmax stays on the CPU), saved as files."""
-    torch.manual_seed(0)
-    model = Net().eval()
-    example = (torch.zeros(1, 1, 8, 8),)
-    qmodel = mcutorch.quantize(model, example,
-                               calibration=[torch.randn(1, 1, 8, 8) for _ in range(4)])
+    model, example, calibration = net
+    qmodel = mcutorch.quantize(model, example, calibration=calibration)
     d = tmp_path_factory.mktemp("analyze")
     out = {}
     for key, target, board in (("m55", "cortex-m55", "mps3-an547"), ("m4", "cortex-m4", None),
@@ -187,6 +191,79 @@ def test_cli_board_input_and_html(programs, tmp_path, capsys):
     assert html.count('class="bar instructions"') == len(info["ops"])
     assert "not a measured time" in html and "<script" not in html and "http" not in \
         html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+
+
+def test_error_against_the_float_model(programs, net):
+    model, example, calibration = net
+    x = torch.randn(1, 1, 8, 8, generator=torch.Generator().manual_seed(7))
+    for key in ("m55", "u55"):
+        info = analyze(programs[key], model=model, example_inputs=example,
+                       calibration=calibration, inputs=[x.numpy()])
+        assert info["accuracy"]["input"] == "the given input"
+        errors = [o["error"] for o in info["ops"]]
+        assert all(e is not None for e in errors)  # every op has a float counterpart here
+        # the last op's figure is the end-to-end error: program.run(x) against model(x)
+        got = mcutorch.load(programs[key]).run(x).numpy().astype(np.float64)
+        want = model(x).detach().numpy().astype(np.float64)
+        assert errors[-1]["rmse"] == pytest.approx(np.sqrt(np.mean((got - want) ** 2)),
+                                                   rel=1e-5)
+        assert errors[-1]["max_abs"] == pytest.approx(np.abs(got - want).max(), rel=1e-5)
+        assert errors[-1]["float_node"] == "softmax"
+        conv = next(o for o in info["ops"] if o["op"] == "conv2d")
+        assert conv["error"]["float_node"] == "relu"  # the conv's output: the fused ReLU's
+        for e in errors:  # int8 against float: within a few LSB of each op's output scale
+            assert 0 < e["rmse_lsb"] < 3 and 0 < e["l2r"] < 0.1, e
+    text = render(info)
+    assert "error vs the float model" in text and "relu" in text
+
+
+def test_error_refuses_a_program_of_other_calibration(programs, net):
+    from mcutorch.errors import UsageError
+
+    model, example, _ = net
+    other = [torch.full((1, 1, 8, 8), 3.0)]
+    with pytest.raises(UsageError, match="not compiled from this model"):
+        analyze(programs["m4"], model=model, example_inputs=example, calibration=other)
+    with pytest.raises(UsageError, match="stripped"):
+        analyze(Program.load(programs["m4"]).stripped(), model=model, example_inputs=example,
+                calibration=other)
+
+
+MODEL_FILE = '''
+import torch
+from torch import nn
+
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(4, 3)).eval()
+
+def example_inputs():
+    return (torch.zeros(1, 1, 6, 6),)
+
+def calibration():
+    g = torch.Generator().manual_seed(1)
+    return [torch.randn(1, 1, 6, 6, generator=g) for _ in range(4)]
+'''
+
+
+def test_cli_model_file_error_and_html(tmp_path, capsys):
+    src = tmp_path / "tiny.py"
+    src.write_text(MODEL_FILE)
+    mtp = tmp_path / "tiny.mtp"
+    assert main(["compile", str(src), "--target", "cortex-m33", "-o", str(mtp)]) == 0
+    capsys.readouterr()
+    page = tmp_path / "tiny.html"
+    code, out, err = _cli(capsys, "analyze", str(mtp), "--model", str(src), "--html",
+                          str(page), "--json")
+    assert code == 0, err
+    info = json.loads(out)
+    assert info["accuracy"]["input"] == "the first calibration batch"
+    assert [o["error"]["float_node"] for o in info["ops"]] == ["relu", "adaptive_avg_pool2d",
+                                                               "linear"]
+    assert page.read_text().count('class="bar error"') == 3
+    code, _, err = _cli(capsys, "analyze", str(mtp), "--calibration", str(tmp_path / "c.npz"))
+    assert code == 2 and "--calibration goes with --model" in err
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:

@@ -374,8 +374,27 @@ def render(info: dict) -> str:
         else:
             lines += [f"  {o['index']:>3} " + (o["why_not_npu"] if o["why_not_npu"].startswith(
                 o["op"]) else f"{o['op']}: {o['why_not_npu']}") for o in why]
-    lines += _render_totals(info)
+    lines += _render_totals(info) + _render_errors(info)
     return "\n".join(lines)
+
+
+def _render_errors(info: dict) -> list[str]:
+    acc = info.get("accuracy")
+    if not acc:
+        return []
+    lines = [f"error vs the float model ({acc['input']}; l2r = ||int8 - float|| / ||float||):",
+             f"  {'#':>3} {'op':<22} {'float node':<24} {'l2r':>9} {'rmse':>10} "
+             f"{'max |err|':>10} {'rmse LSB':>8}"]
+    for o in info["ops"]:
+        e = o.get("error")
+        if e is None:
+            lines.append(f"  {o['index']:>3} {o['op']:<22} (no float counterpart: an op the "
+                         "compiler added)")
+            continue
+        l2r = "-" if e["l2r"] is None else f"{e['l2r']:.5f}"
+        lines.append(f"  {o['index']:>3} {o['op']:<22} {e['float_node']:<24} {l2r:>9} "
+                     f"{e['rmse']:>10.3g} {e['max_abs']:>10.3g} {e['rmse_lsb'] or 0:>8.3f}")
+    return lines
 
 
 def _render_totals(info: dict) -> list[str]:

@@ -17,6 +17,7 @@ W, H = 920, 300  # chart size in px
 LEFT, RIGHT, TOP, BOTTOM = 78, 16, 14, 34  # plot margins
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#86bcb6")
+COLOURS = {"instructions": PALETTE[0], "macs": PALETTE[1], "error": PALETTE[3]}
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 20px; } h2 { font-size: 17px; margin-top: 28px; }
@@ -99,12 +100,12 @@ def timeline_svg(bars: list[dict], region: str, n_ops: int, size: int) -> str:
     return _svg(body, f"memory timeline of {region}", "timeline")
 
 
-def per_op_svg(values: list[tuple[int, str, int | None]], what: str, kind: str,
-               n_ops: int) -> str:
-    """A bar per op: (op index, label, value or None)."""
+def per_op_svg(values: list[tuple[int, str, float | None]], what: str, kind: str,
+               n_ops: int, fmt: str = ",.0f") -> str:
+    """A bar per op: (op index, label, value or None); `fmt` formats axis and tooltip values."""
     pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
-    top = max([v for _, _, v in values if v] + [1])
-    body = _frame("op index", what, n_ops, top, lambda v: f"{v:,.0f}")
+    top = max([v for _, _, v in values if v] + [1e-9])
+    body = _frame("op index", what, n_ops, top, lambda v: format(v, fmt))
     for i, label, v in values:
         if not v:
             continue
@@ -112,8 +113,8 @@ def per_op_svg(values: list[tuple[int, str, int | None]], what: str, kind: str,
         h = v / top * ph
         body.append(f'<rect class="bar {kind}" data-op="{i}" x="{x + 1:.1f}" '
                     f'y="{TOP + ph - h:.1f}" width="{max(pw / max(n_ops, 1) - 2, 1):.1f}" '
-                    f'height="{h:.1f}" fill="{PALETTE[0 if kind == "instructions" else 1]}">'
-                    f'<title>{escape(f"op {i} {label}: {v:,} {what}")}</title></rect>')
+                    f'height="{h:.1f}" fill="{COLOURS.get(kind, PALETTE[0])}">'
+                    f'<title>{escape(f"op {i} {label}: {format(v, fmt)} {what}")}</title></rect>')
     return _svg(body, f"{what} per op", kind)
 
 
@@ -130,6 +131,8 @@ def _ops_table(info: dict) -> str:
         heads.insert(10, "instructions")
         if ins["clock_mhz"]:
             heads.insert(11, f"µs at {ins['clock_mhz']:g} MHz (estimate)")
+    if info.get("accuracy"):
+        heads[-2:-2] = ["l2r vs float", "rmse (LSB)"]
     rows = []
     for o in info["ops"]:
         where = (", ".join(f"{t['region']}+{t['offset']}" for t in o["inputs"]) + " → "
@@ -145,6 +148,10 @@ def _ops_table(info: dict) -> str:
             if ins["clock_mhz"]:
                 est = o.get("estimate_us")
                 cells.append(_td(None if est is None else f"{est:.2f}"))
+        if info.get("accuracy"):
+            e = o.get("error") or {}
+            cells += [_td(None if e.get("l2r") is None else f"{e['l2r']:.5f}"),
+                      _td(None if "rmse_lsb" not in e else f"{e['rmse_lsb']:.3f}")]
         cells += [_td(where, True), f'<td class="l why">{escape(o["why_not_npu"])}</td>']
         rows.append(f'<tr data-op="{o["index"]}">' + "".join(cells) + "</tr>")
     head = "".join(f'<th class="l">{escape(h)}</th>' for h in heads)
@@ -198,6 +205,19 @@ def page(info: dict) -> str:
     parts.append("<h2>MACs per layer</h2>")
     parts.append(per_op_svg([(o["index"], o["op"], o["macs"]) for o in info["ops"]], "MACs",
                             "macs", n))
+    parts.append("<h2>Error vs the float model per layer</h2>")
+    acc = info.get("accuracy")
+    if acc:
+        parts.append(f"<p class='note'>{escape(acc['how'])}; input: {escape(acc['input'])}. "
+                     "l2r = ||int8 − float|| / ||float|| (%); an op the compiler added has no "
+                     "float counterpart.</p>")
+        parts.append(per_op_svg([(o["index"], o["op"], 100 * o["error"]["l2r"]
+                                  if o.get("error") and o["error"]["l2r"] is not None else None)
+                                 for o in info["ops"]], "l2r (%)", "error", n, ".3g"))
+    else:
+        parts.append("<p class='note'>Not measured: give the float model (mcutorch analyze "
+                     "--model model.py, or analyze(..., model=, example_inputs=, "
+                     "calibration=)).</p>")
     return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
             f"<title>mcutorch analyze {escape(info['model'])}</title><style>{CSS}</style>"
             f"</head><body>{''.join(parts)}</body></html>\n")
