@@ -236,10 +236,11 @@ def check_clock(clock_mhz) -> float | None:
 
 
 def _instructions(p: Program, rows: list[dict], board: str, clock: float | None,
-                  inputs) -> dict:
+                  inputs, what: str | None = None) -> dict:
     from mcutorch.device.exact import profile_exact
 
-    arrays, what = _counted_inputs(p, inputs)
+    arrays, given = _counted_inputs(p, inputs)
+    what = what or given
     prof = profile_exact(p, arrays, board)
     for row in rows:
         n = prof.per_op.get(row["index"])
@@ -329,7 +330,8 @@ def analyze(program, board: str | None = None, clock_mhz: float | None = None,
         info["accuracy"], inputs = _accuracy(p, rows, model, example_inputs, calibration,
                                              inputs)
     if board is not None:
-        info["instructions"] = _instructions(p, rows, board, clock, inputs)
+        what = info["accuracy"]["input"] if info["accuracy"] else None
+        info["instructions"] = _instructions(p, rows, board, clock, inputs, what)
     return info
 
 

@@ -10,6 +10,7 @@ offset and live ops. Bars, axes and labels are all it draws.
 """
 from __future__ import annotations
 
+import math
 from html import escape
 from pathlib import Path
 
@@ -40,9 +41,9 @@ def _ticks(top: float, n: int = 5) -> list[float]:
     if top <= 0:
         return [0]
     raw = top / n
-    mag = 10 ** (len(str(int(raw))) - 1) if raw >= 1 else 1
+    mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    return [k * step for k in range(int(top // step) + 1)]
+    return [k * step for k in range(int(top / step + 1e-9) + 1)]
 
 
 def _frame(x_label: str, y_label: str, n_ops: int, y_top: float, y_fmt) -> list[str]:
