@@ -68,8 +68,12 @@ def _placement(p: Program, index: int, owner: dict[int, int]) -> tuple[str, str]
         if row.get("on") == "CPU" and row.get("output") == name:
             return "CPU", row.get("why", "")
     reason = registry.ALL[op.name].tosa if op.name in registry.ALL else ""
-    return "CPU", reason or ("not in this program's metadata (stripped): the partitioner's "
-                             "reason is lost")
+    if reason:
+        return "CPU", reason
+    if rows:
+        return "CPU", ("added by the compiler after partitioning (not in the placement table), "
+                       "e.g. a copy out of a delegate's scratch")
+    return "CPU", "not in this program's metadata (stripped): the partitioner's reason is lost"
 
 
 def _op_rows(p: Program, paths: dict) -> list[dict]:
@@ -350,7 +354,7 @@ def render(info: dict) -> str:
     head = (f"{'#':>3} {'op':<22} {'variant':<7} {'ISA':<8} {'on':<3} {'input':<16} "
             f"{'output':<16} {'MACs':>10} {'weights B':>9} {'act B':>7}")
     if ins:
-        head += f" {'instructions':>12}" + (f" {'us est.':>9}" if clock else "")
+        head += f" {'instructions':>12}" + (f" {'instr/MHz':>9}" if clock else "")
     head += "  arena (in -> out)"
     lines = [f"analyze {info['model']!r} for {t['name']} (ISA {t['isa']}, NPU {t['npu']})"
              + (" [stripped program]" if info["stripped"] else ""), head]

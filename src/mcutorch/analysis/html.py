@@ -131,7 +131,7 @@ def _ops_table(info: dict) -> str:
     if ins:
         heads.insert(10, "instructions")
         if ins["clock_mhz"]:
-            heads.insert(11, f"µs at {ins['clock_mhz']:g} MHz (estimate)")
+            heads.insert(11, f"instructions ÷ {ins['clock_mhz']:g} MHz (µs, an estimate)")
     if info.get("accuracy"):
         heads[-2:-2] = ["l2r vs float", "rmse (LSB)"]
     rows = []
