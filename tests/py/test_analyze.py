@@ -113,6 +113,25 @@ def test_isa_path_follows_the_target_and_the_kernels_branches():
     assert kernel_isa_path("copy", "default", m55) == "C"  # plain C on every core
 
 
+def test_isa_path_of_every_kernel_agrees_with_its_source_blocks():
+    """Two independent readings: the machine code gcc emits (device.isa_path) and the kernel's
+    #if MT_MVE / MT_DSP blocks (device.ops_doc, docs/supported_ops.md)."""
+    from mcutorch import ops
+    from mcutorch.device.ops_doc import isa_paths as source_paths
+
+    m55, m4, m3 = (parse_target(t) for t in ("cortex-m55", "cortex-m4", "cortex-m3"))
+    for op in ops.OPS:
+        if not op.has_kernel:
+            continue
+        listed = source_paths(op).split(", ")
+        for variant in op.variants:
+            want = "MVE" if "MVE" in listed else "DSP" if "DSP" in listed else "C"
+            assert kernel_isa_path(op.name, variant, m55) == want, (op.name, variant)
+            want = "DSP" if "DSP" in listed else "C"
+            assert kernel_isa_path(op.name, variant, m4) == want, (op.name, variant)
+            assert kernel_isa_path(op.name, variant, m3) == "C", (op.name, variant)
+
+
 def test_timeline_has_one_bar_per_planned_tensor_and_live_bars_do_not_overlap(programs,
                                                                               reports):
     for key in ("m55", "u55"):
