@@ -15,6 +15,8 @@ ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 
 [ -e /usr/lib32/crt1.o ] || need+=(gcc-multilib)
 ls /usr/lib/gcc/x86_64-linux-gnu/*/32/libstdc++.so >/dev/null 2>&1 || need+=(lib32stdc++-12-dev)
 [ -e /usr/lib/arm-none-eabi/newlib/libc.a ] || need+=(libnewlib-arm-none-eabi)
+# headless Chromium opens `mcutorch analyze --html` pages in tests/py/test_analyze.py
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 echo "installing ${need[*]} (Debian packages)"
 SUDO=""

@@ -17,9 +17,10 @@ import importlib
 from mcutorch.errors import McutorchError
 
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
-         "quantize": "frontend", "validate": "check", "load_dataset": "check"}
-__all__ = ["CompiledModel", "McutorchError", "Quantizer", "compile", "load", "load_dataset",
-           "quantize", "validate"]
+         "quantize": "frontend", "validate": "check", "load_dataset": "check",
+         "analyze": "analysis"}
+__all__ = ["CompiledModel", "McutorchError", "Quantizer", "analyze", "compile", "load",
+           "load_dataset", "quantize", "validate"]
 __version__ = "0.1.0"
 
 

@@ -8,6 +8,7 @@
     mcutorch export-c model.mtp -o out/
     mcutorch validate model.py --data test.npz [--board mps3-an547]
     mcutorch validate model.mtp --data test.npz [--model model.py] [--json]
+    mcutorch analyze model.mtp [--board mps3-an547 [--clock-mhz 160]] [--json] [--html r.html]
 """
 from __future__ import annotations
 
@@ -421,6 +422,48 @@ def cmd_export_c(args) -> int:
     return 0
 
 
+def cmd_analyze(args) -> int:
+    from mcutorch.analysis import analyze, check_clock, render
+
+    clock = check_clock(args.clock_mhz)  # every option checked before the builds
+    if clock is not None and not args.board:
+        raise UsageError("--clock-mhz turns exact instruction counts into a time estimate: "
+                         "add --board (e.g. --board mps3-an547)")
+    if args.input and not (args.board or args.model):
+        raise UsageError("--input feeds the counted inference (--board) or the error against "
+                         "the float model (--model): add one of them")
+    if args.calibration and not args.model:
+        raise UsageError("--calibration goes with --model (the calibration the program was "
+                         "compiled with)")
+    html = _writable(args.html, "--html") if args.html else None
+    if args.board:
+        from mcutorch.device.boards import get_board
+
+        get_board(args.board)
+    from mcutorch.program.model import Program
+
+    program = Program.load(args.program)
+    inputs = [_load_npy(p) for p in args.input] if args.input else None
+    model = example = calibration = None
+    if args.model:
+        path = Path(args.model)
+        calibration = _calibration_from_npz(args.calibration) if args.calibration else None
+        module = _load_model_file(path)
+        model, example = _call(module, "model", path), _call(module, "example_inputs", path)
+        if calibration is None and callable(getattr(module, "calibration", None)):
+            calibration = _call(module, "calibration", path)
+    info = analyze(program, board=args.board, clock_mhz=clock, inputs=inputs, model=model,
+                   example_inputs=example, calibration=calibration)
+    if html is not None:
+        from mcutorch.analysis.html import write_html
+
+        write_html(info, html)
+    print(json.dumps(info, indent=1) if args.json else render(info))
+    if html is not None and not args.json:
+        print(f"HTML report: {html}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="mcutorch", description="PyTorch models on Arm MCUs",
                                  epilog=EPILOG,
@@ -515,6 +558,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: calibration() of the model file, else the dataset's inputs)")
     v.add_argument("--worst", type=int, default=5, help="how many worst samples to list")
     v.add_argument("--json", action="store_true", help="the report as JSON")
+    a = command("analyze", "per-layer report: kernels and ISA paths, MACs, bytes, arena "
+                "offsets, placement, flash and RAM; with --board exact instructions", cmd_analyze)
+    a.add_argument("program", help="a .mtp program (full or stripped)")
+    a.add_argument("--board", help="count each op's instructions exactly on this emulated board "
+                   "(QEMU plugin) and measure flash on its firmware build")
+    a.add_argument("--clock-mhz", metavar="F", help="with --board: instructions / F as a time "
+                   "estimate in microseconds (one instruction per cycle; not a measured time)")
+    a.add_argument("--input", action="append", help="the .npy input (float, model layout) of "
+                   "the counted inference (--board; default: seeded random int8) and of the "
+                   "error against the float model (--model; default: its first calibration "
+                   "batch)")
+    a.add_argument("--model", metavar="FILE.py", help="the model file the program was "
+                   "compiled from (model(), example_inputs(), calibration()): adds each op's "
+                   "error against the float model")
+    a.add_argument("--calibration", help=".npz of the calibration inputs the compile used "
+                   "(with --model, when the compile took --calibration)")
+    a.add_argument("--json", action="store_true", help="print the report as JSON")
+    a.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with "
+                   "the memory timeline and per-layer charts")
     return ap
 
 
