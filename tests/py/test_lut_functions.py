@@ -234,14 +234,14 @@ def test_calibration_with_no_finite_value_is_an_error():
 
 
 def test_a_tensor_where_a_constant_is_needed_is_refused_before_calibration():
-    class Sub(nn.Module):
+    class FloorDiv(nn.Module):  # x - y and x / y of two tensors are the sub and div ops
         def forward(self, x, y):
-            return x - y
+            return torch.div(x, y, rounding_mode="floor")
 
     x = torch.randn(1, 8)
-    with pytest.raises(UnsupportedOpError, match=r"aten.sub.Tensor\): its other is the tensor "
-                                                 r"y;.*constant number"):
-        mcutorch.quantize(Sub().eval(), (x, x))
+    with pytest.raises(UnsupportedOpError, match=r"aten.div.Tensor_mode\): its other is the "
+                                                 r"tensor y;.*constant number"):
+        mcutorch.quantize(FloorDiv().eval(), (x, x))
 
 
 def test_add_of_two_tensors_stays_add():

@@ -85,10 +85,6 @@ def _sub(v, other, alpha=1):
     return v - alpha * other
 
 
-def _rsub(v, other, alpha=1):
-    return other - alpha * v
-
-
 def _mul(v, other):
     return v * other
 
@@ -184,7 +180,7 @@ OPS = (
           ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift",
            "out_zp", "out_mult", "out_shift", *ACT), family="elementwise",
           sources=(*_sources("sub", _sub, ("other", "alpha"), "binary", overload="Tensor"),
-                   Source("aten.rsub.Tensor", "binary", fn=_rsub, args=("other", "alpha"))),
+                   Source("aten.rsub.Tensor", "binary")),  # rsub(y, x) = x - alpha * y
           fusable=True, alias=("inplace",), since=3,
           doc="a - b as add's sequence with SUB: RESCALE both to int32, SUB, RESCALE to int8"),
     OpDef("div", 27, ("a", "b"), ("y",), ("a_zp", "b_zp", "out_zp", "mult", "shift", *ACT),

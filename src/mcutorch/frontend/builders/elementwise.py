@@ -99,7 +99,7 @@ def lut_function(n: FxNode):
             raise UnsupportedOpError(
                 f"{source_of(n)}: its {name} is {what}; mcutorch computes this op as a "
                 f"256-entry table of one int8 tensor, so {name} must be a constant number (of "
-                "two tensors it computes add, mul, maximum and minimum)")
+                "two tensors it computes add, sub, mul, div, maximum and minimum)")
     return values[src.operand], functools.partial(src.fn, **kw) if kw else src.fn
 
 
