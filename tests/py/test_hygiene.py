@@ -277,14 +277,16 @@ REFUSED = {  # case: (function of the conv output, what the message must say)
                   r"\(aten\.index_put\): scatter / index_put"),
     "setitem": (lambda s, y: y.index_put_((torch.tensor([0]),), torch.tensor(1.0)),
                 r"\(aten\.index_put_\): scatter / index_put"),
-    "permute_5d": (lambda s, y: y.unsqueeze(1).permute(0, 2, 1, 3, 4),
-                   r"\(aten\.permute\): transpose of a 5-D tensor.* ranks up to 4"),
-    "pad_5d": (lambda s, y: nn.functional.pad(y.unsqueeze(1), (1, 1)),
-               r"\(aten\.pad\): pad of a 5-D tensor.* ranks up to 4"),
-    "constant_pad_nd_5d": (lambda s, y: torch.constant_pad_nd(y.unsqueeze(1), [1, 1]),
-                           r"\(aten\.constant_pad_nd\): pad of a 5-D tensor"),
-    "cat_5d": (lambda s, y: torch.cat([y.unsqueeze(1)] * 2, 1),
-               r"\(aten\.cat\): concat of a 5-D tensor"),
+    "permute_7d": (lambda s, y: y[None, None, None].permute(0, 2, 1, 3, 4, 5, 6),
+                   r"\(aten\.permute\): transpose of a 7-D tensor.* ranks up to 6"),
+    "pad_7d": (lambda s, y: nn.functional.pad(y[None, None, None], (1, 1)),
+               r"\(aten\.pad\): pad of a 7-D tensor.* ranks up to 6"),
+    "constant_pad_nd_7d": (lambda s, y: torch.constant_pad_nd(y[None, None, None], [1, 1]),
+                           r"\(aten\.constant_pad_nd\): pad of a 7-D tensor"),
+    "cat_7d": (lambda s, y: torch.cat([y[None, None, None]] * 2, 1),
+               r"\(aten\.cat\): concat of a 7-D tensor"),
+    "slice_7d": (lambda s, y: y[None, None, None][:, :, :, :, 1:],
+                 r"\(aten\.slice\.Tensor\): strided_slice of a 7-D tensor"),
 }
 
 
@@ -303,10 +305,10 @@ def test_mean_over_other_dims_is_a_reduce_sum():
 
 
 def test_out_of_scope_is_refused_in_a_users_own_flow():
-    model = Net(lambda s, y: y.unsqueeze(1).permute(0, 2, 1, 3, 4)).eval()
+    model = Net(lambda s, y: y[None, None, None].permute(0, 2, 1, 3, 4, 5, 6)).eval()
     x = torch.randn(SHAPE)
     qmodel = prepare_pt2e(torch.export.export(model, (x,), strict=False).module(),
                           mcutorch.Quantizer())
     qmodel(x)
-    with pytest.raises(UnsupportedOpError, match="transpose of a 5-D tensor"):
+    with pytest.raises(UnsupportedOpError, match="transpose of a 7-D tensor"):
         mcutorch.compile(convert_pt2e(qmodel), (x,))

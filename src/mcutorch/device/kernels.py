@@ -10,7 +10,7 @@ default's file: fully_connected "folded")::
     elementwise/  add, mul, clamp, lut, rescale, maximum, minimum  (output may be over an input)
     pool/         max_pool2d, avg_pool2d
     softmax/      softmax
-    movement/     transpose, concat, pad, copy
+    movement/     transpose, concat, pad, copy, strided_slice, gather
 
 Every kernel includes ``mt_kernel_util.h`` (shared inline helpers; the MAC kernels also
 ``mt_kernel_mac.h``) and ``mt_kernels.h`` (prototypes), so a build needs `INCLUDE_DIRS`.

@@ -534,8 +534,8 @@ def _out_of_scope(node: FxNode) -> str:
                 "compare on the host)")
     op = ops.SOURCES.get(name, (None,))[0]
     if op is not None and val.dim() > MAX_RANK.get(op.name, val.dim()):
-        return (f"{op.name} of a {val.dim()}-D tensor: the program's {op.name} attributes cover "
-                f"ranks up to {MAX_RANK[op.name]} (merge or squeeze dims first)")
+        return (f"{op.name} of a {val.dim()}-D tensor: mcutorch lowers {op.name} of ranks up to "
+                f"{MAX_RANK[op.name]} (merge or squeeze dims first)")
     return ""
 
 
