@@ -5,8 +5,9 @@
  * The sum of the raw int8 values s (|s| <= 2^30 for count <= 2^23) minus count * in_zp is the
  * exact int32 sum of x - in_zp. Hot forms (mt_reduce.h): rows (a mean over C: MVE VADDVA
  * over 16 lanes, DSP SXTB16 + SMLAD over 4, C one by one) and columns (a mean over H, W of
- * NHWC: MVE 16 channels in four int32 vectors, DSP 4 channels in 16-bit SXTAB16 halves
- * flushed every 256 rows, C one channel at a time); any other mask runs the odometer.
+ * NHWC: MVE 16 channels in two int16 vectors and DSP 4 channels in 16-bit SXTAB16 halves,
+ * both flushed to int32 every 256 rows, C one channel at a time); any other mask runs the
+ * odometer.
  */
 #include "mt_reduce.h"
 
@@ -34,12 +35,14 @@ static int32_t mt_sum_row_s8(const int8_t *x, uint32_t n)
 }
 
 #if MT_MVE
-/* The output stage of four lanes: y = clamp(rq(acc) + zp) (q: mult, shift, zp, lo, hi). */
-static inline void mt_sum_store4(int8_t *y, int32x4_t acc, const int32_t *q, mve_pred16_t p)
+/* The output stage of four channels of a columns block: y[off[k]] = clamp(rq(acc[k] - zp_sum)
+ * + zp) for the lanes whose offset is below `left` (q: mult, shift, zp, lo, hi). */
+static inline void mt_sum_store4(int8_t *y, int32x4_t acc, int32_t zp_sum, const int32_t *q,
+                                 uint32x4_t off, uint32_t left)
 {
-  const int32x4_t r = mt_rq_n_v(acc, q[0], q[1]);
+  const int32x4_t r = mt_rq_n_v(vsubq_n_s32(acc, zp_sum), q[0], q[1]);
   const int32x4_t v = vminq_s32(vmaxq_s32(r, vdupq_n_s32(q[3] - q[2])), vdupq_n_s32(q[4] - q[2]));
-  vstrbq_p_s32(y, vaddq_n_s32(v, q[2]), p);
+  vstrbq_scatter_offset_p_s32(y, off, vaddq_n_s32(v, q[2]), vcmphiq_u32(vdupq_n_u32(left), off));
 }
 #endif /* MT_MVE */
 
@@ -49,24 +52,29 @@ static void mt_sum_columns_s8(const int8_t *x, uint32_t len, uint32_t inner, int
                               const int32_t *q, int8_t *y)
 {
   uint32_t c = 0;
-#if MT_MVE
+#if MT_MVE /* 16 channels in two int16x8 sums, flushed every 256 rows (even, odd lanes) */
+  const uint32x4_t even = vidupq_n_u32(0, 2), odd = vaddq_n_u32(even, 1);
   for (; c < inner; c += 16) {
     const uint32_t left = inner - c;
-    const mve_pred16_t p0 = vctp32q(left), p1 = vctp32q(left > 4 ? left - 4 : 0);
-    const mve_pred16_t p2 = vctp32q(left > 8 ? left - 8 : 0);
-    const mve_pred16_t p3 = vctp32q(left > 12 ? left - 12 : 0);
-    int32x4_t a0 = vdupq_n_s32(-zp_sum), a1 = a0, a2 = a0, a3 = a0;
+    const mve_pred16_t p0 = vctp16q(left), p1 = vctp16q(left > 8 ? left - 8 : 0);
+    int32x4_t e0 = vdupq_n_s32(0), o0 = e0, e1 = e0, o1 = e0;
     const int8_t *row = x + c;
-    for (uint32_t r = 0; r < len; r++, row += inner) {
-      a0 = vaddq_s32(a0, vldrbq_z_s32(row, p0));
-      a1 = vaddq_s32(a1, vldrbq_z_s32(row + 4, p1));
-      a2 = vaddq_s32(a2, vldrbq_z_s32(row + 8, p2));
-      a3 = vaddq_s32(a3, vldrbq_z_s32(row + 12, p3));
+    for (uint32_t r0 = 0; r0 < len; r0 += 256) {
+      const uint32_t rows = len - r0 < 256 ? len - r0 : 256;
+      int16x8_t h0 = vdupq_n_s16(0), h1 = h0;
+      for (uint32_t r = 0; r < rows; r++, row += inner) {
+        h0 = vaddq_s16(h0, vldrbq_z_s16(row, p0));
+        h1 = vaddq_s16(h1, vldrbq_z_s16(row + 8, p1));
+      }
+      e0 = vaddq_s32(e0, vmovlbq_s16(h0));
+      o0 = vaddq_s32(o0, vmovltq_s16(h0));
+      e1 = vaddq_s32(e1, vmovlbq_s16(h1));
+      o1 = vaddq_s32(o1, vmovltq_s16(h1));
     }
-    mt_sum_store4(y + c, a0, q, p0);
-    mt_sum_store4(y + c + 4, a1, q, p1);
-    mt_sum_store4(y + c + 8, a2, q, p2);
-    mt_sum_store4(y + c + 12, a3, q, p3);
+    mt_sum_store4(y + c, e0, zp_sum, q, even, left);
+    mt_sum_store4(y + c, o0, zp_sum, q, odd, left);
+    mt_sum_store4(y + c, e1, zp_sum, q, vaddq_n_u32(even, 8), left);
+    mt_sum_store4(y + c, o1, zp_sum, q, vaddq_n_u32(odd, 8), left);
   }
 #elif MT_DSP
   for (; c + 4 <= inner; c += 4) {
