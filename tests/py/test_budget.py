@@ -20,8 +20,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # lines of code: 4,349 when set; 5,198 with the input checks, any-PT2E lift, functions as tables
 # and graph hygiene (constant folding, no-ops, out-of-scope errors); 5,254 with the readers'
 # overlap rule and format limits; 5,318 with the load-time MAC accumulator bound; 5,143 with
-# lift's builders moved to frontend/builders/ (per-op code, not counted)
-BUDGET = 5200
+# lift's builders moved to frontend/builders/ (per-op code, not counted); 5,313 with the op
+# breadth of broadcasting, sub, div, strided_slice, gather, reductions, log_softmax, var, norm
+# (their requant rules, layout fixups, TOSA lowerings and the readers' gather index check)
+BUDGET = 5320
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

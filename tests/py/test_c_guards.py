@@ -25,8 +25,9 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # Lines of the runtime core (runtime/src, runtime/include without mt_program.h, runtime/port):
 # the loader, validator, interpreter and port hooks a newcomer reads first. Raise it only in a
 # commit that says why the core had to grow.
-# 1,412 with the load-time MAC accumulator bound (mt_check_mac).
-CORE_LINE_BUDGET = 1420
+# 1,412 with the load-time MAC accumulator bound (mt_check_mac); 1,428 with gather's constant
+# indices checked at load (mt_check_gather).
+CORE_LINE_BUDGET = 1430
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
 
