@@ -3,9 +3,10 @@
 Counted in lines of code (tokenizer-based: comments, blank lines and docstrings do not count).
 Not counted: the op registry's entries (ops/<family>.py), lift's per-op builders
 (frontend/builders/<family>.py), the reference kernels (ref/, the definitions of the ops), the
-model zoo, and the device side (C builds and runners): code that grows with each op added. The budget is
-raised only by a commit that says why in its message; a change that makes the core smaller lowers
-it in the same commit. The C runtime core has its own budget (tests/py/test_c_style.py).
+model zoo, and the device side (C builds and runners): code that grows with each op added. The
+budget is raised only by a commit that says why in its message; a change that makes the core
+smaller lowers it in the same commit. The C runtime core has its own budget
+(tests/py/test_c_guards.py).
 """
 from __future__ import annotations
 
