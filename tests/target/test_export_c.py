@@ -13,6 +13,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch.cli import main
+from mcutorch.device.kernels import KERNELS
 
 pytestmark = pytest.mark.qemu
 
@@ -47,8 +48,7 @@ def test_export_c_builds_standalone(tmp_path, capsys):
     assert r.returncode == 0, r.stderr
 
 
-KERNEL_NAMES = {k.function for k in __import__("mcutorch.device.kernels",
-                                               fromlist=["KERNELS"]).KERNELS.values()}
+KERNEL_NAMES = {k.function for k in KERNELS.values()}
 
 APP_C = """/* Two exported models in one firmware: each loaded, run and printed on the UART. */
 #include <string.h>
