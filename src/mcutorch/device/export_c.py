@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import keyword
+import math
 import re
 import shutil
 from pathlib import Path
@@ -99,7 +100,7 @@ def program_files(name: str, data: bytes) -> tuple[str, str]:
 
 def _port_lines(up: str, kind: str, k: int, port: Port) -> list[str]:
     p = f"{up}_{kind}{k}"
-    lines = [f"#define {p}_BYTES {int(_numel(port.shape))}u /* {port.dtype} {list(port.shape)}"
+    lines = [f"#define {p}_BYTES {math.prod(port.shape)}u /* {port.dtype} {list(port.shape)}"
              f"{' NHWC' if len(port.shape) == 4 else ''}; float side {list(port.model_shape)}"
              f"{' NCHW' if port.nchw_as_nhwc else ''} */",
              f"#define {p}_SCALE {float(port.scale).hex()}f /* {port.scale!r} */"]
@@ -107,13 +108,6 @@ def _port_lines(up: str, kind: str, k: int, port: Port) -> list[str]:
         inv = float(inverse_scale(port.scale)).hex()
         lines.append(f"#define {p}_INV_SCALE {inv}f /* float32(1 / scale) */")
     return lines + [f"#define {p}_ZERO_POINT {port.zero_point}"]
-
-
-def _numel(shape) -> int:
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return n
 
 
 def _io_names(name: str, kind: str, k: int) -> str:
