@@ -8,7 +8,7 @@ for bit against the Python reference before the count is reported. Counts are ex
 QEMU plugin (`mcutorch.device.exact`) counts the instructions between the runner's marker functions
 rk_kernel_begin / rk_kernel_end, i.e. the kernel call plus the ~5 instructions of the call
 itself. CMSIS-NN figures: v7.0, GCC 12.2 -O3, exact counts (KWS layers on three cores, the wider
-VWW / ResNet-8 layers on the M55 only; none for the residual add).
+VWW / ResNet-8 layers on the M55 only; none for the residual add and the lut).
 """
 from __future__ import annotations
 
@@ -54,6 +54,7 @@ LAYERS = {
     "resnet8_3x3_16": ("conv2d", (1, 32, 32, 16), (16, 3, 3, 16), dict(pads=(1, 1, 1, 1)),
                        (914_839, None, None)),
     "resnet8_add_32x32x16": ("add", (1, 32, 32, 16), None, {}, None),
+    "hswish_lut_24x24x16": ("lut", (1, 24, 24, 16), None, {}, None),  # a table function
 }
 # ResNet-8's first residual add (its compiled attributes: the left-shift scheme)
 RESNET8_ADD = dict(a_zp=-128, a_mult=1542954677, a_shift=13, b_zp=3, b_mult=1073741824,
@@ -72,7 +73,7 @@ def _s8(rng, shape, lo=-128, hi=127):
 
 def make_layer(name):
     """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name
-    (MACs: elements for the pools and the add, 0 for softmax).
+    (MACs: elements for the pools, the add and the lut, 0 for softmax).
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
     operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the default one."""
@@ -83,6 +84,8 @@ def make_layer(name):
         return op, (x, _s8(rng, xs)), RESNET8_ADD, x.size, "default"
     if op == "softmax":
         return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "default"
+    if op == "lut":
+        return op, (x, _s8(rng, (256,))), {}, x.size, "default"
     if op == "avg_pool2d":
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,

@@ -5,6 +5,7 @@
     program = mcutorch.compile(qmodel, example_inputs, target="cortex-m55")
     program.save("model.mtp")
     outputs = mcutorch.load("model.mtp").run(inputs)
+    report = mcutorch.validate("model.mtp", "test.npz", model=model, qmodel=qmodel)
 
 The public names load lazily, so tools that only need targets, boards or the program format do
 not pay for importing torch.
@@ -16,8 +17,9 @@ import importlib
 from mcutorch.errors import McutorchError
 
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
-         "quantize": "frontend"}
-__all__ = ["CompiledModel", "McutorchError", "Quantizer", "compile", "load", "quantize"]
+         "quantize": "frontend", "validate": "check", "load_dataset": "check"}
+__all__ = ["CompiledModel", "McutorchError", "Quantizer", "compile", "load", "load_dataset",
+           "quantize", "validate"]
 __version__ = "0.1.0"
 
 

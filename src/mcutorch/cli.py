@@ -7,6 +7,8 @@
     mcutorch build model.mtp --board mps3-an547 -o model.elf
     mcutorch build model.mtp --board mps3-an547 --standalone --input x.npy -o fw.elf
     mcutorch export-c model.mtp -o out/ [--name kws]
+    mcutorch validate model.py --data test.npz [--board mps3-an547]
+    mcutorch validate model.mtp --data test.npz [--model model.py] [--json]
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import numpy as np
 
 from mcutorch.errors import (FileError, McutorchError, RunError, ToolchainError,
                              UsageError)
+from mcutorch.ui.progress import configure, status
 
 EPILOG = """\
 exit status: 0 success; 2 mcutorch refused the command before doing the work (a usage error:
@@ -31,6 +34,24 @@ dtype or layout, a model it cannot compile, a program the board cannot run); 1 t
 failed (the C runtime or the firmware reported an error, a tool such as gcc or QEMU failed,
 or an unexpected error). Errors are one line on stderr; --debug adds the traceback.
 """
+
+
+DEFAULT_TARGET = "cortex-m55"
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("mcutorch")
+    except PackageNotFoundError:  # run from a source tree that is not installed
+        return "(source tree, not installed)"
+
+
+def _boards() -> str:
+    from mcutorch.device.boards import BOARDS
+
+    return ", ".join(sorted(BOARDS))
 
 
 def _source_line(exc: BaseException, path: Path) -> str:
@@ -147,39 +168,18 @@ def _call(module, fn: str, path: Path):
 
 
 def _calibration_from_npz(path: str):
+    """Calibration batches (one sample each) from a dataset file (mcutorch.check.dataset: x or
+    x0, x1, ...; labels y are ignored)."""
     import torch
 
-    path = _existing_file(path, "calibration file")
-    if _numpy_file_kind(path) is None:
-        raise FileError(f"calibration file {path} is not an .npz archive (nor a .npy file): "
-                        "save the calibration inputs with np.savez(path, x=batch)")
-    try:
-        data = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as e:
-        raise FileError(f"calibration file {path} is not an .npz archive of arrays "
-                        f"({getattr(e, 'strerror', None) or e})") from None
-    if isinstance(data, np.ndarray):
-        arrays = [data]
-    else:
-        with data:
-            try:
-                arrays = [data[k] for k in sorted(data.files)]
-            except ValueError as e:
-                raise FileError(f"calibration file {path} holds Python objects "
-                                f"({e}); save numeric arrays with np.savez") from None
-    if not arrays:
-        raise FileError(f"calibration file {path} holds no arrays: save the calibration "
-                        "inputs with np.savez(path, x=batch), one array per model input, the "
-                        "samples on the first axis")
-    for k, a in enumerate(arrays):
-        if a.dtype.kind not in "biuf" or a.ndim == 0 or len(a) == 0:
-            raise FileError(f"calibration file {path}: array {k} is {a.dtype}{list(a.shape)}; "
-                            "expected a non-empty numeric array, samples on the first axis")
-    if len({len(a) for a in arrays}) > 1:
-        raise FileError(f"calibration file {path}: the arrays hold different numbers of "
-                        f"samples {[len(a) for a in arrays]}; each needs one per sample")
-    n = len(arrays[0])
-    return [tuple(torch.from_numpy(a[i:i + 1]).float() for a in arrays) for i in range(n)]
+    from mcutorch.check.dataset import load_dataset
+
+    data = load_dataset(path, "calibration file", labels=False)
+    for k, a in enumerate(data.inputs):
+        if a.dtype.kind not in "biuf":
+            raise FileError(f"calibration file {path}: input {k} is {a.dtype}; expected numbers")
+    return [tuple(torch.from_numpy(np.asarray(x)).float() for x in data.sample(i))
+            for i in range(len(data))]
 
 
 def cmd_compile(args) -> int:
@@ -203,12 +203,13 @@ def cmd_compile(args) -> int:
     elif calibration is None:
         print("warning: no calibration data; calibrating on the example inputs only "
               "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
-    qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=args.progress)
+    with status(f"exporting and quantizing {path.name}"):
+        qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=True)
     options = {k: v for k, v in (("system_config", args.system_config),
                                  ("memory_mode", args.memory_mode)) if v}
     program = mcutorch.compile(qmodel, example, target=args.target, board=args.board,
                                memory=args.memory, name=Path(args.model).stem,
-                               progress=args.progress, verify=args.verify,
+                               progress=True, verify=args.verify,
                                emit_tosa=args.emit_tosa, npu_fallback=args.npu_fallback,
                                npu_options=options or None)
     out = program.save(output)
@@ -390,6 +391,59 @@ def _build_standalone(args, compiled, out: Path) -> int:
     return 0
 
 
+def _compiled_for_validate(args):
+    """(program, float model, fake-quant model) for `validate`: a model file is quantized and
+    compiled here (calibrating on calibration(), --calibration or the dataset's inputs)."""
+    import mcutorch
+    from mcutorch.check.dataset import load_dataset
+
+    data = load_dataset(args.data)
+    path = Path(args.model_or_program)
+    if path.suffix == ".py":
+        if args.model:
+            raise UsageError("--model gives the float model of a program; MODEL_OR_PROGRAM is "
+                             "already a model file (drop --model)")
+        module = _load_model_file(path)
+        model, example = _call(module, "model", path), _call(module, "example_inputs", path)
+        if args.calibration:
+            calibration = _calibration_from_npz(args.calibration)
+        elif callable(getattr(module, "calibration", None)):
+            calibration = _call(module, "calibration", path)
+        else:
+            import torch
+
+            calibration = [tuple(torch.from_numpy(np.asarray(x)).float() for x in
+                                 data.sample(i)) for i in range(len(data))]
+        with status(f"exporting and quantizing {path.name}"):
+            qmodel = mcutorch.quantize(model, example, calibration=calibration, progress=True)
+        with status(f"compiling for {args.target}"):
+            program = mcutorch.compile(qmodel, example, target=args.target, name=path.stem)
+        return program, model, qmodel, data
+    if args.target != DEFAULT_TARGET or args.calibration:
+        raise UsageError("--target and --calibration compile a model file; a program is "
+                         "already compiled (give the model file as MODEL_OR_PROGRAM instead)")
+    program = mcutorch.load(_existing_file(path, "program"))
+    model = None
+    if args.model:
+        module = _load_model_file(Path(args.model))
+        model = _call(module, "model", Path(args.model))
+    return program, model, None, data
+
+
+def cmd_validate(args) -> int:
+    from mcutorch.check.validate import render, validate
+
+    if args.board:
+        from mcutorch.device.boards import get_board
+
+        get_board(args.board)  # an unknown board is refused before the work
+    program, model, qmodel, data = _compiled_for_validate(args)
+    report = validate(program, data, model=model, qmodel=qmodel, board=args.board,
+                      worst=args.worst, progress=True)
+    print(json.dumps(report, indent=1) if args.json else render(report))
+    return 0
+
+
 def cmd_inspect(args) -> int:
     from mcutorch.program.model import Program  # inspecting never imports torch
     from mcutorch.report import describe, render
@@ -419,20 +473,36 @@ def build_parser() -> argparse.ArgumentParser:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--debug", action="store_true",
                     help="show the Python traceback of an error (as well as its one line)")
+    ap.add_argument("--quiet", action="store_true",
+                    help="no progress bars or status lines (shown only on a terminal anyway)")
+    ap.add_argument("--version", action="version", version=f"mcutorch {_version()}")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the Python traceback of an error")
+    common.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS,
+                        help="no progress bars or status lines")
     sub = ap.add_subparsers(dest="command", required=True)
     kw = {"parents": [common], "epilog": EPILOG,
           "formatter_class": argparse.RawDescriptionHelpFormatter}
-    c = sub.add_parser("compile", help="quantize and compile a model file to a program", **kw)
+
+    def command(name: str, text: str, fn):
+        parser = sub.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".",
+                                **kw)
+        parser.set_defaults(fn=fn)
+        return parser
+
+    c = command("compile", "quantize and compile a model file to a program", cmd_compile)
     c.add_argument("model", help="a .py file defining model(), example_inputs(), calibration()")
-    c.add_argument("--target", default="cortex-m55", help="e.g. cortex-m55, cortex-m33+nodsp")
+    c.add_argument("--target", default=DEFAULT_TARGET,
+                   help="e.g. cortex-m55 (default), cortex-m33+nodsp, cortex-m55+ethos-u55-128")
     c.add_argument("--board", help="memory map of a named board, e.g. mps3-an547")
     c.add_argument("--memory", help="memory regions, fastest first, e.g. DTCM:512K,SRAM:4M")
-    c.add_argument("--calibration", help=".npz of calibration inputs (overrides calibration())")
-    c.add_argument("-o", "--output", default="model.mtp")
-    c.add_argument("--progress", action="store_true", help="show calibration/compile progress")
+    c.add_argument("--calibration", help="dataset .npz of calibration inputs: x (or x0, x1, "
+                   "...), samples on the first axis; labels y ignored (overrides calibration())")
+    c.add_argument("-o", "--output", default="model.mtp",
+                   help="the program file to write (default: model.mtp)")
+    c.add_argument("--progress", action="store_true",
+                   help="show progress even when stderr is not a terminal")
     c.add_argument("--verify", action=argparse.BooleanOptionalAction, default=True,
                    help="prove each Ethos-U subgraph's TOSA graph bit-exact against the Python "
                         "reference on the TOSA reference model (default: on)")
@@ -443,28 +513,27 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--system-config", help="Vela system config (default per NPU family, e.g. "
                    "Ethos_U55_High_End_Embedded)")
     c.add_argument("--memory-mode", help="Vela memory mode (e.g. Shared_Sram)")
-    c.set_defaults(fn=cmd_compile)
-    r = sub.add_parser("run", help="run a program on the host reference runtime or, with "
-                       "--board, on an emulated board", **kw)
-    r.add_argument("program")
+    r = command("run", "run a program: on the host with the Python reference runtime, or with "
+                "--board with the C runtime on an emulated board (QEMU)", cmd_run)
+    r.add_argument("program", help="a .mtp program (mcutorch compile)")
     r.add_argument("--input", action="append", required=True,
                    help=".npy input, one per model input in order (repeatable): float in the "
                         "model's layout (NCHW images); a batch runs inference by inference")
     r.add_argument("-o", "--output",
-                   help=".npy file for the output (several outputs: NAME_<k>.npy)")
+                   help=".npy file for the output (several outputs: NAME_<k>.npy); without it "
+                        "the outputs are printed")
     r.add_argument("--int8", action="store_true",
                    help="inputs/outputs are the program's int8 NHWC (exactly its dtype and shape)")
     r.add_argument("--board", help="run with the C runtime on an emulated board (QEMU)")
     r.add_argument("--profile", action="store_true", help="instructions per op (with --board)")
     r.add_argument("--exact", action="store_true",
                    help="exact per-op counts with mcutorch's QEMU plugin (with --profile)")
-    r.set_defaults(fn=cmd_run)
-    b = sub.add_parser("build", help="link board firmware (runtime + the model's kernels)", **kw)
-    b.add_argument("program")
-    b.add_argument("--board", required=True, help="mps2-an385, mps2-an386, mps2-an500, "
-                   "mps2-an505 or mps3-an547")
+    b = command("build", "link board firmware (runtime + the model's kernels)", cmd_build)
+    b.add_argument("program", help="a .mtp program (mcutorch compile)")
+    b.add_argument("--board", required=True, help=f"one of {_boards()}")
     b.add_argument("--profile", action="store_true", help="per-op instruction counts")
-    b.add_argument("-o", "--output", default="model.elf")
+    b.add_argument("-o", "--output", default="model.elf",
+                   help="the firmware ELF to write (default: model.elf)")
     b.add_argument("--standalone", action="store_true",
                    help="deployable firmware: the program linked in flash, inputs from C arrays "
                         "(or your NAME_input()), outputs printed on the board's UART, no "
@@ -478,25 +547,42 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the program's file name)")
     b.add_argument("--source", action="append",
                    help="with --standalone: a C file to link in, e.g. one defining NAME_input()")
-    b.set_defaults(fn=cmd_build)
-    i = sub.add_parser("inspect", help="ops, shapes, qparams, MACs, memory plan", **kw)
-    i.add_argument("program")
-    i.add_argument("--json", action="store_true")
-    i.set_defaults(fn=cmd_inspect)
-    e = sub.add_parser("export-c", help="write a standalone C project (runtime + model)", **kw)
-    e.add_argument("program")
+    i = command("inspect", "ops, shapes, qparams, MACs, memory plan", cmd_inspect)
+    i.add_argument("program", help="a .mtp program (full or stripped)")
+    i.add_argument("--json", action="store_true", help="the same facts as JSON")
+    e = command("export-c", "write a standalone C project (runtime + model)", cmd_export_c)
+    e.add_argument("program", help="a .mtp program (mcutorch compile)")
     e.add_argument("--target", help="a check: the program's own target (same CPU and switches; "
                    "the Makefile's CPU flags always come from the program)")
-    e.add_argument("-o", "--output", default="out")
+    e.add_argument("-o", "--output", default="out",
+                   help="the folder to write the C project into (default: out)")
     e.add_argument("--name", help="prefix of the model's files, C symbols and CMake target, a C "
                    "identifier (default: the program's file name, e.g. kws for kws.mtp)")
-    e.set_defaults(fn=cmd_export_c)
+    v = command("validate", "accuracy of a program on a dataset, against its labels "
+                "and the float and fake-quant models", cmd_validate)
+    v.add_argument("model_or_program", metavar="MODEL_OR_PROGRAM",
+                   help="a model file (.py: quantized and compiled here, then the float, "
+                        "fake-quant and program outputs are compared) or a .mtp program")
+    v.add_argument("--data", required=True,
+                   help="dataset .npz: inputs x (or x0, x1, ...) and optional labels y, "
+                        "samples on the first axis (docs/validate.md)")
+    v.add_argument("--model", help="with a program: the model file of its float model, to "
+                   "compare against")
+    v.add_argument("--board", help="run the program with the C runtime on an emulated board "
+                   "(the whole dataset in one QEMU run)")
+    v.add_argument("--target", default=DEFAULT_TARGET,
+                   help="with a model file: the target to compile for (default: cortex-m55)")
+    v.add_argument("--calibration", help="with a model file: calibration dataset .npz "
+                   "(default: calibration() of the model file, else the dataset's inputs)")
+    v.add_argument("--worst", type=int, default=5, help="how many worst samples to list")
+    v.add_argument("--json", action="store_true", help="the report as JSON")
     return ap
 
 
 def main(argv=None) -> int:
     """Run the command; returns the exit status (see EPILOG). Errors are one line on stderr."""
     args = build_parser().parse_args(argv)
+    configure(quiet=getattr(args, "quiet", False), force=getattr(args, "progress", False))
     try:
         return args.fn(args)
     except KeyboardInterrupt:

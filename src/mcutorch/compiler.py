@@ -1,7 +1,7 @@
 """compile(): quantized module -> IR -> passes -> kernel choice -> memory plan -> Program."""
 from __future__ import annotations
 
-import time
+from contextlib import nullcontext
 
 import torch
 
@@ -14,6 +14,7 @@ from mcutorch.plan import Region, plan
 from mcutorch.plan.buffers import bind_delegates, buffers_of, inplace_pairs, steps_of
 from mcutorch.plan.regions import parse_memory
 from mcutorch.targets import Target, parse_target
+from mcutorch.ui.progress import status
 
 def resolve_regions(board: str | None, memory: str | list | None) -> tuple[list[Region], str]:
     """Memory regions from a board name, a --memory spec, or one unbounded arena."""
@@ -117,17 +118,14 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
     from mcutorch.api import CompiledModel
     from mcutorch.device.boards import require_can_run
 
-    t0 = time.perf_counter()
     tgt = parse_target(target)
     if board:
         require_can_run(board, tgt)
     regions, board_name = resolve_regions(board, memory)
-    graph = build_graph(qmodel, example_inputs)
-    if progress:
-        print(f"lowered {len(graph.nodes)} ops in {time.perf_counter() - t0:.2f} s")
-    program = compile_graph(graph, tgt, regions, board_name, name, verify=verify,
-                            emit_tosa=emit_tosa, npu_fallback=npu_fallback,
-                            npu_options=npu_options)
-    if progress:
-        print(f"planned and emitted in {time.perf_counter() - t0:.2f} s")
+    with status("lowering to mcutorch IR") if progress else nullcontext():
+        graph = build_graph(qmodel, example_inputs)
+    with status(f"compiling {len(graph.nodes)} ops for {tgt.name}") if progress else nullcontext():
+        program = compile_graph(graph, tgt, regions, board_name, name, verify=verify,
+                                emit_tosa=emit_tosa, npu_fallback=npu_fallback,
+                                npu_options=npu_options)
     return CompiledModel(program)

@@ -395,9 +395,10 @@ def run_fuzzer(bits: int, corpus: Path, seeds: Path, seconds: float, seed: int =
     return r
 
 
-def campaign(seconds: float, corpus_root: Path, bits=BITS) -> tuple[list[FuzzRun], Path]:
-    """Run the 64- and 32-bit fuzzers side by side for `seconds` each; returns their figures
-    and the folder of the seed corpus."""
+def campaign(seconds: float, corpus_root: Path, bits=BITS,
+             extra: tuple[str, ...] = ()) -> tuple[list[FuzzRun], Path]:
+    """Run the 64- and 32-bit fuzzers side by side for `seconds` each (`extra`: more libFuzzer
+    flags); returns their figures and the folder of the seed corpus."""
     seeds_dir = corpus_root / "seeds"
     seeds_dir.mkdir(parents=True, exist_ok=True)
     for name, blob in seed_programs().items():
@@ -406,12 +407,16 @@ def campaign(seconds: float, corpus_root: Path, bits=BITS) -> tuple[list[FuzzRun
         list(pool.map(build_fuzzer, bits))
     with ThreadPoolExecutor(len(bits)) as pool:
         runs = list(pool.map(lambda b: run_fuzzer(b, corpus_root / f"corpus{b}", seeds_dir,
-                                                  seconds, seed=b), bits))
+                                                  seconds, seed=b, extra=extra), bits))
     return runs, seeds_dir
 
 
-def short_campaign(seconds: float = 12) -> tuple[list[FuzzRun], Path]:
-    """The `make test` version, once per test session (test workers share it)."""
+SHORT_RUNS = 3000  # executions of the `make test` run: a count, so a busy machine is no failure
+
+
+def short_campaign(seconds: float = 300) -> tuple[list[FuzzRun], Path]:
+    """The `make test` version, once per test session (test workers share it): SHORT_RUNS
+    executions per build, `seconds` at most."""
     root = BUILD / "short" / RUN_ID
     for old in (BUILD / "short").glob("*"):  # earlier sessions' runs
         if old != root and time.time() - old.stat().st_mtime > 3600:
@@ -421,7 +426,7 @@ def short_campaign(seconds: float = 12) -> tuple[list[FuzzRun], Path]:
         fcntl.flock(lock, fcntl.LOCK_EX)
         result = root / "result.json"
         if not result.is_file():
-            runs, _ = campaign(seconds, root)
+            runs, _ = campaign(seconds, root, extra=(f"-runs={SHORT_RUNS}",))
             result.write_text(json.dumps([asdict(r) for r in runs]))
         runs = [FuzzRun(**d) for d in json.loads(result.read_text())]
     return runs, root

@@ -88,10 +88,11 @@ def example_inputs():
 
 
 @pytest.mark.parametrize("arrays, words", [
-    ({"x": np.zeros((0, 1, 6, 6), np.float32)}, ["array 0 is float32[0, 1, 6, 6]", "non-empty"]),
-    ({}, ["holds no arrays"]),
-    ({"a": np.zeros((3, 1, 6, 6), np.float32), "b": np.zeros((2, 1, 6, 6), np.float32)},
-     ["different numbers of samples [3, 2]"]),
+    ({"x": np.zeros((0, 1, 6, 6), np.float32)}, ["x is float32[0, 1, 6, 6]", "non-empty"]),
+    ({}, ["has no inputs"]),
+    ({"x0": np.zeros((3, 1, 6, 6), np.float32), "x1": np.zeros((2, 1, 6, 6), np.float32)},
+     ["different numbers of samples (x0: 3, x1: 2)"]),
+    ({"batch": np.zeros((3, 1, 6, 6), np.float32)}, ["unknown key(s) batch"]),
     ({"x": np.zeros((2, 1, 5, 5), np.float32)}, ["calibration batch 0", "[1, 1, 5, 5]"]),
 ])
 def test_cli_calibration_file_errors(tmp_path, capsys, arrays, words):

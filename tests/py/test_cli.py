@@ -160,7 +160,7 @@ def _case(d: Path) -> list[tuple[list[str], str]]:
         (["compile", tiny, "--calibration", str(d / "none.npz")],
          f"calibration file {d / 'none.npz'} does not exist"),
         (["compile", tiny, "--calibration", str(d / "empty.npz")],
-         "holds no arrays: save the calibration inputs with np.savez"),
+         "has no inputs (keys: none); it must be an .npz with the inputs as x"),
         (["compile", tiny, "--calibration", str(d / "garbage.npy")], "is not an .npz archive"),
         (["compile", boom], f"importing model file {boom} raised ValueError: the weights file is "
                             "missing (line 5)"),

@@ -514,8 +514,18 @@ def minmax_cases():
     return cases
 
 
+def lut_cases():
+    """lut: MVE vectors of 16 and 4-element steps with their tails, in place, every int8 code."""
+    cases = [unary_case(f"lut_n{n}", "lut", (n,)) for n in MINMAX_TAILS]
+    cases += [unary_case(f"lut_inplace_n{n}", "lut", (n,), alias=0) for n in (15, 17, 33)]
+    rng = rng_for("lut_every_code")
+    cases.append(Case("lut_every_code", "lut", (np.arange(-128, 128, dtype=np.int8),
+                                                s8(rng, (256,))), {}))
+    return cases
+
+
 def elementwise_cases(n_random):
-    cases = minmax_cases()
+    cases = minmax_cases() + lut_cases()
     for i, shape in enumerate(SHAPES):
         for op, make in (("add", add_case), ("mul", mul_case)):
             cases.append(make(f"{op}_shape{i}", shape))

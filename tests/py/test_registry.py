@@ -29,8 +29,8 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "pad", "copy", "delegate", "maximum", "minimum")
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
-STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "frontend": 1,
-          "passes": 2, "backends": 3, "plan": 4, "program": 5, "ref.interpreter": 6,
+STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,
+          "frontend": 1, "passes": 2, "backends": 3, "plan": 4, "program": 5, "ref.interpreter": 6,
           "device": 7}
 TOP_LEVEL_BUDGET = 10  # modules directly in src/mcutorch (packages not counted)
 
@@ -168,3 +168,15 @@ def test_inspect_does_not_import_torch(tmp_path):
     path = tmp_path / "m.mtp"
     mcutorch.compile(mcutorch.quantize(model, (x,)), (x,)).save(path)
     assert not _imports_torch(f"from mcutorch.cli import main\nmain(['inspect', {str(path)!r}])")
+
+
+def test_supported_ops_page_lists_every_op_and_its_isa_paths():
+    from mcutorch.device import ops_doc
+
+    text = ops_doc.PATH.read_text()
+    for op in ops.REGISTRY:
+        assert op.name == "delegate" or f"| `{op.name}` |" in text, op.name
+    assert ops_doc.isa_paths(ops.get("conv2d")) == "MVE, DSP, C"  # mt_kernel_mac*.h blocks
+    assert ops_doc.isa_paths(ops.get("rescale")) == "MVE, C"
+    assert ops_doc.isa_paths(ops.get("pad")) == "C"
+    assert "no softmax" in text and " overloads: abs, abs_" in text

@@ -27,6 +27,7 @@ from mcutorch.device.toolchain import build_elf
 from mcutorch.errors import InputError, RunError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
+from mcutorch.ui.progress import status
 
 CACHE = paths.build_dir("firmware")
 
@@ -73,8 +74,10 @@ def build(program: Program, board: str, out: Path | None = None, profile: bool =
     table = work / "mt_kernels_model.c"
     table.write_text(table_c)
     # the table's temporary folder must not reach the debug info: same inputs, same ELF bytes
-    elf = build_elf(sources + [table], include_dirs(), board, target, out or work / "model.elf",
-                    defines=defines, opt=opt, extra_flags=[f"-ffile-prefix-map={work}=model"])
+    with status(f"building firmware for {board} ({len(sources) + 1} C files, arm-none-eabi-gcc)"):
+        elf = build_elf(sources + [table], include_dirs(), board, target,
+                        out or work / "model.elf", defines=defines, opt=opt,
+                        extra_flags=[f"-ffile-prefix-map={work}=model"])
     if out is not None:
         shutil.rmtree(work, ignore_errors=True)
         return elf
@@ -160,7 +163,9 @@ def run(program: Program, inputs, board: str, profile: bool = False,
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)
-        result = run_elf(elf, board, args, cwd=tmp, target=target, timeout=30.0 * len(sets))
+        with status(f"running {len(sets)} inference(s) on {board} (QEMU)"):
+            result = run_elf(elf, board, args, cwd=tmp, target=target,
+                             timeout=30.0 * len(sets))
         if not result.ok:
             why = ("timed out (QEMU killed)" if result.timed_out else
                    f"faulted: {result.fault}" if result.fault else

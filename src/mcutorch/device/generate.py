@@ -8,13 +8,14 @@
     runtime/kernels/mt_kernels.h     device/kernels.py: every kernel's prototype (mcutorch.ops)
     runtime/kernels/mt_kernels_all.c device/kernels.py: the table of every kernel
     boards/<board>/link.ld           device/toolchain.py: linker scripts (device/boards.py)
+    docs/supported_ops.md            device/ops_doc.py: the op table users read (mcutorch.ops)
 """
 from __future__ import annotations
 
 import sys
 from pathlib import Path
 
-from mcutorch.device import kernels, paths, toolchain
+from mcutorch.device import kernels, ops_doc, paths, toolchain
 from mcutorch.device.boards import BOARDS
 
 
@@ -27,6 +28,8 @@ def generated() -> dict[Path, str]:
              kernels.ALL_TABLE_SOURCE: kernels.all_table_c()}
     for board in BOARDS:
         files[toolchain.linker_script_path(board)] = toolchain.linker_script(board)
+    if (paths.SOURCES / "docs").is_dir():  # a checkout (an installed wheel has no docs)
+        files[ops_doc.PATH] = ops_doc.generate()
     return files
 
 

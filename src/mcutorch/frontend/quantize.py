@@ -12,6 +12,7 @@ from mcutorch.errors import QuantizeError
 from mcutorch.frontend.capture import as_tuple, capture
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.frontend.quantizer import Quantizer
+from mcutorch.ui.progress import track
 
 __all__ = ["Quantizer", "quantize"]
 
@@ -43,7 +44,7 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
     check_supported(gm)
     prepared = prepare_pt2e(gm, quantizer or Quantizer())
     with torch.no_grad():
-        for i, batch in enumerate(batches):
+        for i, batch in enumerate(track(batches, "calibrating", enabled=progress)):
             batch = as_tuple(batch)
             _check_finite(batch, i)
             _check_shapes(batch, args, i, isinstance(calibration, torch.Tensor))
@@ -53,10 +54,6 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
                 raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
                                     f"through the model (example inputs {_shapes(args)}): "
                                     f"{type(exc).__name__}: {exc}") from exc
-            if progress:
-                print(f"\rcalibrating {i + 1}/{len(batches)}", end="", flush=True)
-    if progress:
-        print()
     _check_ranges(prepared)
     converted = convert_pt2e(prepared)
     converted.meta["mcutorch_example_inputs"] = args

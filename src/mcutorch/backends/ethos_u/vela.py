@@ -34,6 +34,7 @@ import numpy as np
 from mcutorch.errors import McutorchError
 
 from mcutorch.backends.ethos_u.constraints import family
+from mcutorch.ui.progress import status
 
 # Vela's own defaults per family when no system config / memory mode is named (Vela 5.2).
 DEFAULTS = {
@@ -190,7 +191,7 @@ def compile_tosa(flatbuffer: bytes, config: VelaConfig, name: str = "subgraph") 
         t0 = time.perf_counter()
         log_path = folder / "vela.log"
         try:
-            with _console_to(log_path):
+            with status(f"Vela: {name} for {config.accelerator}"), _console_to(log_path):
                 rc = vela.main(argv)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - any Vela failure is a refusal
             raise VelaError(_message(e), log_path.read_text(errors="replace")) from None
