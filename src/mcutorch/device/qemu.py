@@ -220,7 +220,7 @@ def _result(elf: Path, b: Board, code: int | None, stdout_b: bytes, stderr_b: by
     )
 
 
-_EXIT_RE = re.compile(rb"^mt_exit (-?\d+)\r?$", re.M)
+_EXIT_RE = re.compile(rb"^mt_exit (-?\d+)\r?\n", re.M)  # the whole line: output comes in chunks
 
 
 def run_uart(elf: str | Path, board: str | Board, *, timeout: float = 30.0,
