@@ -45,6 +45,7 @@ from mcutorch.device.toolchain import build_elf
 from mcutorch.errors import InputError, RunError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
+from mcutorch.ui.progress import status
 
 MAIN_C = """/* main.c - standalone firmware of model %(name)s on %(board)s (build --standalone).
  * The program is a const array (%(name)s_program.c), the inputs come from %(name)s_input(), the
@@ -185,8 +186,10 @@ def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = No
             defines[f"{name.upper()}_PROGRAM_SECTION"] = f'"{section}"'
         own = [work / f for f in files if f.endswith(".c")]
         srcs = [*core_sources(), *sources_for(used_kernels(program)), *own, *map(Path, sources)]
-        return build_elf(srcs, [*include_dirs(), work], board, target, out, defines=defines,
-                         extra_flags=[f"-ffile-prefix-map={work}=model"])
+        with status(f"building standalone firmware for {board} ({len(srcs)} C files, "
+                    "arm-none-eabi-gcc)"):
+            return build_elf(srcs, [*include_dirs(), work], board, target, out,
+                             defines=defines, extra_flags=[f"-ffile-prefix-map={work}=model"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -211,7 +214,8 @@ def parse_outputs(program: Program, console: str) -> list[np.ndarray]:
 def run(program: Program, elf: str | Path, board: str, timeout: float = 60.0) -> list[np.ndarray]:
     """Run standalone firmware under QEMU (console: the UART) and return its outputs; RunError
     when it does not end with ``mt_exit 0``."""
-    r = run_uart(elf, board, timeout=timeout, target=program.target.as_target())
+    with status(f"running standalone firmware on {board} (QEMU, UART console)"):
+        r = run_uart(elf, board, timeout=timeout, target=program.target.as_target())
     if not r.ok:
         raise RunError(f"standalone firmware on {board}: "
                        f"{'timed out' if r.timed_out else r.fault or f'exit {r.exit_code}'}\n"
