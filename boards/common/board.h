@@ -7,13 +7,27 @@
  *
  * startup.c calls `int main(int argc, char **argv)`; argv comes from the
  * semihosting command line (words separated by spaces, argv[0] = program),
- * and main's return value becomes the emulator's exit status.
+ * and main's return value becomes the emulator's exit status (MT_STANDALONE
+ * builds: argc is 0 and the status is printed on the UART).
  */
 #ifndef MT_BOARD_H
 #define MT_BOARD_H
 
 #include "counter.h"
 #include "semihost.h"
+#include "uart.h"
+
+/* The console and the end of main(): semihosting (QEMU's console and exit status, host files)
+ * by default; with -DMT_STANDALONE the board's UART0 (uart.h), no semihosting call at all,
+ * and main's return prints "mt_exit <status>" and halts: firmware for a board without a
+ * debugger. */
+#ifdef MT_STANDALONE
+#define mt_console_write mt_uart_write0
+#define mt_halt          mt_uart_halt
+#else
+#define mt_console_write mt_sh_write0
+#define mt_halt          mt_sh_exit
+#endif
 
 /* A fault ends the program with status MT_EXIT_FAULT_BASE + exception number
  * after printing "mt_fault: <name> ..." on the console:

@@ -4,7 +4,7 @@
  * SysTick exception, which counts the periods in software.
  */
 #include "counter.h"
-#include "semihost.h"
+#include "board.h"
 
 #define SYST_CSR (*(volatile uint32_t *)0xE000E010u) /* control and status */
 #define SYST_RVR (*(volatile uint32_t *)0xE000E014u) /* reload value       */
@@ -53,11 +53,11 @@ uint64_t mt_counter_read(void)
 
 void mt_counter_report(const char *label, uint64_t ticks)
 {
-  mt_sh_write0("mt_ticks ");
+  mt_console_write("mt_ticks ");
   if (label != 0) {
-    mt_sh_write0(label);
-    mt_sh_write0(" ");
+    mt_console_write(label);
+    mt_console_write(" ");
   }
   mt_print_u64(ticks);
-  mt_sh_write0("\n");
+  mt_console_write("\n");
 }

@@ -4,7 +4,7 @@
  * "Semihosting for AArch32 and AArch64" specification.  On M-profile cores
  * the trap instruction is `bkpt 0xAB`.
  */
-#include "semihost.h"
+#include "board.h"
 
 #define SYS_OPEN          0x01
 #define SYS_CLOSE         0x02
@@ -148,17 +148,17 @@ char *mt_fmt_hex32(char *buf, uint32_t v)
 void mt_print_u64(uint64_t v)
 {
   char buf[24];
-  mt_sh_write0(mt_fmt_u64(buf, v));
+  mt_console_write(mt_fmt_u64(buf, v));
 }
 
 void mt_print_i32(int32_t v)
 {
   char buf[24];
-  mt_sh_write0(mt_fmt_i32(buf, v));
+  mt_console_write(mt_fmt_i32(buf, v));
 }
 
 void mt_print_hex32(uint32_t v)
 {
   char buf[12];
-  mt_sh_write0(mt_fmt_hex32(buf, v));
+  mt_console_write(mt_fmt_hex32(buf, v));
 }

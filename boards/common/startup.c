@@ -68,8 +68,15 @@ __attribute__((section(".mt_vectors"), used)) static const mt_vector mt_vectors[
 #define MT_CMDLINE_SIZE 256
 #endif
 #define MT_MAX_ARGS 16
-static char mt_cmdline[MT_CMDLINE_SIZE];
 static char *mt_argv[MT_MAX_ARGS + 1];
+
+#ifdef MT_STANDALONE
+static int mt_split_args(void)
+{
+  return 0; /* no host, so no command line */
+}
+#else
+static char mt_cmdline[MT_CMDLINE_SIZE];
 
 static int mt_split_args(void)
 {
@@ -93,6 +100,7 @@ static int mt_split_args(void)
   mt_argv[argc] = 0;
   return argc;
 }
+#endif /* MT_STANDALONE */
 
 void mt_reset_handler(void)
 {
@@ -126,7 +134,7 @@ void mt_reset_handler(void)
   }
 
   int argc = mt_split_args();
-  mt_sh_exit(main(argc, mt_argv));
+  mt_halt(main(argc, mt_argv));
 }
 
 /* Fault entry: find the stacked exception frame (MSP or PSP, from bit 2 of
@@ -159,9 +167,9 @@ static const char *const mt_exception_names[16] = {
 
 static void mt_print_reg(const char *name, uint32_t v)
 {
-  mt_sh_write0(" ");
-  mt_sh_write0(name);
-  mt_sh_write0("=");
+  mt_console_write(" ");
+  mt_console_write(name);
+  mt_console_write("=");
   mt_print_hex32(v);
 }
 
@@ -172,11 +180,11 @@ __attribute__((used, noreturn)) void mt_fault_report(const uint32_t *frame)
   __asm__ volatile("mrs %0, ipsr" : "=r"(ipsr));
   ipsr &= 0x1FFu;
 
-  mt_sh_write0("\nmt_fault: ");
+  mt_console_write("\nmt_fault: ");
   if (ipsr < 16) {
-    mt_sh_write0(mt_exception_names[ipsr]);
+    mt_console_write(mt_exception_names[ipsr]);
   } else {
-    mt_sh_write0("IRQ");
+    mt_console_write("IRQ");
     mt_print_i32((int32_t)ipsr - 16);
   }
   mt_print_reg("pc", frame[6]);
@@ -188,8 +196,8 @@ __attribute__((used, noreturn)) void mt_fault_report(const uint32_t *frame)
   mt_print_reg("mmfar", SCB_MMFAR);
   mt_print_reg("bfar", SCB_BFAR);
 #endif
-  mt_sh_write0("\n");
-  mt_sh_exit(ipsr < 16 ? MT_EXIT_FAULT_BASE + (int32_t)ipsr : MT_EXIT_UNEXPECTED_IRQ);
+  mt_console_write("\n");
+  mt_halt(ipsr < 16 ? MT_EXIT_FAULT_BASE + (int32_t)ipsr : MT_EXIT_UNEXPECTED_IRQ);
 }
 
 /* newlib's libc may reference these when linked without crt0. */

@@ -5,7 +5,8 @@
     mcutorch run model.mtp --input x.npy --output y.npy [--board mps3-an547 [--profile [--exact]]]
     mcutorch inspect model.mtp [--json]
     mcutorch build model.mtp --board mps3-an547 -o model.elf
-    mcutorch export-c model.mtp -o out/
+    mcutorch build model.mtp --board mps3-an547 --standalone --input x.npy -o fw.elf
+    mcutorch export-c model.mtp -o out/ [--name kws]
     mcutorch validate model.py --data test.npz [--board mps3-an547]
     mcutorch validate model.mtp --data test.npz [--model model.py] [--json]
     mcutorch analyze model.mtp [--board mps3-an547 [--clock-mhz 160]] [--json] [--html r.html]
@@ -337,14 +338,57 @@ def cmd_build(args) -> int:
 
     import mcutorch
 
+    if not args.standalone and (args.input or args.int8 or args.name or args.source):
+        raise UsageError("--input, --int8, --name and --source are for standalone firmware: "
+                         "add --standalone (the default build reads its inputs from host files "
+                         "at run time: mcutorch run --board)")
+    if args.standalone and args.profile:
+        raise UsageError("--profile counts through semihosting: drop --standalone, or --profile")
     out = _writable(args.output, "output")
-    program = mcutorch.load(args.program).program
+    compiled = mcutorch.load(args.program)
+    program = compiled.program
+    if args.standalone:
+        return _build_standalone(args, compiled, out)
     elf = firmware.build(program, args.board, out=out, profile=args.profile)
     split = firmware.flash_split(elf, program)
     stack = program_stack(program)
     print(f"{elf}: runtime core {split['runtime_core']:,} B, kernels {split['kernels']:,} B, "
           f"program {split['program']:,} B (flash); run it with mcutorch run --board")
     print(f"stack: the runtime needs at most {stack.describe()} (-Os, gcc call graph)")
+    return 0
+
+
+def _build_standalone(args, compiled, out: Path) -> int:
+    from mcutorch.device import standalone
+    from mcutorch.device.boards import require_can_run
+    from mcutorch.device.export_c import check_name, default_name
+    from mcutorch.device.stack import program_stack
+    from mcutorch.device.toolchain import size_of
+
+    program = compiled.program
+    name = check_name(args.name or default_name(args.program))
+    require_can_run(args.board, program.target.as_target())  # before any build
+    inputs = None
+    if args.input:
+        ports = program.ports("inputs")
+        if len(args.input) != len(ports):
+            raise UsageError(f"the model takes {len(ports)} input{'s' * (len(ports) != 1)}: "
+                             f"give --input once per input, in order (got {len(args.input)})")
+        arrays = [_load_npy(p) for p in args.input]
+        inputs = _int8(compiled, arrays) if args.int8 else compiled.quantize_inputs(arrays)
+    elif args.int8:
+        raise UsageError("--int8 says how to read --input: give --input too")
+    sources = [_existing_file(s, "--source file") for s in args.source or []]
+    elf = standalone.build(program, args.board, inputs, out=out, name=name, sources=sources)
+    size = size_of(elf)
+    section = standalone.program_section(args.board) or ".rodata"
+    print(f"{elf}: standalone firmware of {name} for {args.board}: code and constants "
+          f"{size['text']:,} B, the program {len(program.stripped().to_bytes()):,} B (section "
+          f"{section}), .data + .bss {size['data'] + size['bss']:,} B, arenas "
+          f"{sum(r.size for r in program.regions):,} B in their regions; outputs on the UART")
+    print(f"inputs: {'--input' if inputs is not None else 'zero points (the real value 0)'}, "
+          f"unless the firmware defines {name}_input(); stack: the runtime needs at most "
+          f"{program_stack(program).describe()}")
     return 0
 
 
@@ -411,14 +455,16 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_export_c(args) -> int:
-    from mcutorch.device.export_c import export_c
+    from mcutorch.device.export_c import check_name, default_name, export_c
 
     import mcutorch
 
+    name = check_name(args.name or default_name(args.program))
     folder = _writable(args.output, "output folder", folder=True)
-    out = export_c(mcutorch.load(args.program).program, folder, target=args.target)
-    print(f"{out}: runtime, kernels, program array, model_config.h, main.c, Makefile, "
-          "CMakeLists.txt (build: make -C " + str(out) + ")")
+    out = export_c(mcutorch.load(args.program).program, folder, target=args.target, name=name)
+    print(f"{out}: model {name} ({name}_program.c, {name}_kernels.c, {name}_config.h, "
+          f"{name}_io.c; CMake target {name}), the mcutorch library (runtime + kernels), an "
+          f"example main.c; build: make -C {out}, or add_subdirectory({out}) in CMake")
     return 0
 
 
@@ -531,6 +577,19 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--profile", action="store_true", help="per-op instruction counts")
     b.add_argument("-o", "--output", default="model.elf",
                    help="the firmware ELF to write (default: model.elf)")
+    b.add_argument("--standalone", action="store_true",
+                   help="deployable firmware: the program linked in flash, inputs from C arrays "
+                        "(or your NAME_input()), outputs printed on the board's UART, no "
+                        "semihosting or host files (docs/firmware.md)")
+    b.add_argument("--input", action="append",
+                   help="with --standalone: .npy input the firmware runs on, one per model "
+                        "input (float, the model's layout; default: zero points)")
+    b.add_argument("--int8", action="store_true",
+                   help="with --standalone: --input holds the program's int8 NHWC values")
+    b.add_argument("--name", help="with --standalone: prefix of the model's C symbols "
+                   "(default: the program's file name)")
+    b.add_argument("--source", action="append",
+                   help="with --standalone: a C file to link in, e.g. one defining NAME_input()")
     i = command("inspect", "ops, shapes, qparams, MACs, memory plan", cmd_inspect)
     i.add_argument("program", help="a .mtp program (full or stripped)")
     i.add_argument("--json", action="store_true", help="the same facts as JSON")
@@ -540,6 +599,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "the Makefile's CPU flags always come from the program)")
     e.add_argument("-o", "--output", default="out",
                    help="the folder to write the C project into (default: out)")
+    e.add_argument("--name", help="prefix of the model's files, C symbols and CMake target, a C "
+                   "identifier (default: the program's file name, e.g. kws for kws.mtp)")
     v = command("validate", "accuracy of a program on a dataset, against its labels "
                 "and the float and fake-quant models", cmd_validate)
     v.add_argument("model_or_program", metavar="MODEL_OR_PROGRAM",

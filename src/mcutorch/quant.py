@@ -83,10 +83,12 @@ def quantize(x, scale: float, zero_point: int) -> np.ndarray:
         q = clamp(round_half_even(float32(x) * float32(1 / scale)) + zp, -128, 127)
 
     every step in float32, clamped after the zero point is added. A multiplication by the
-    reciprocal, not a division: the two round differently on some exact .5 ties."""
+    reciprocal, not a division: the two round differently on some exact .5 ties. +-Inf
+    saturates as in PyTorch; NaN, where PyTorch's result is undefined, gives the zero point."""
     inv = inverse_scale(scale)
-    q = np.round(np.asarray(x, np.float32) * inv) + np.float32(zero_point)
-    return np.clip(q, -128, 127).astype(np.int8)
+    v = np.round(np.asarray(x, np.float32) * inv)
+    v = np.where(np.isnan(v), np.float32(0), v)  # NaN: the zero point (as the C helper)
+    return np.clip(v + np.float32(zero_point), -128, 127).astype(np.int8)
 
 
 def dequantize(q, scale: float, zero_point: int) -> np.ndarray:

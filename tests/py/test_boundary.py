@@ -105,42 +105,72 @@ def test_cli_boundary_is_the_converted_models(twice, tmp_path):
     assert np.array_equal(np.load(tmp_path / "y.npy"), qmodel(x).numpy())
 
 
-def test_export_c_helper_is_the_converted_models(twice, tmp_path):
-    """model_config.h's model_quantize / model_dequantize, built with gcc (ISO C99 and GNU C
-    with FP contraction allowed), against the quantize/dequantize nodes of the converted model."""
+IO_TEST_C = """#include <stdio.h>
+#include "twice_config.h"
+/* stdin: float32 inputs of whole inferences, then int8 outputs of the same count;
+ * stdout: their int8 (quantize_input) and float32 (dequantize_output) conversions */
+int main(void)
+{
+    static float x[TWICE_INPUT0_BYTES], y[TWICE_OUTPUT0_BYTES];
+    static int8_t q[TWICE_INPUT0_BYTES], r[TWICE_OUTPUT0_BYTES];
+    unsigned long n = 0;
+    if (scanf("%lu", &n) != 1 || getchar() != '\\n') {
+        return 1;
+    }
+    for (unsigned long i = 0; i < n; i++) {
+        if (fread(x, sizeof x, 1, stdin) != 1) {
+            return 2;
+        }
+        twice_quantize_input(x, q);
+        fwrite(q, sizeof q, 1, stdout);
+    }
+    for (unsigned long i = 0; i < n; i++) {
+        if (fread(r, sizeof r, 1, stdin) != 1) {
+            return 3;
+        }
+        twice_dequantize_output(r, y);
+        fwrite(y, sizeof y, 1, stdout);
+    }
+    return 0;
+}
+"""
+
+
+def test_export_c_io_helpers_are_the_python_boundary(twice, tmp_path):
+    """NAME_quantize_input / NAME_dequantize_output (NAME_io.c), built with gcc (ISO C99 and GNU
+    C with FP contraction allowed), against the Python boundary (CompiledModel.quantize_inputs /
+    dequantize_outputs: NCHW floats <-> NHWC int8) and the converted model's quantize node, on
+    tie-heavy inputs; +-Inf saturates and NaN gives the zero point in both (docs/numerics.md)."""
     from mcutorch.device.export_c import export_c
 
     gcc = shutil.which("gcc")
     if gcc is None:
-        pytest.fail("gcc not found")
+        pytest.fail("gcc not found: run `make toolchain`")
     qmodel, program, q0, x = twice
-    out = export_c(program.program, tmp_path / "out")
-    config = (out / "model_config.h").read_text()
-    assert "#define MODEL_INPUT0_INV_SCALE" in config and "model_quantize" in config
-    flat = x.reshape(-1).numpy()
-    want = q0.target(torch.from_numpy(flat), *q0.args[1:]).numpy()
-    back = QD.dequantize_per_tensor(torch.from_numpy(want), *q0.args[1:]).numpy()
-    values = ",\n".join(f"{float(v).hex()}f" for v in flat)
-    (tmp_path / "t.c").write_text(f"""#include <stdio.h>
-#include "model_config.h"
-static const float x[] = {{{values}}};
-int main(void)
-{{
-    for (unsigned i = 0; i < sizeof x / sizeof x[0]; i++) {{
-        int8_t q = model_quantize(x[i], MODEL_INPUT0_INV_SCALE, MODEL_INPUT0_ZERO_POINT);
-        float y = model_dequantize(q, MODEL_INPUT0_SCALE, MODEL_INPUT0_ZERO_POINT);
-        printf("%d %a\\n", q, (double)y);
-    }}
-    return 0;
-}}
-""")
+    s, zp = q0.args[1], q0.args[2]
+    out = export_c(program.program, tmp_path / "out", name="twice")
+    config = (out / "twice_config.h").read_text()
+    assert f"#define TWICE_INPUT0_INV_SCALE {float(inverse_scale(s)).hex()}f" in config
+    special = torch.tensor([np.inf, -np.inf, np.nan, 1e30, -1e30, 0.0, -0.0, 3e-39, -np.nan])
+    x = torch.cat([x.reshape(-1), special.repeat(48)[:48]]).reshape(-1, 3, 4, 4)
+    want = np.stack([quantize(a.numpy().transpose(1, 2, 0), s, zp) for a in x])  # NHWC
+    finite = torch.isfinite(x).reshape(len(x), -1).all(1)
+    torch_q = q0.target(x[finite], *q0.args[1:]).numpy().transpose(0, 2, 3, 1)
+    assert np.array_equal(want[finite.numpy()], torch_q)  # PyTorch's own, where it is defined
+    assert np.array_equal(np.concatenate([program.quantize_inputs([a[None]])[0]
+                                          for a in x[finite][::97]]), torch_q[::97])
+    assert set(want[-1].reshape(-1)) == {127, -128, zp}  # +-inf, +-1e30; nan, 0, denormal
+    r = np.random.default_rng(0).integers(-128, 128, (len(x), 1, 4, 4, 6)).astype(np.int8)
+    back = np.stack([program.dequantize_outputs([a])[0] for a in r])
+    (tmp_path / "t.c").write_text(IO_TEST_C)
+    data = f"{len(x)}\n".encode() + x.numpy().astype(np.float32).tobytes() + r.tobytes()
     for flags in (["-std=c99", "-O2"], ["-std=gnu11", "-O3", "-ffp-contract=fast"]):
         exe = tmp_path / "t"
-        subprocess.run([gcc, *flags, "-Wall", "-Werror", f"-I{out}", str(tmp_path / "t.c"),
-                        "-o", str(exe)], check=True)
-        lines = subprocess.run([str(exe)], check=True, capture_output=True,
-                               text=True).stdout.split("\n")
-        got = np.array([int(ln.split()[0]) for ln in lines if ln], np.int8)
-        deq = np.array([float.fromhex(ln.split()[1]) for ln in lines if ln], np.float32)
+        subprocess.run([gcc, *flags, "-Wall", "-Wextra", "-Werror", f"-I{out}",
+                        f"-I{out / 'mcutorch' / 'include'}", str(tmp_path / "t.c"),
+                        str(out / "twice_io.c"), "-o", str(exe)], check=True)
+        res = subprocess.run([str(exe)], input=data, check=True, capture_output=True).stdout
+        got = np.frombuffer(res[:want.size], np.int8).reshape(want.shape)
+        deq = np.frombuffer(res[want.size:], np.float32).reshape(back.shape)
         assert np.array_equal(got, want), flags
-        assert np.array_equal(deq, back), flags
+        assert np.array_equal(deq.view(np.uint32), back.view(np.uint32)), flags

@@ -174,6 +174,9 @@ def _case(d: Path) -> list[tuple[list[str], str]]:
         (["build", mtp, "--board", "mps3-an547", "-o", str(d / "nowhere" / "m.elf")],
          "does not exist"),
         (["export-c", mtp, "-o", x], "is a file; give a folder"),
+        (["export-c", mtp, "-o", str(d / "c"), "--name", "9-lives"], "is not a C identifier"),
+        (["export-c", mtp, "-o", str(d / "c"), "--name", "mt_net"], "is reserved"),
+        (["build", mtp, "--board", "mps3-an547", "--name", "net"], "add --standalone"),
     ]
 
 

@@ -38,8 +38,8 @@ def test_build_and_export_c_report_it(tmp_path, capsys):
                  "-o", str(tmp_path / "m.elf")]) == 0
     assert f"at most {report.bytes:,} B (mt_invoke -> mt_run_op" in capsys.readouterr().out
     assert main(["export-c", str(tmp_path / "m.mtp"), "-o", str(tmp_path / "out")]) == 0
-    config = (tmp_path / "out" / "model_config.h").read_text()
-    assert f"#define MODEL_STACK_BYTES {report.bytes}u" in config
+    config = (tmp_path / "out" / "m_config.h").read_text()  # named after m.mtp
+    assert f"#define M_STACK_BYTES {report.bytes}u" in config
 
 
 def test_recursion_and_dynamic_frames_are_refused(tmp_path):

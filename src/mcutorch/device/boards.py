@@ -11,6 +11,10 @@ A board is a QEMU machine with one Cortex-M core and a memory map::
                                                          SRAM 0x21000000 4 MiB (NPU),
                                                          DDR  0x60000000 16 MiB (NPU)
 
+UART0 (a CMSDK APB UART, QEMU's ``-serial``) is the console of standalone firmware
+(``mcutorch build --standalone``): 0x40004000 on the mps2 boards, 0x50200000 on mps2-an505 and
+0x59303000 on mps3-an547 (the Secure aliases: the firmware runs Secure).
+
 `BOARDS` is the one source of truth for these addresses: ``boards/<board>/link.ld`` is
 generated from it (`toolchain.linker_script`, ``python -m mcutorch.device.toolchain``) and a test
 checks the checked-in files are up to date.
@@ -74,6 +78,7 @@ class Board:
     code: CodeRegion
     regions: tuple[Region, ...]  # data regions, fastest (rank 0) first
     notes: str = ""
+    uart: int = 0x4000_4000  # UART0 (CMSDK APB UART): the console of standalone firmware
 
     @property
     def instructions_per_tick(self) -> float:
@@ -117,6 +122,7 @@ BOARDS: dict[str, Board] = {
             CodeRegion("code", 0x1000_0000, 4 * MiB),
             (_r("data", 2 * MiB, 0, 0x3800_0000),),
             "runs in the Secure state; also runs Armv8-M Baseline (M23) builds",
+            uart=0x5020_0000,  # the Secure alias (the firmware runs Secure)
         ),
         Board(
             "mps3-an547", "mps3-an547", "cortex-m55", 32_000_000,
@@ -126,6 +132,7 @@ BOARDS: dict[str, Board] = {
                 _r("SRAM", 4 * MiB, 1, 0x2100_0000, npu=True),
                 _r("DDR", 16 * MiB, 2, 0x6000_0000, npu=True),
             ),
+            uart=0x5930_3000,  # the Secure alias
         ),
     )
 }  # fmt: skip

@@ -1,34 +1,49 @@
-"""`mcutorch export-c`: a standalone C project for a user's firmware.
+"""`mcutorch export-c`: a C project to drop into a user's firmware (docs/firmware.md).
+
+Every file and symbol of the model carries its name NAME (``--name``; by default the program's
+file name, made a C identifier), so several models link into one firmware; the runtime and the
+kernels are one shared library::
 
     out/
-      mcutorch/include/   mcutorch.h, mt_kernel.h, mt_program.h, mt_port.h, kernel headers
-      mcutorch/src/       runtime core (loader, validator, interpreter) and default port hooks
-      mcutorch/kernels/   only the kernels this model uses + mt_kernels_model.c (its table)
-      model_program.c/.h  the program file as a 16-byte aligned const array (lives in flash)
-      model_config.h      arena bytes per memory region, state bytes, I/O shapes and qparams
+      mcutorch/           the runtime and every kernel: library target `mcutorch` (CMake, built
+                          once however many models are added), include/, src/, kernels/
+      NAME_program.c/.h   the program as a 16-byte aligned const array NAME_program (in flash)
+      NAME_kernels.c      NAME_kernels: the kernel table of the kernels this model uses (only
+                          those are linked: the static library adds the objects it references)
+      NAME_config.h       arena bytes per region, state and stack bytes, I/O shapes and qparams
+      NAME_io.c           NAME_quantize_input / NAME_dequantize_output (float <-> int8 I/O)
       main.c              an example: load, bind state + arenas, set input, invoke, read output
-      Makefile, CMakeLists.txt, mcutorch.mk
+      CMakeLists.txt      target NAME (links mcutorch), Makefile + mcutorch.mk (arm-none-eabi-gcc)
 
-The Makefile's CPU_FLAGS are the gcc flags of the target the program records (CPU and feature
-switches: a ``cortex-m55+nomve`` program gets ``-mcpu=cortex-m55+nomve``, a ``cortex-m4+nofp``
-one ``-mfloat-abi=soft``); the compile decided them, export-c does not choose again.
+The CPU flags (CMake's MCUTORCH_CPU_FLAGS, the Makefile's CPU_FLAGS) are the gcc flags of the
+target the program records (CPU and feature switches: a ``cortex-m55+nomve`` program gets
+``-mcpu=cortex-m55+nomve``, a ``cortex-m4+nofp`` one ``-mfloat-abi=soft``); the compile decided
+them, export-c does not choose again.
 
 Example:
-    >>> export_c(mcutorch.load("kws.mtp").program, "out/")            # doctest: +SKIP
-    >>> export_c(program, "out/", target="m55+nomve")  # a check, or TargetError # doctest: +SKIP
+    >>> export_c(mcutorch.load("kws.mtp").program, "out/kws")         # doctest: +SKIP
+    >>> export_c(program, "out/", name="kws", target="m55")  # TargetError? # doctest: +SKIP
 """
 from __future__ import annotations
 
+import keyword
+import math
+import re
 import shutil
 from pathlib import Path
 
-from mcutorch.device.kernels import kernel_table_c, sources_for
-from mcutorch.device.crt import core_sources, state_size
-from mcutorch.device.paths import INCLUDE_DIRS, RUNTIME
-from mcutorch.errors import TargetError
-from mcutorch.program.model import Program
+from mcutorch.device.crt import core_sources, kernel_sources, state_size
+from mcutorch.device.kernels import kernel_table_c
+from mcutorch.device.paths import INCLUDE_DIRS, KERNELS, RUNTIME
+from mcutorch.errors import TargetError, UsageError
+from mcutorch.program.model import Port, Program
 from mcutorch.quant import inverse_scale
 from mcutorch.targets import Target, parse_target
+
+C_KEYWORDS = frozenset(
+    "auto break case char const continue default do double else enum extern float for goto if "
+    "inline int long register restrict return short signed sizeof static struct switch typedef "
+    "union unsigned void volatile while _Bool _Complex _Imaginary main".split())
 
 
 def used_kernels(program: Program) -> set[tuple[str, str]]:
@@ -36,62 +51,145 @@ def used_kernels(program: Program) -> set[tuple[str, str]]:
     return {(op.name, op.variant) for op in program.ops if op.name != "delegate"}
 
 
-def _program_files(data: bytes) -> tuple[str, str]:
+def default_name(text: str) -> str:
+    """A C identifier made from a file or folder name: the default of ``--name``.
+
+    >>> default_name("models/ds-cnn kws.mtp"), default_name("out/2nd"), default_name("int")
+    ('ds_cnn_kws', 'm_2nd', 'int_model')
+    """
+    stem = Path(str(text)).name
+    stem = stem[: -len(".mtp")] if stem.endswith(".mtp") else stem
+    name = re.sub(r"[^0-9A-Za-z_]+", "_", stem).strip("_").lower() or "model"
+    if name[0].isdigit():
+        name = "m_" + name
+    if name in C_KEYWORDS or keyword.iskeyword(name) or name.startswith("mt_"):
+        name += "_model"
+    return name
+
+
+def check_name(name: str) -> str:
+    """`name` if it can prefix the model's C symbols and files, else UsageError saying why."""
+    if not re.fullmatch(r"[A-Za-z][0-9A-Za-z_]*", name or ""):
+        raise UsageError(f"--name {name!r} is not a C identifier: use letters, digits and _, "
+                         f"starting with a letter (e.g. --name {default_name(name or 'model')})")
+    if name in C_KEYWORDS or name.lower().startswith("mt_") or name == "mcutorch":
+        raise UsageError(f"--name {name!r} is reserved (a C keyword, main, mcutorch or the "
+                         "runtime's mt_ prefix): choose another, e.g. --name "
+                         f"{name.lower()}_model")
+    return name
+
+
+def program_files(name: str, data: bytes) -> tuple[str, str]:
+    """NAME_program.c and NAME_program.h: the program as a 16-byte aligned const array, in
+    .rodata (flash) unless NAME_PROGRAM_SECTION names a linker section."""
+    up = name.upper()
     rows = [", ".join(f"0x{b:02x}" for b in data[i:i + 16]) for i in range(0, len(data), 16)]
-    source = ("/* model_program.c - the compiled mcutorch program (read in place). */\n"
-              '#include "model_program.h"\n\n'
-              "const uint8_t model_program[MODEL_PROGRAM_SIZE] __attribute__((aligned(16))) = {\n"
+    source = (f"/* {name}_program.c - the compiled mcutorch program (read in place). */\n"
+              f'#include "{name}_program.h"\n\n'
+              f"/* -D{up}_PROGRAM_SECTION='\".mt_data.DDR\"' puts it in that linker section */\n"
+              f"#ifdef {up}_PROGRAM_SECTION\n"
+              f"__attribute__((section({up}_PROGRAM_SECTION)))\n#endif\n"
+              f"const uint8_t {name}_program[{up}_PROGRAM_SIZE] __attribute__((aligned(16))) = {{\n"
               + "".join(f"  {r},\n" for r in rows) + "};\n")
-    header = ("/* model_program.h - the compiled mcutorch program. */\n#ifndef MODEL_PROGRAM_H\n"
-              "#define MODEL_PROGRAM_H\n#include <stdint.h>\n"
-              f"#define MODEL_PROGRAM_SIZE {len(data)}u\n"
-              "extern const uint8_t model_program[MODEL_PROGRAM_SIZE];\n#endif\n")
+    header = (f"/* {name}_program.h - the compiled mcutorch program. */\n"
+              f"#ifndef {up}_PROGRAM_H\n#define {up}_PROGRAM_H\n#include <stdint.h>\n"
+              f"#define {up}_PROGRAM_SIZE {len(data)}u\n"
+              f"extern const uint8_t {name}_program[{up}_PROGRAM_SIZE];\n#endif\n")
     return source, header
 
 
-def _config_header(program: Program) -> str:
+def _port_lines(up: str, kind: str, k: int, port: Port) -> list[str]:
+    p = f"{up}_{kind}{k}"
+    lines = [f"#define {p}_BYTES {math.prod(port.shape)}u /* {port.dtype} {list(port.shape)}"
+             f"{' NHWC' if len(port.shape) == 4 else ''}; float side {list(port.model_shape)}"
+             f"{' NCHW' if port.nchw_as_nhwc else ''} */",
+             f"#define {p}_SCALE {float(port.scale).hex()}f /* {port.scale!r} */"]
+    if kind == "INPUT":
+        inv = float(inverse_scale(port.scale)).hex()
+        lines.append(f"#define {p}_INV_SCALE {inv}f /* float32(1 / scale) */")
+    return lines + [f"#define {p}_ZERO_POINT {port.zero_point}"]
+
+
+def _io_names(name: str, kind: str, k: int) -> str:
+    fn = f"{name}_{'quantize_input' if kind == 'INPUT' else 'dequantize_output'}"
+    return fn if k == 0 else f"{fn}{k}"
+
+
+def config_header(name: str, program: Program) -> str:
+    """NAME_config.h: memory and I/O of the compiled model, the I/O helpers' prototypes."""
     from mcutorch.device.stack import program_stack
 
+    up = name.upper()
     stack = program_stack(program)
-    lines = ["/* model_config.h - memory and I/O of the compiled model (from the program). */",
-             "#ifndef MODEL_CONFIG_H", "#define MODEL_CONFIG_H", "",
-             f"#define MODEL_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU */",
-             f"#define MODEL_STACK_BYTES {stack.bytes}u /* worst case of mt_load/mt_invoke at -Os:",
+    lines = [f"/* {name}_config.h - memory and I/O of the compiled model (from the program). */",
+             f"#ifndef {up}_CONFIG_H", f"#define {up}_CONFIG_H", "", "#include <stdint.h>",
+             '#include "mcutorch.h"', "",
+             f"extern const mt_kernel_table {name}_kernels; /* {name}_kernels.c */",
+             f"#define {up}_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU */",
+             f"#define {up}_STACK_BYTES {stack.bytes}u /* worst case of mt_load/mt_invoke at -Os:",
              f" * {' -> '.join(stack.chain)} (gcc call graph; an NPU driver adds its own) */",
-             f"#define MODEL_REGION_COUNT {len(program.regions)}u"]
+             f"#define {up}_REGION_COUNT {len(program.regions)}u"]
     for i, r in enumerate(program.regions):
-        lines.append(f"#define MODEL_ARENA{i}_SIZE {r.size}u /* region {r.name}"
+        lines.append(f"#define {up}_ARENA{i}_SIZE {r.size}u /* region {r.name}"
                      f"{f' @0x{r.base:08x}' if r.base is not None else ''} */")
-        lines.append(f"#define MODEL_ARENA{i}_NAME \"{r.name}\"")
-    for kind, idxs in (("INPUT", program.inputs), ("OUTPUT", program.outputs)):
-        lines.append(f"#define MODEL_{kind}_COUNT {len(idxs)}u")
-        for k, t in enumerate(program.tensors[i] for i in idxs):
-            lines.append(f"#define MODEL_{kind}{k}_BYTES {t.nbytes}u /* {t.dtype} "
-                         f"{list(t.shape)} NHWC */")
-            lines.append(f"#define MODEL_{kind}{k}_SCALE {t.scale!r}f")
+        lines.append(f"#define {up}_ARENA{i}_ALIGN {max(16, r.alignment)}u")
+        lines.append(f"#define {up}_ARENA{i}_NAME \"{r.name}\"")
+    protos = []
+    for kind, ports in (("INPUT", program.ports("inputs")), ("OUTPUT", program.ports("outputs"))):
+        lines.append(f"#define {up}_{kind}_COUNT {len(ports)}u")
+        for k, port in enumerate(ports):
+            lines += _port_lines(up, kind, k, port)
+            fn = _io_names(name, kind, k)
+            protos.append(f"void {fn}(const float *x, int8_t *q);" if kind == "INPUT" else
+                          f"void {fn}(const int8_t *q, float *x);")
+    return "\n".join(lines + ["", IO_DOC % {"name": name}, *protos, "", "#endif", ""])
+
+
+IO_DOC = """/* Float <-> int8 at the model boundary ({name}_io.c), exactly as PyTorch's converted
+ * model computes it at its quantize_per_tensor / dequantize_per_tensor nodes (numerics.md):
+ *   q = clamp(round_half_even(x * INV_SCALE) + ZERO_POINT, -128, 127)   (float32 throughout)
+ *   x = (float)(q - ZERO_POINT) * SCALE
+ * +-Inf saturates to 127 / -128; NaN (outside the domain) gives the zero point, the real 0.
+ * The float side is the model's own layout (NCHW for images: the helper transposes), the int8
+ * side the program's (NHWC): %(name)s_quantize_input(x, mt_input(&m, 0)->data) fills input 0;
+ * input/output k > 0 has its own helper: %(name)s_quantize_input<k>, ..._dequantize_output<k>.
+ */"""
+IO_DOC = IO_DOC.replace("{name}", "%(name)s")
+
+
+def io_source(name: str, program: Program) -> str:
+    """NAME_io.c: the boundary conversion of every input and output (see IO_DOC)."""
+    up = name.upper()
+    parts = [f"/* {name}_io.c - float <-> int8 I/O of the model (see {name}_config.h). */",
+             f'#include "{name}_config.h"', "", BOUNDARY_C]
+    for kind, ports in (("INPUT", program.ports("inputs")), ("OUTPUT", program.ports("outputs"))):
+        for k, port in enumerate(ports):
+            p, fn = f"{up}_{kind}{k}", _io_names(name, kind, k)
+            if port.nchw_as_nhwc:  # float [N, C, H, W] <-> int8 [N, H, W, C]
+                n, c, h, w = port.model_shape
+                index = f"nhwc_index(i, {c}u, {h * w}u)"
+            else:
+                index = "i"
+            count = f"{p}_BYTES"
             if kind == "INPUT":
-                inv = float(inverse_scale(t.scale)).hex()
-                lines.append(f"#define MODEL_{kind}{k}_INV_SCALE {inv}f /* float32(1 / scale) */")
-            lines.append(f"#define MODEL_{kind}{k}_ZERO_POINT {t.zero_point}")
-    return "\n".join(lines + ["", BOUNDARY_C, "#endif", ""])
+                body = f"q[{index}] = quantize(x[i], {p}_INV_SCALE, {p}_ZERO_POINT);"
+                sig = f"void {fn}(const float *x, int8_t *q)"
+            else:
+                body = f"x[i] = dequantize(q[{index}], {p}_SCALE, {p}_ZERO_POINT);"
+                sig = f"void {fn}(const int8_t *q, float *x)"
+            parts.append(f"{sig}\n{{\n    for (uint32_t i = 0; i < {count}; i++) {{\n"
+                         f"        {body}\n    }}\n}}\n")
+    return "\n".join(parts)
 
 
 # The float <-> int8 conversion at the program boundary, in C (docs/numerics.md, "Boundary
 # conversion"): bit for bit what mcutorch.quant.quantize/dequantize and PyTorch's converted model
 # compute. Round half to even without libm: adding and subtracting 1.5 * 2^23 rounds any
 # |v| < 2^22 to an integer in the default rounding mode (IEEE float32 arithmetic, no -ffast-math).
-BOUNDARY_C = """/* Float <-> int8 at the model boundary, exactly as PyTorch's quantize_per_tensor
- * and dequantize_per_tensor compute them:
- *   q = clamp(round_half_even(x * INV_SCALE) + ZERO_POINT, -128, 127)   (float32 throughout)
- *   x = (float)(q - ZERO_POINT) * SCALE
- * e.g. in[i] = model_quantize(x[i], MODEL_INPUT0_INV_SCALE, MODEL_INPUT0_ZERO_POINT).
- * NaN is outside the domain (PyTorch's result is undefined); it gives the zero point here. */
-#include <stdint.h>
-
-static inline int8_t model_quantize(float x, float inv_scale, int32_t zero_point)
+BOUNDARY_C = """static int8_t quantize(float x, float inv_scale, int32_t zero_point)
 {
     float v = x * inv_scale;
-    if (!(v == v)) {
+    if (!(v == v)) { /* NaN */
         v = 0.0f;
     }
     v = v > 1024.0f ? 1024.0f : (v < -1024.0f ? -1024.0f : v); /* clamps to int8 below anyway */
@@ -100,28 +198,32 @@ static inline int8_t model_quantize(float x, float inv_scale, int32_t zero_point
     return (int8_t)(v > 127.0f ? 127.0f : (v < -128.0f ? -128.0f : v));
 }
 
-static inline float model_dequantize(int8_t q, float scale, int32_t zero_point)
+static float dequantize(int8_t q, float scale, int32_t zero_point)
 {
     return (float)((int32_t)q - zero_point) * scale;
+}
+
+/* Element i of a float [N, C, H, W] array -> its place in the int8 [N, H, W, C] one. */
+static inline uint32_t nhwc_index(uint32_t i, uint32_t c, uint32_t hw)
+{
+    uint32_t n = i / (c * hw), ch = i / hw % c, p = i % hw;
+    return (n * hw + p) * c + ch;
 }
 """
 
 
-MAIN_C = """/* main.c - run the exported model once (an example to adapt).
+MAIN_C = """/* main.c - run the exported model %(name)s once (an example to adapt: docs/firmware.md
+ * in the mcutorch repository).
  *
  * Arenas are static arrays here; on a chip with several memory regions put each in its own
- * linker section (region names and sizes: model_config.h). Inputs and outputs are int8 NHWC:
- * convert float data with model_quantize / model_dequantize (model_config.h), which compute
- * exactly what PyTorch's converted model does at its quantize / dequantize nodes.
+ * linker section (region names and sizes: %(name)s_config.h). Inputs and outputs are int8
+ * NHWC: convert float data with %(name)s_quantize_input / %(name)s_dequantize_output, which
+ * compute exactly what PyTorch's converted model does at its quantize / dequantize nodes.
  */
-#include <string.h>
+#include "%(name)s_config.h"
+#include "%(name)s_program.h"
 
-#include "mcutorch.h"
-#include "mt_kernels.h"
-#include "model_config.h"
-#include "model_program.h"
-
-static void *state[(MODEL_STATE_SIZE + sizeof(void *) - 1) / sizeof(void *)];
+static void *state[(%(up)s_STATE_SIZE + sizeof(void *) - 1) / sizeof(void *)];
 %(arenas)s
 static void *const arena_ptr[] = {%(ptrs)s};
 static const size_t arena_size[] = {%(sizes)s};
@@ -129,27 +231,28 @@ static const size_t arena_size[] = {%(sizes)s};
 int main(void)
 {
     static mt_model m;
-    mt_status s = mt_load(&m, model_program, MODEL_PROGRAM_SIZE, &mt_kernels_model);
+    mt_status s = mt_load(&m, %(name)s_program, %(up)s_PROGRAM_SIZE, &%(name)s_kernels);
     if (s == MT_STATUS_OK) {
         s = mt_bind_state(&m, state, sizeof state);
     }
-    for (uint32_t r = 0; s == MT_STATUS_OK && r < MODEL_REGION_COUNT; r++) {
+    for (uint32_t r = 0; s == MT_STATUS_OK && r < %(up)s_REGION_COUNT; r++) {
         s = mt_bind_arena(&m, r, arena_ptr[r], arena_size[r]);
     }
     if (s == MT_STATUS_OK) {
-        mt_tensor *x = mt_input(&m, 0);
-        memset(x->data, 0, x->size); /* your input here */
+        static const float x[%(up)s_INPUT0_BYTES]; /* your input here (the model's layout) */
+        %(name)s_quantize_input(x, (int8_t *)mt_input(&m, 0)->data);
         s = mt_invoke(&m);
     }
     if (s == MT_STATUS_OK) {
-        const int8_t *y = (const int8_t *)mt_output(&m, 0)->data;
+        static float y[%(up)s_OUTPUT0_BYTES];
+        %(name)s_dequantize_output((const int8_t *)mt_output(&m, 0)->data, y);
         (void)y; /* your output here */
     }
     return (int)s;
 }
 """
 
-MAKEFILE = """# Builds the exported model with arm-none-eabi-gcc:  make [CPU_FLAGS="..."]
+MAKEFILE = """# Builds the exported model %(name)s with arm-none-eabi-gcc:  make [CPU_FLAGS="..."]
 CC         = arm-none-eabi-gcc
 # the gcc flags of the target the program was compiled for: %(target)s
 CPU_FLAGS ?= %(cpu_flags)s
@@ -158,30 +261,61 @@ CFLAGS    += -std=c99 -Os -Wall -Wextra -ffunction-sections -fdata-sections $(CP
              $(MCUTORCH_INCLUDES)
 LDFLAGS   += $(CPU_FLAGS) -Wl,--gc-sections --specs=nosys.specs --specs=nano.specs
 
-model.elf: main.c model_program.c $(MCUTORCH_SOURCES)
+model.elf: main.c $(%(up)s_SOURCES) $(MCUTORCH_SOURCES)
 \t$(CC) $(CFLAGS) $^ $(LDFLAGS) -o $@
 
 clean:
 \trm -f model.elf
 """
 
-MK = """# mcutorch.mk - include from your Makefile: adds the runtime and this model's kernels.
-MCUTORCH_DIR      ?= $(dir $(lastword $(MAKEFILE_LIST)))mcutorch
-MCUTORCH_INCLUDES := -I$(MCUTORCH_DIR)/include -I$(MCUTORCH_DIR)/kernels
-MCUTORCH_SOURCES  := %(sources)s
+MK = """# mcutorch.mk - include from your Makefile: the runtime and kernels (MCUTORCH_SOURCES: link
+# with -Wl,--gc-sections, and only the kernels a model's table names stay) and model %(name)s's own
+# files (%(up)s_SOURCES; another model's mcutorch.mk adds its own, the runtime is listed once).
+%(up)s_DIR         := $(dir $(lastword $(MAKEFILE_LIST)))
+MCUTORCH_DIR      ?= $(%(up)s_DIR)mcutorch
+MCUTORCH_INCLUDES += -I$(MCUTORCH_DIR)/include -I$(MCUTORCH_DIR)/kernels -I$(%(up)s_DIR)
+MCUTORCH_SOURCES  ?= %(sources)s
+%(up)s_SOURCES     := $(addprefix $(%(up)s_DIR),%(own)s)
 """
 
-CMAKE = """# CMake: add_subdirectory(<this folder>) then target_link_libraries(app mcutorch_model)
+LIB_CMAKE = """# The mcutorch C runtime and every int8 kernel: the static library `mcutorch`, built
+# once for every model exported beside it (a model's kernel table pulls in its kernels only).
+# The kernels' inline MVE assembly needs an optimised build (not -O0), whatever the build type.
+set(MCUTORCH_OPT "-Os" CACHE STRING "optimisation flag of the mcutorch runtime and kernels")
+add_library(mcutorch STATIC %(sources)s)
+target_include_directories(mcutorch PUBLIC include kernels)
+target_compile_features(mcutorch PRIVATE c_std_99)
+target_compile_options(mcutorch PRIVATE ${MCUTORCH_CPU_FLAGS_LIST} ${MCUTORCH_OPT}
+                       -ffunction-sections -fdata-sections)
+"""
+
+CMAKE = """# Model %(name)s: add_subdirectory(<this folder>), target_link_libraries(app %(name)s).
+# Several models: add_subdirectory each; the runtime library `mcutorch` is built once.
 cmake_minimum_required(VERSION 3.16)
-project(mcutorch_model C)
+project(%(name)s C)
 # The CPU flags of the target the program was compiled for (%(target)s); your toolchain file
 # must agree (same CPU, switches and float ABI), or set this to match it.
-set(MCUTORCH_CPU_FLAGS "%(cpu_flags)s" CACHE STRING "CPU flags of the mcutorch program")
+set(MCUTORCH_CPU_FLAGS "%(cpu_flags)s" CACHE STRING "CPU flags of the mcutorch programs")
 separate_arguments(MCUTORCH_CPU_FLAGS_LIST UNIX_COMMAND "${MCUTORCH_CPU_FLAGS}")
-add_library(mcutorch_model STATIC model_program.c %(sources)s)
-target_include_directories(mcutorch_model PUBLIC mcutorch/include mcutorch/kernels .)
-target_compile_features(mcutorch_model PRIVATE c_std_99)
-target_compile_options(mcutorch_model PRIVATE ${MCUTORCH_CPU_FLAGS_LIST})
+if(NOT TARGET mcutorch)
+  add_subdirectory(mcutorch ${CMAKE_BINARY_DIR}/mcutorch)
+  set_property(GLOBAL PROPERTY MCUTORCH_TARGET "%(target)s")
+endif()
+get_property(mcutorch_target GLOBAL PROPERTY MCUTORCH_TARGET)
+if(NOT mcutorch_target STREQUAL "%(target)s")
+  message(FATAL_ERROR "model %(name)s was compiled for %(target)s, the mcutorch library is "
+          "built for ${mcutorch_target}: compile every model of one firmware for one target")
+endif()
+# Linker section of the program array (empty: .rodata.%(name)s_program, i.e. flash)
+set(%(up)s_PROGRAM_SECTION "" CACHE STRING "linker section of %(name)s_program")
+add_library(%(name)s STATIC %(own)s)
+target_include_directories(%(name)s PUBLIC ${CMAKE_CURRENT_SOURCE_DIR})
+target_link_libraries(%(name)s PUBLIC mcutorch)
+target_compile_features(%(name)s PRIVATE c_std_99)
+target_compile_options(%(name)s PRIVATE ${MCUTORCH_CPU_FLAGS_LIST})
+if(%(up)s_PROGRAM_SECTION)
+  target_compile_definitions(%(name)s PRIVATE %(up)s_PROGRAM_SECTION="${%(up)s_PROGRAM_SECTION}")
+endif()
 """
 
 
@@ -217,15 +351,18 @@ def export_target(program: Program, target: str | Target | None = None) -> Targe
     return own
 
 
-def export_c(program: Program, out, target: str | Target | None = None) -> Path:
-    """Write a standalone C project for `program` into `out` (see the module docstring).
+def model_files(name: str, program: Program) -> dict[str, str]:
+    """The model's own files (name -> text): program array, kernel table, config, I/O."""
+    source, header = program_files(name, program.stripped().to_bytes())
+    table = kernel_table_c(used_kernels(program), table=f"{name}_kernels",
+                           rows=f"{name}_kernel_rows", file=f"{name}_kernels.c")
+    return {f"{name}_program.c": source, f"{name}_program.h": header,
+            f"{name}_kernels.c": table, f"{name}_config.h": config_header(name, program),
+            f"{name}_io.c": io_source(name, program)}
 
-    The Makefile's CPU flags are the program's target's (`export_target`); `target`, when
-    given, must be compatible with it (same CPU and switches) or TargetError is raised before
-    anything is written."""
-    tgt = export_target(program, target)
-    out = Path(out)
-    lib = out / "mcutorch"
+
+def _copy_library(lib: Path) -> list[str]:
+    """The runtime and every kernel into `lib`; returns the sources relative to `lib`."""
     for sub in ("include", "src", "kernels"):
         (lib / sub).mkdir(parents=True, exist_ok=True)
     for d in (*INCLUDE_DIRS, RUNTIME / "port"):
@@ -234,34 +371,48 @@ def export_c(program: Program, out, target: str | Target | None = None) -> Path:
     copied = []
     for src in core_sources():
         shutil.copy2(src, lib / "src" / src.name)
-        copied.append(f"mcutorch/src/{src.name}")
+        copied.append(f"src/{src.name}")
     for src in (RUNTIME / "src").glob("*.h"):
         shutil.copy2(src, lib / "src" / src.name)
-    used = used_kernels(program)
-    for src in sources_for(used):
+    for src in kernel_sources():
         shutil.copy2(src, lib / "kernels" / src.name)
-        copied.append(f"mcutorch/kernels/{src.name}")
-    for h in sorted({h for src in sources_for(used) for h in src.parent.glob("*.h")}):
-        shutil.copy2(h, lib / "kernels" / h.name)  # a family's private headers (next to its .c)
-    (lib / "kernels" / "mt_kernels_model.c").write_text(kernel_table_c(used))
-    copied.append("mcutorch/kernels/mt_kernels_model.c")
-    source, header = _program_files(program.stripped().to_bytes())
-    (out / "model_program.c").write_text(source)
-    (out / "model_program.h").write_text(header)
-    (out / "model_config.h").write_text(_config_header(program))
-    n = len(program.regions)
-    arenas = "\n".join(f"static uint8_t arena{i}[MODEL_ARENA{i}_SIZE + 1] "
-                       f"__attribute__((aligned(16))); /* {r.name} */"
+        copied.append(f"kernels/{src.name}")
+    for h in sorted(KERNELS.rglob("*.h")):  # shared and each family's private headers
+        shutil.copy2(h, lib / "kernels" / h.name)
+    return copied
+
+
+def export_c(program: Program, out, target: str | Target | None = None,
+             name: str | None = None) -> Path:
+    """Write the C project of `program` into `out` (see the module docstring); returns `out`.
+
+    `name` (default: `out`'s folder name made a C identifier, `default_name`) prefixes the
+    model's files, symbols and CMake target; UsageError when it is not a usable C identifier.
+    The CPU flags are the program's target's (`export_target`); `target`, when given, must be
+    compatible with it (same CPU and switches) or TargetError is raised before anything is
+    written."""
+    tgt = export_target(program, target)
+    out = Path(out)
+    name = check_name(name if name is not None else default_name(out.resolve().name))
+    library = _copy_library(out / "mcutorch")
+    own = model_files(name, program)
+    for file, text in own.items():
+        (out / file).write_text(text)
+    own_c = [f for f in own if f.endswith(".c")]
+    up, n = name.upper(), len(program.regions)
+    arenas = "\n".join(f"static uint8_t arena{i}[{up}_ARENA{i}_SIZE + 1] "
+                       f"__attribute__((aligned({up}_ARENA{i}_ALIGN))); /* {r.name} */"
                        for i, r in enumerate(program.regions))
     (out / "main.c").write_text(MAIN_C % {
-        "arenas": arenas, "ptrs": ", ".join(f"arena{i}" for i in range(n)) or "0",
-        "sizes": ", ".join(f"MODEL_ARENA{i}_SIZE" for i in range(n)) or "0"})
-    mk_sources = " \\\n                     ".join(f"$(MCUTORCH_DIR)/{c[len('mcutorch/'):]}"
-                                                   for c in copied)
-    (out / "mcutorch.mk").write_text(MK % {"sources": mk_sources})
+        "name": name, "up": up, "arenas": arenas,
+        "ptrs": ", ".join(f"arena{i}" for i in range(n)) or "0",
+        "sizes": ", ".join(f"{up}_ARENA{i}_SIZE" for i in range(n)) or "0"})
+    mk_lib = [f"$(MCUTORCH_DIR)/{c}" for c in library]  # -Wl,--gc-sections drops the unused
     flags = " ".join(tgt.gcc_flags)
-    (out / "Makefile").write_text(MAKEFILE % {"cpu_flags": flags, "target": tgt.name})
-    (out / "CMakeLists.txt").write_text(CMAKE % {"sources": " ".join(copied), "cpu_flags": flags,
-                                                 "target": tgt.name})
+    fields = {"name": name, "up": up, "target": tgt.name, "cpu_flags": flags,
+              "own": " ".join(own_c), "sources": " \\\n                     ".join(mk_lib)}
+    (out / "mcutorch.mk").write_text(MK % fields)
+    (out / "Makefile").write_text(MAKEFILE % fields)
+    (out / "CMakeLists.txt").write_text(CMAKE % fields)
+    (out / "mcutorch" / "CMakeLists.txt").write_text(LIB_CMAKE % {"sources": " ".join(library)})
     return out
-

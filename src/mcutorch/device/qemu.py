@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import re
+import select
 import shutil
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -172,6 +175,12 @@ def run_elf(
             for name, stamp in _snapshot(workdir).items():
                 if before.get(name) != stamp:
                     out_files[name] = (workdir / name).read_bytes()
+    return _result(elf, b, code, stdout_b, stderr_b, timed_out, out_files)
+
+
+def _result(elf: Path, b: Board, code: int | None, stdout_b: bytes, stderr_b: bytes,
+            timed_out: bool, out_files: dict[str, bytes]) -> RunResult:
+    """A `RunResult` from a run's exit status and output: counts, fault, QEMU's messages."""
     stdout = stdout_b.decode("utf-8", "replace")
     stderr = stderr_b.decode("utf-8", "replace")
     if code is not None and code < 0:  # QEMU itself died on a signal (e.g. core lockup)
@@ -211,3 +220,45 @@ def run_elf(
     )
 
 
+_EXIT_RE = re.compile(rb"^mt_exit (-?\d+)\r?\n", re.M)  # the whole line: output comes in chunks
+
+
+def run_uart(elf: str | Path, board: str | Board, *, timeout: float = 30.0,
+             target: str | Target | None = None) -> RunResult:
+    """Run standalone firmware (``-DMT_STANDALONE``: no semihosting) with its UART on stdout.
+
+    QEMU starts without semihosting, so a semihosting call would fault; the firmware ends by
+    printing ``mt_exit <status>`` and halting (boards/common/uart.h), which is when QEMU is
+    stopped: `RunResult.exit_code` is that status (None when the line never came before
+    `timeout`). A fault prints ``mt_fault: ...`` and its ``mt_exit`` the same way.
+
+    >>> r = run_uart("model.elf", "mps3-an547")                        # doctest: +SKIP
+    >>> r.exit_code, r.stdout.splitlines()[0]                          # doctest: +SKIP
+    (0, 'mt_status 0 ok')
+    """
+    b = get_board(board) if target is None else require_can_run(board, target)
+    elf = Path(elf)
+    if not elf.is_file():
+        raise FileNotFoundError(f"firmware not found: {elf}")
+    cmd = [find_tool(QEMU), "-M", b.qemu_machine, "-nographic", "-monitor", "none",
+           "-serial", "stdio", "-icount", "shift=0", "-kernel", str(elf.resolve())]
+    out, code = b"", None
+    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE) as proc:
+        deadline = time.monotonic() + timeout
+        while code is None:
+            left = deadline - time.monotonic()
+            ready = select.select([proc.stdout], [], [], max(left, 0))[0] if left > 0 else []
+            chunk = os.read(proc.stdout.fileno(), 65536) if ready else b""
+            if not chunk:  # timed out, or QEMU ended (a lockup)
+                break
+            out += chunk
+            m = _EXIT_RE.search(out)
+            code = int(m.group(1)) if m else None
+        timed_out = code is None and proc.poll() is None
+        proc.kill()
+        err = proc.stderr.read()
+        status = proc.wait()
+        if code is None and not timed_out:
+            code = status  # QEMU ended by itself (negative: killed by a signal)
+    return _result(elf, b, code, out.replace(b"\r\n", b"\n"), err, timed_out, {})

@@ -14,6 +14,7 @@ error) and no variable-length arrays (a dynamic frame is an error). Calls into l
 """
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tempfile
@@ -124,11 +125,17 @@ def program_stack(program, opt: str = "-Os") -> StackReport:
     """Worst-case stack the C runtime needs to load and run `program` on its recorded target."""
     from mcutorch.device.export_c import used_kernels
 
-    used = used_kernels(program)
+    return _kernels_stack(program.target.as_target().name, frozenset(used_kernels(program)), opt)
+
+
+@functools.lru_cache(maxsize=32)
+def _kernels_stack(target: str, used: frozenset, opt: str) -> StackReport:
+    """`program_stack` of any program of `target` whose ops use these kernels (it depends on
+    nothing else), computed once per process."""
     functions = [kernel(op, v).function for op, v in sorted(used) if op != "delegate"]
     with tempfile.TemporaryDirectory() as tmp:
         table = Path(tmp) / "mt_kernels_model.c"
         table.write_text(kernel_table_c(used))
-        return stack_usage([*core_sources(), *sources_for(used), table],
-                           program.target.as_target(), include_dirs(), opt=opt,
+        return stack_usage([*core_sources(), *sources_for(used), table], target,
+                           include_dirs(), opt=opt,
                            indirect=functions)

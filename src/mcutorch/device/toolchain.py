@@ -24,7 +24,7 @@ QEMU = "qemu-system-arm"
 # Files: boards/ directory and linker scripts
 
 
-COMMON_SOURCES = ("startup.c", "semihost.c", "counter.c")
+COMMON_SOURCES = ("startup.c", "semihost.c", "counter.c", "uart.c")
 
 
 def _fmt_size(n: int) -> str:
@@ -136,7 +136,7 @@ def build_elf(
 
     Uses the target's gcc flags, C99, ``-ffunction-sections -fdata-sections
     -Wl,--gc-sections``, newlib-nano's libc for string functions, and links
-    ``boards/common`` (start-up, semihosting, counter; include ``board.h``) with
+    ``boards/common`` (start-up, semihosting, counter, UART; include ``board.h``) with
     ``boards/<board>/link.ld``. A map file is written next to the ELF. Raises
     `TargetError` if the board cannot run the target, `ToolchainError` if gcc is missing
     or the build fails (with the compiler output).
@@ -153,6 +153,7 @@ def build_elf(
     cmd = [gcc, *t.gcc_flags, "-std=c99", opt, "-g", "-Wall", "-Wextra",
            "-ffunction-sections", "-fdata-sections", f"-I{common}"]  # fmt: skip
     cmd += [f"-I{Path(d)}" for d in include_dirs]
+    cmd += [f"-DMT_UART_BASE=0x{b.uart:08X}u", f"-DMT_UART_BAUD_DIVISOR={b.systick_hz // 115200}u"]
     for key, value in (defines or {}).items():
         cmd.append(f"-D{key}" if value is None else f"-D{key}={value}")
     cmd += list(extra_flags)
