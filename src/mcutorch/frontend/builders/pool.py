@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 from torch.fx import Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
@@ -31,15 +32,26 @@ def pool(lf, n: FxNode, out: Tensor, act) -> None:
         include_pad = bool(node_arg(n, 5, "count_include_pad", True))
         divisor = int(node_arg(n, 6, "divisor_override", None) or 0)
     padding = [ph, pw, ph, pw]
+    extras = []
     for i, (size, k, s) in enumerate(zip(x.shape[2:], kernel, stride)):
         want = out.shape[2 + i]
         extra = (want - 1) * s + k - (size + 2 * padding[i])
         if extra > 0 and not ceil:
             raise UnsupportedOpError(f"{source_of(n)}: inconsistent pooling shape")
-        if extra > 0 and not is_max and (include_pad or divisor):
-            raise UnsupportedOpError(f"{source_of(n)}: ceil_mode average pooling that counts "
-                                     "padding is not supported")
-        padding[2 + i] += max(extra, 0)
+        extras.append(max(extra, 0))
+    if any(extras) and not is_max and include_pad and not divisor and (ph or pw):
+        # ceil_mode counting padding: PyTorch counts the padding but not the ceil overhang past
+        # it, i.e. the window's elements inside the padded input. Pad explicitly (the zero point:
+        # real 0) and count only what lies inside the padded tensor.
+        xs = (*x.shape[:2], x.shape[2] + 2 * ph, x.shape[3] + 2 * pw)
+        padded = lf.new_tensor(out.name + "_padded", xs, x.scale, x.zero_point, layout="NCHW")
+        lf.emit("pad", [x], padded, {"before": (0, 0, ph, pw), "after": (0, 0, ph, pw),
+                                     "value": x.zero_point}, n)
+        x, padding, include_pad = padded, [0, 0, 0, 0], False
+    elif any(extras) and not is_max and include_pad and not divisor:
+        include_pad = False  # no padding to count: the ceil overhang is never counted
+    padding[2] += extras[0]
+    padding[3] += extras[1]
     attrs = {"kernel": kernel, "stride": stride, "padding": tuple(padding), "act": act,
              "count_include_pad": int(include_pad), "divisor": divisor}
     lf.emit("max_pool2d" if is_max else "avg_pool2d", [x], out, attrs, n)
@@ -73,18 +85,86 @@ def global_pool(lf, n: FxNode, out: Tensor, act) -> None:
         oh = ow = 1
     else:
         oh, ow = pair(n.args[1])
-    if h % oh or w % ow:
-        raise UnsupportedOpError(f"{source_of(n)}: adaptive pooling {h}x{w} -> {oh}x{ow} "
-                                 "with uneven windows")
     pooled_shape = (x.shape[0], x.shape[1], oh, ow)
     pooled = out if tuple(out.shape) == pooled_shape else lf.new_tensor(
         out.name + "pool", pooled_shape, out.scale, out.zero_point, layout="NCHW")
-    k = (h // oh, w // ow)
-    attrs = {"kernel": k, "stride": k, "padding": (0, 0, 0, 0), "act": act,
-             "count_include_pad": 0, "divisor": 0}
-    lf.emit("avg_pool2d", [x], pooled, attrs, n)
+    if h % oh or w % ow:
+        uneven_adaptive(lf, n, x, pooled, act)
+    else:
+        k = (h // oh, w // ow)
+        attrs = {"kernel": k, "stride": k, "padding": (0, 0, 0, 0), "act": act,
+                 "count_include_pad": 0, "divisor": 0}
+        lf.emit("avg_pool2d", [x], pooled, attrs, n)
     if pooled is not out:  # mean without keepdim
         lf.emit("reshape", [pooled], out, {}, n)
+
+
+def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
+    """PyTorch's adaptive pooling windows along one dim:
+    [floor(i * size / out), ceil((i + 1) * size / out))."""
+    return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
+
+
+def _gather(lf, n, x: Tensor, axis: int, index: list[int], name: str) -> Tensor:
+    """x gathered along `axis` (NCHW) at `index`; x itself when that is every index in order."""
+    if index == list(range(x.shape[axis])):
+        return x
+    shape = tuple(len(index) if d == axis else s for d, s in enumerate(x.shape))
+    y = lf.new_tensor(name, shape, x.scale, x.zero_point, layout="NCHW")
+    table = lf.new_tensor(name + "_indices", (len(index),), 1.0, 0, dtype="int32",
+                          data=np.asarray(index, np.int32))
+    lf.emit("gather", [x, table], y, {"axis": axis}, n)
+    return y
+
+
+def _concat(lf, n, parts: list[Tensor], axis: int, name: str) -> Tensor:
+    if len(parts) == 1:
+        return parts[0]
+    shape = list(parts[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in parts)
+    y = lf.new_tensor(name, shape, parts[0].scale, parts[0].zero_point, layout="NCHW")
+    lf.emit("concat", parts, y, {"axis": axis}, n)
+    return y
+
+
+def uneven_adaptive(lf, n, x: Tensor, pooled: Tensor, act) -> None:
+    """Adaptive average pooling with windows of different sizes (H % oh or W % ow != 0), exact:
+    the windows of one size (kh, kw) are gathered side by side and averaged by one avg_pool2d
+    with kernel = stride = (kh, kw) (each output still one window, one rounding); the pieces are
+    concatenated and gathered back into output order."""
+    (h, w), (oh, ow) = x.shape[2:], pooled.shape[2:]
+    rows, cols = adaptive_windows(h, oh), adaptive_windows(w, ow)
+
+    def classes(windows):
+        found: dict[int, list[int]] = {}
+        for i, (a, b) in enumerate(windows):
+            found.setdefault(b - a, []).append(i)
+        return sorted(found.items())
+
+    row_parts, row_order = [], []
+    for kh, r_idx in classes(rows):
+        xr = _gather(lf, n, x, 2, [rows[i][0] + d for i in r_idx for d in range(kh)],
+                     f"{pooled.name}_rows{kh}")
+        col_parts, col_order = [], []
+        for kw, c_idx in classes(cols):
+            xc = _gather(lf, n, xr, 3, [cols[j][0] + d for j in c_idx for d in range(kw)],
+                         f"{pooled.name}_rows{kh}_cols{kw}")
+            part = lf.new_tensor(f"{pooled.name}_{kh}x{kw}", (*x.shape[:2], len(r_idx),
+                                                              len(c_idx)),
+                                 pooled.scale, pooled.zero_point, layout="NCHW")
+            lf.emit("avg_pool2d", [xc], part, {"kernel": (kh, kw), "stride": (kh, kw),
+                                               "padding": (0, 0, 0, 0), "act": act,
+                                               "count_include_pad": 0, "divisor": 0}, n)
+            col_parts.append(part)
+            col_order += c_idx
+        row_parts.append(_concat(lf, n, col_parts, 3, f"{pooled.name}_band{kh}"))
+        row_order += r_idx
+    grid = _concat(lf, n, row_parts, 2, f"{pooled.name}_grid")
+    grid = _gather(lf, n, grid, 2, [row_order.index(i) for i in range(oh)],
+                   f"{pooled.name}_rows_in_order")
+    result = _gather(lf, n, grid, 3, [col_order.index(j) for j in range(ow)],
+                     f"{pooled.name}_in_order")
+    lf.emit("reshape", [result], pooled, {}, n)  # a free view onto the output tensor
 
 
 def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
