@@ -159,6 +159,18 @@ def _load_model_file(path: Path):
     return module
 
 
+def _model_file(path, calibration_file=None):
+    """(model, example inputs, calibration or None) of a model file: the calibration is
+    --calibration's dataset if given, else the file's calibration(), else None."""
+    path = Path(path)
+    calibration = _calibration_from_npz(calibration_file) if calibration_file else None
+    module = _load_model_file(path)
+    model, example = _call(module, "model", path), _call(module, "example_inputs", path)
+    if calibration is None and callable(getattr(module, "calibration", None)):
+        calibration = _call(module, "calibration", path)
+    return model, example, calibration
+
+
 def _call(module, fn: str, path: Path):
     """module.fn(), with an exception in the user's code named in one line."""
     try:
@@ -196,12 +208,8 @@ def cmd_compile(args) -> int:
     if args.emit_tosa and Path(args.emit_tosa).is_file():
         raise FileError(f"--emit-tosa {args.emit_tosa} is a file; give a folder")
     path = Path(args.model)
-    calibration = _calibration_from_npz(args.calibration) if args.calibration else None
-    module = _load_model_file(path)
-    model, example = _call(module, "model", path), _call(module, "example_inputs", path)
-    if calibration is None and callable(getattr(module, "calibration", None)):
-        calibration = _call(module, "calibration", path)
-    elif calibration is None:
+    model, example, calibration = _model_file(path, args.calibration)
+    if calibration is None:
         print("warning: no calibration data; calibrating on the example inputs only "
               "(define calibration() or pass --calibration data.npz)", file=sys.stderr)
     with status(f"exporting and quantizing {path.name}"):
@@ -404,13 +412,8 @@ def _compiled_for_validate(args):
         if args.model:
             raise UsageError("--model gives the float model of a program; MODEL_OR_PROGRAM is "
                              "already a model file (drop --model)")
-        module = _load_model_file(path)
-        model, example = _call(module, "model", path), _call(module, "example_inputs", path)
-        if args.calibration:
-            calibration = _calibration_from_npz(args.calibration)
-        elif callable(getattr(module, "calibration", None)):
-            calibration = _call(module, "calibration", path)
-        else:
+        model, example, calibration = _model_file(path, args.calibration)
+        if calibration is None:
             import torch
 
             calibration = [tuple(torch.from_numpy(np.asarray(x)).float() for x in
@@ -426,8 +429,7 @@ def _compiled_for_validate(args):
     program = mcutorch.load(_existing_file(path, "program"))
     model = None
     if args.model:
-        module = _load_model_file(Path(args.model))
-        model = _call(module, "model", Path(args.model))
+        model = _model_file(args.model)[0]
     return program, model, None, data
 
 
@@ -492,12 +494,7 @@ def cmd_analyze(args) -> int:
     inputs = [_load_npy(p) for p in args.input] if args.input else None
     model = example = calibration = None
     if args.model:
-        path = Path(args.model)
-        calibration = _calibration_from_npz(args.calibration) if args.calibration else None
-        module = _load_model_file(path)
-        model, example = _call(module, "model", path), _call(module, "example_inputs", path)
-        if calibration is None and callable(getattr(module, "calibration", None)):
-            calibration = _call(module, "calibration", path)
+        model, example, calibration = _model_file(args.model, args.calibration)
     info = analyze(program, board=args.board, clock_mhz=clock, inputs=inputs, model=model,
                    example_inputs=example, calibration=calibration)
     if html is not None:

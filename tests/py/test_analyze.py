@@ -248,22 +248,7 @@ def test_error_refuses_a_program_of_other_calibration(programs, net):
                 calibration=other)
 
 
-MODEL_FILE = '''
-import torch
-from torch import nn
-
-def model():
-    torch.manual_seed(0)
-    return nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
-                         nn.Flatten(), nn.Linear(4, 3)).eval()
-
-def example_inputs():
-    return (torch.zeros(1, 1, 6, 6),)
-
-def calibration():
-    g = torch.Generator().manual_seed(1)
-    return [torch.randn(1, 1, 6, 6, generator=g) for _ in range(4)]
-'''
+from test_cli import MODEL_FILE  # noqa: E402  (the CLI tests' tiny model file)
 
 
 def test_cli_model_file_error_and_html(tmp_path, capsys):

@@ -206,8 +206,7 @@ static MT_NOINLINE void add_const_fast_scalar(const int8_t *x, int8_t *y, uint32
 static void add_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
                     const int32_t *at)
 {
-  const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
-  const uint32_t sa = mode != MT_BCAST_A_CONST, sb = mode != MT_BCAST_B_CONST;
+  const uint32_t sa = mode != MT_BCAST_A_CONST;
   if (add_fast_ok(at)) {
     const int32_t *xs = at + (sa ? MT_ADD_A_ZP : MT_ADD_B_ZP),
                   *cs = at + (sa ? MT_ADD_B_ZP : MT_ADD_A_ZP);
@@ -225,35 +224,14 @@ static void add_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int
     } else {
       add_const_fast_scalar(sa ? a : b, y, n, xs, c, at);
     }
+    const int32_t lo = at[MT_ADD_ACT_MIN], hi = at[MT_ADD_ACT_MAX];
     for (uint32_t i = 0; (lo > MT_S8_MIN || hi < MT_S8_MAX) && i < n; i++) {
       y[i] = (int8_t)(y[i] < lo ? lo : (y[i] > hi ? hi : y[i])); /* a fused activation */
     }
 #endif /* MT_MVE */
     return;
   }
-  const int32_t a_zp = at[MT_ADD_A_ZP], a_mult = at[MT_ADD_A_MULT], a_shift = at[MT_ADD_A_SHIFT];
-  const int32_t b_zp = at[MT_ADD_B_ZP], b_mult = at[MT_ADD_B_MULT], b_shift = at[MT_ADD_B_SHIFT];
-  const int32_t o_zp = at[MT_ADD_OUT_ZP], o_mult = at[MT_ADD_OUT_MULT];
-  const int32_t o_shift = at[MT_ADD_OUT_SHIFT];
-  uint32_t i = 0;
-#if MT_MVE
-  const int32x4_t am = vdupq_n_s32(a_mult), ah = vdupq_n_s32(32 - a_shift);
-  const int32x4_t al = vdupq_n_s32(-a_shift), bm = vdupq_n_s32(b_mult);
-  const int32x4_t bh = vdupq_n_s32(32 - b_shift), bl = vdupq_n_s32(-b_shift);
-  const int32x4_t om = vdupq_n_s32(o_mult), oh = vdupq_n_s32(32 - o_shift);
-  const int32x4_t ol = vdupq_n_s32(-o_shift);
-  for (; mode == MT_BCAST_SAME && i < n; i += 4) { /* four lanes read before four are written */
-    const mve_pred16_t p = vctp32q(n - i);
-    const int32x4_t a32 = mt_rq_v(vsubq_n_s32(vldrbq_z_s32(a + i, p), a_zp), am, ah, al);
-    const int32x4_t b32 = mt_rq_v(vsubq_n_s32(vldrbq_z_s32(b + i, p), b_zp), bm, bh, bl);
-    vstrbq_p_s32(y + i, mt_requantize_v(vaddq_s32(a32, b32), om, oh, ol, o_zp, lo, hi), p);
-  }
-#endif /* MT_MVE */
-  for (; i < n; i++) { /* reads a[i], b[i] before writing y[i]: in place is fine */
-    const int64_t sum =
-        mt_rq(a[i * sa] - a_zp, a_mult, a_shift) + mt_rq(b[i * sb] - b_zp, b_mult, b_shift);
-    y[i] = mt_requantize((int32_t)sum, o_mult, o_shift, o_zp, lo, hi);
-  }
+  mt_addsub_run(a, b, y, n, mode, at, 0);
 }
 
 // a, b: int8, numpy-broadcastable to y (rank <= 6)  ->  y: int8 (y may alias a or b)

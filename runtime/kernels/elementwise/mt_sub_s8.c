@@ -10,34 +10,11 @@
 #include "mt_addsub.h"
 #include "mt_bcast.h"
 
-/* y[0..n) for one run of the broadcast walk (mt_bcast_fn): a constant operand steps by 0. */
+/* y[0..n) for one run of the broadcast walk: mt_addsub.h's general path, subtracting. */
 static void sub_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
                     const int32_t *at)
 {
-  const int32_t a_zp = at[MT_SUB_A_ZP], a_mult = at[MT_SUB_A_MULT], a_shift = at[MT_SUB_A_SHIFT];
-  const int32_t b_zp = at[MT_SUB_B_ZP], b_mult = at[MT_SUB_B_MULT], b_shift = at[MT_SUB_B_SHIFT];
-  const int32_t o_zp = at[MT_SUB_OUT_ZP], o_mult = at[MT_SUB_OUT_MULT];
-  const int32_t o_shift = at[MT_SUB_OUT_SHIFT], lo = at[MT_SUB_ACT_MIN], hi = at[MT_SUB_ACT_MAX];
-  const uint32_t sa = mode != MT_BCAST_A_CONST, sb = mode != MT_BCAST_B_CONST;
-  uint32_t i = 0;
-#if MT_MVE
-  const int32x4_t am = vdupq_n_s32(a_mult), ah = vdupq_n_s32(32 - a_shift);
-  const int32x4_t al = vdupq_n_s32(-a_shift), bm = vdupq_n_s32(b_mult);
-  const int32x4_t bh = vdupq_n_s32(32 - b_shift), bl = vdupq_n_s32(-b_shift);
-  const int32x4_t om = vdupq_n_s32(o_mult), oh = vdupq_n_s32(32 - o_shift);
-  const int32x4_t ol = vdupq_n_s32(-o_shift);
-  for (; mode == MT_BCAST_SAME && i < n; i += 4) { /* four lanes read before four are written */
-    const mve_pred16_t p = vctp32q(n - i);
-    const int32x4_t a32 = mt_rq_v(vsubq_n_s32(vldrbq_z_s32(a + i, p), a_zp), am, ah, al);
-    const int32x4_t b32 = mt_rq_v(vsubq_n_s32(vldrbq_z_s32(b + i, p), b_zp), bm, bh, bl);
-    vstrbq_p_s32(y + i, mt_requantize_v(vsubq_s32(a32, b32), om, oh, ol, o_zp, lo, hi), p);
-  }
-#endif /* MT_MVE */
-  for (; i < n; i++) { /* reads a[i], b[i] before writing y[i]: in place is fine */
-    const int64_t d =
-        mt_rq(a[i * sa] - a_zp, a_mult, a_shift) - mt_rq(b[i * sb] - b_zp, b_mult, b_shift);
-    y[i] = mt_requantize((int32_t)d, o_mult, o_shift, o_zp, lo, hi);
-  }
+  mt_addsub_run(a, b, y, n, mode, at, 1);
 }
 
 // a, b: int8, numpy-broadcastable to y (rank <= 6)  ->  y: int8 (y may alias a or b)
