@@ -67,15 +67,9 @@ mt_status mt_norm_s8(const mt_op_args *args)
   int8_t *y = (int8_t *)yt->data;
   const int64_t n = g.count;
   mt_odometer out = {{0}, 0}, in = {{0}, 0};
+  int32_t s1;
   do {
-    int32_t s1 = 0; /* |s1| <= 2^30 */
-    uint64_t s2 = 0;
-    do {
-      const int32_t v = x[out.off + in.off];
-      s1 += v;
-      s2 += (uint64_t)(v * v);
-    } while (mt_odometer_next(&g, &in, 1));
-    const uint64_t d = (uint64_t)n * s2 - (uint64_t)((int64_t)s1 * s1);
+    const uint64_t d = mt_spread(x + out.off, &g, (uint64_t)n, &s1);
     const int64_t r = mt_isqrt64(((uint64_t)1 << 62) / (d + (uint64_t)eps));
     do { /* x[i] is read before y[i] is written */
       const uint32_t i = out.off + in.off, c = (i / (uint32_t)inner) % a;

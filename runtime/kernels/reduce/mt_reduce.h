@@ -106,6 +106,23 @@ static inline int mt_odometer_next(const mt_reduce_geom *g, mt_odometer *o, uint
   return 0;
 }
 
+/* D = n * sum(x^2) - sum(x)^2 (>= 0, Cauchy-Schwarz) over the n elements reduced into the output
+ * whose first element is x (reduce_var, norm), and *sum = sum(x); exact: |sum(x)| <= 2^30,
+ * D < 2^62. */
+static inline uint64_t mt_spread(const int8_t *x, const mt_reduce_geom *g, uint64_t n, int32_t *sum)
+{
+  mt_odometer in = {{0}, 0};
+  int32_t s1 = 0;
+  uint64_t s2 = 0;
+  do {
+    const int32_t v = x[in.off];
+    s1 += v;
+    s2 += (uint64_t)(v * v);
+  } while (mt_odometer_next(g, &in, 1));
+  *sum = s1;
+  return n * s2 - (uint64_t)((int64_t)s1 * s1);
+}
+
 /* floor(sqrt(v)) for v < 2^62, bit by bit (no division, no float): reduce_var, norm. */
 static inline uint32_t mt_isqrt64(uint64_t v)
 {

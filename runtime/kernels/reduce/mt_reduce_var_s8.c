@@ -48,16 +48,10 @@ mt_status mt_reduce_var_s8(const mt_op_args *args)
   }
   const int8_t *x = (const int8_t *)args->in[MT_REDUCE_VAR_IN_X].data;
   int8_t *y = (int8_t *)args->out[MT_REDUCE_VAR_OUT_Y].data;
-  mt_odometer out = {{0}, 0}, in = {{0}, 0};
+  mt_odometer out = {{0}, 0};
+  int32_t s1;
   do {
-    int32_t s1 = 0; /* |s1| <= 2^30 */
-    uint64_t s2 = 0;
-    do {
-      const int32_t v = x[out.off + in.off];
-      s1 += v;
-      s2 += (uint64_t)(v * v);
-    } while (mt_odometer_next(&g, &in, 1));
-    const uint64_t d = n * s2 - (uint64_t)((int64_t)s1 * s1); /* >= 0 (Cauchy-Schwarz) */
+    const uint64_t d = mt_spread(x + out.off, &g, n, &s1);
     *y++ = mt_requantize((int32_t)mt_var_value(d, root, pre), mult, shift, zp, lo, hi);
   } while (mt_odometer_next(&g, &out, 0));
   return MT_STATUS_OK;
