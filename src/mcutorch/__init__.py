@@ -17,7 +17,8 @@ import importlib
 from mcutorch.errors import McutorchError
 
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
-         "quantize": "frontend", "validate": "check", "load_dataset": "check",
+         "quantize": "frontend", "validate": "analysis.validate",
+         "load_dataset": "analysis.dataset",
          "analyze": "analysis"}
 __all__ = ["CompiledModel", "McutorchError", "Quantizer", "analyze", "compile", "load",
            "load_dataset", "quantize", "validate"]

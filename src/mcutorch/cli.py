@@ -181,11 +181,11 @@ def _call(module, fn: str, path: Path):
 
 
 def _calibration_from_npz(path: str):
-    """Calibration batches (one sample each) from a dataset file (mcutorch.check.dataset: x or
+    """Calibration batches (one sample each) from a dataset file (mcutorch.analysis.dataset: x or
     x0, x1, ...; labels y are ignored)."""
     import torch
 
-    from mcutorch.check.dataset import load_dataset
+    from mcutorch.analysis.dataset import load_dataset
 
     data = load_dataset(path, "calibration file", labels=False)
     for k, a in enumerate(data.inputs):
@@ -404,7 +404,7 @@ def _compiled_for_validate(args):
     """(program, float model, fake-quant model) for `validate`: a model file is quantized and
     compiled here (calibrating on calibration(), --calibration or the dataset's inputs)."""
     import mcutorch
-    from mcutorch.check.dataset import load_dataset
+    from mcutorch.analysis.dataset import load_dataset
 
     data = load_dataset(args.data)
     path = Path(args.model_or_program)
@@ -434,7 +434,7 @@ def _compiled_for_validate(args):
 
 
 def cmd_validate(args) -> int:
-    from mcutorch.check.validate import render, validate
+    from mcutorch.analysis.validate import render, validate
 
     if args.board:
         from mcutorch.device.boards import get_board

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import mcutorch
-from mcutorch.check import load_dataset, validate
+from mcutorch.analysis.dataset import load_dataset
+from mcutorch.analysis.validate import validate
 from mcutorch.cli import main
 from mcutorch.errors import FileError
 

@@ -1,4 +1,8 @@
-"""`mcutorch analyze`: a per-layer report of a compiled program, measured from real builds.
+"""Checking a compiled model. This module: `mcutorch analyze`, a per-layer report of a compiled
+program, measured from real builds; `analysis.validate`: `mcutorch validate` (accuracy on a
+dataset against its labels and the float and fake-quant models); `analysis.dataset`: the
+dataset file convention (also `compile --calibration`); `analysis.html`: analyze's HTML page;
+`analysis.accuracy`: analyze's per-layer error against the float model.
 
 Per op: the kernel variant and the ISA path its firmware runs (`device.isa_path`: MVE, DSP or
 C, from the program's target and the kernel's compile-time branches; "delegate" for an Ethos-U

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mcutorch.check.dataset import Dataset, load_dataset
+from mcutorch.analysis.dataset import Dataset, load_dataset
 from mcutorch.errors import InputError
 
 
@@ -103,7 +103,7 @@ def _worst(report: dict, outputs, labels, reference, n: int, count: int) -> list
 def validate(program, data, model=None, qmodel=None, board: str | None = None,
              worst: int = 5, progress: bool = False) -> dict:
     """Compare `program` (a CompiledModel or a .mtp path) on the dataset `data` (a Dataset or an
-    .npz path, mcutorch.check.dataset) with the labels, the float `model` and the fake-quant
+    .npz path, mcutorch.analysis.dataset) with the labels, the float `model` and the fake-quant
     `qmodel` (each optional). `board` runs the program's whole dataset in one QEMU run.
 
     Example:
