@@ -412,6 +412,16 @@ class Reductions(nn.Module):
         return torch.cat([o.reshape(-1) for o in outs])
 
 
+def _end_to_end(model, cal):
+    """(qmodel, program, share of the outputs within 1 LSB of fake-quant on cal[:4])."""
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(qmodel, (cal[0],))
+    out = program.program.tensors[program.program.outputs[0]]
+    within = [np.abs(np.round((program.run(x).numpy() - qmodel(x).detach().numpy()) / out.scale))
+              <= 1 for x in cal[:4]]
+    return qmodel, program, float(np.concatenate(within).mean())
+
+
 def test_reductions_end_to_end():
     """Every reduction of a torch module within 1 LSB of PyTorch's fake-quant model on >= 99 %
     of the elements (each layer fed the same int8 input too), the program's ops as expected, and
@@ -419,17 +429,10 @@ def test_reductions_end_to_end():
     torch.manual_seed(7)
     model = Reductions().eval()
     cal = [torch.randn(2, 3, 6, 7) for _ in range(8)]
-    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
-    program = mcutorch.compile(qmodel, (cal[0],))
+    qmodel, program, share = _end_to_end(model, cal)
     names = [op.name for op in program.program.ops]
     assert names.count("reduce_sum") >= 8 and names.count("reduce_max") == 3, names
     assert names.count("reduce_min") == 3 and "avg_pool2d" in names, names
-    out = program.program.tensors[program.program.outputs[0]]
-    within = []
-    for x in cal[:4]:
-        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
-        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
-    share = float(np.concatenate(within).mean())
     print(f"reductions end to end: {share:.2%} of the outputs within 1 LSB of fake-quant")
     assert share >= 0.99
     report = layer_by_layer(qmodel, (cal[1],))
@@ -463,16 +466,9 @@ def test_softmax_and_log_softmax_over_any_dim_end_to_end():
     torch.manual_seed(3)
     model = Softmaxes().eval()
     cal = [torch.randn(2, 3, 4, 5) for _ in range(8)]
-    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
-    program = mcutorch.compile(qmodel, (cal[0],))
+    qmodel, program, share = _end_to_end(model, cal)
     names = [op.name for op in program.program.ops]
     assert names.count("softmax") == 5 and names.count("log_softmax") == 7, names
-    out = program.program.tensors[program.program.outputs[0]]
-    within = []
-    for x in cal[:4]:
-        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
-        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
-    share = float(np.concatenate(within).mean())
     print(f"softmax / log_softmax over any dim: {share:.2%} within 1 LSB of fake-quant")
     assert share >= 0.99
     report = [r for r in layer_by_layer(qmodel, (cal[1],)) if r["op"] == "log_softmax"]
@@ -495,15 +491,8 @@ def test_var_and_std_end_to_end():
     torch.manual_seed(4)
     model = Spreads().eval()
     cal = [torch.randn(2, 3, 6, 5) for _ in range(8)]
-    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
-    program = mcutorch.compile(qmodel, (cal[0],))
+    qmodel, program, share = _end_to_end(model, cal)
     assert [op.name for op in program.program.ops].count("reduce_var") == 6
-    out = program.program.tensors[program.program.outputs[0]]
-    within = []
-    for x in cal[:4]:
-        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
-        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
-    share = float(np.concatenate(within).mean())
     print(f"var / std end to end: {share:.2%} within 1 LSB of fake-quant")
     assert share >= 0.99
 
@@ -561,15 +550,8 @@ def test_layer_group_instance_norm_end_to_end():
     torch.manual_seed(0)
     model = Norms().eval()
     cal = [torch.randn(2, 3, 3, 5) for _ in range(6)]
-    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
-    program = mcutorch.compile(qmodel, (cal[0],))
+    qmodel, program, share = _end_to_end(model, cal)
     assert [op.name for op in program.program.ops].count("norm") == 6
-    out = program.program.tensors[program.program.outputs[0]]
-    within = []
-    for x in cal[:4]:
-        ours, theirs = program.run(x).numpy(), qmodel(x).detach().numpy()
-        within.append(np.abs(np.round((ours - theirs) / out.scale)) <= 1)
-    share = float(np.concatenate(within).mean())
     print(f"layer/group/instance norm end to end: {share:.2%} within 1 LSB of fake-quant")
     assert share >= 0.99
     report = [r for r in layer_by_layer(qmodel, (cal[1],)) if r["op"] == "norm"]
