@@ -59,9 +59,13 @@ Version history:
     the program was compiled with (TARGET_SWITCH_*: +nodsp, +nomve, +nofp). Programs without
     switches are byte-identical to 1.0 except the version field.
   * 1.2: opcodes 16 `maximum` and 17 `minimum` (element-wise, shared qparams).
-  * 1.3: the `strided_slice` and `gather` opcodes (data movement, ranks 1..6, shared qparams).
-    transpose, concat and pad keep their 4-D records: the compiler lowers 5-D and 6-D ones to
-    4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2 programs load.
+  * 1.3: opcodes 18 `strided_slice` and 19 `gather` (data movement, ranks 1..6, shared
+    qparams), 20 `reduce_sum`, 21 `reduce_max`, 22 `reduce_min`, 23 `log_softmax`,
+    24 `reduce_var`, 25 `norm`, 26 `sub`, 27 `div`; add, mul, maximum and minimum broadcast
+    (numpy rules, stated by the operand shapes alone: a 1.2 program's same-shape operands mean
+    what they meant). transpose, concat and pad keep their 4-D records: the compiler lowers 5-D
+    and 6-D ones to 4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2
+    programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
