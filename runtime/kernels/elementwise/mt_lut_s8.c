@@ -2,7 +2,8 @@
  * mt_lut_s8.c - y = table[x + 128] with a 256-entry int8 table made at compile time (sigmoid,
  * tanh, hardswish, ...); y may be x (in place: each block is read before it is written).
  * MVE: 16 lookups per byte gather (VLDRB gather with the offsets x ^ 0x80 = x + 128 as u8),
- * tail-predicated. Other cores: four lookups per step.
+ * tail-predicated. Cores with unaligned word access (and the host): four offsets per word read,
+ * four lookups packed into one word write. Armv6-M: four byte lookups per step.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
@@ -32,6 +33,17 @@ mt_status mt_lut_s8(const mt_op_args *args)
   }
 #else /* !MT_MVE */
   const int8_t *table = (const int8_t *)tt->data + 128;
+#if defined(__ARM_FEATURE_UNALIGNED) || !defined(__arm__)
+  const uint8_t *at = (const uint8_t *)tt->data; /* at[x + 128] = at[(x ^ 0x80) as u8] */
+  for (; i + 4 <= n; i += 4) { /* the word is read before y[i..i+4) is written */
+    uint32_t w, r;
+    __builtin_memcpy(&w, x + i, 4);
+    w ^= 0x80808080u;
+    r = (uint32_t)at[w & 0xFFu] | (uint32_t)at[(w >> 8) & 0xFFu] << 8 |
+        (uint32_t)at[(w >> 16) & 0xFFu] << 16 | (uint32_t)at[w >> 24] << 24;
+    __builtin_memcpy(y + i, &r, 4);
+  }
+#endif /* unaligned word access */
   for (; i + 4 <= n; i += 4) {
     const int8_t a = table[x[i]], b = table[x[i + 1]], c = table[x[i + 2]], d = table[x[i + 3]];
     y[i] = a;
