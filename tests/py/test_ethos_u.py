@@ -8,11 +8,12 @@ import math
 from functools import cache
 
 import numpy as np
+import needs
 import pytest
 import torch
 
-pytest.importorskip("tosa_serializer")
-pytest.importorskip("ethosu.vela")
+needs.module("tosa_serializer")
+needs.module("ethosu.vela")
 
 import mcutorch  # noqa: E402
 from mcutorch.device import crt  # noqa: E402

@@ -9,6 +9,7 @@ movement, so every element is equal.
 from __future__ import annotations
 
 import numpy as np
+import needs
 import pytest
 import torch
 import torch.nn.functional as F
@@ -174,7 +175,7 @@ def test_strided_slice_kernel_qemu(tmp_path, board, cpu):
 # ----------------------------------------------------------------------------- TOSA
 
 def test_tosa_slice_reverse_tile_and_reason_otherwise():
-    pytest.importorskip("tosa_serializer")
+    needs.module("tosa_serializer")
     from test_tosa import check_op, single_op
 
     from mcutorch.backends import tosa
@@ -307,7 +308,7 @@ class NpuSlices(nn.Module):
 
 @pytest.mark.parametrize("target", ["cortex-m55+ethos-u55-128", "cortex-m55+ethos-u85-256"])
 def test_slices_go_to_the_npu(target):
-    pytest.importorskip("ethosu.vela")
+    needs.module("ethosu.vela")
     torch.manual_seed(2)
     cal = [torch.randn(1, 3, 10, 10) for _ in range(3)]
     qmodel = mcutorch.quantize(NpuSlices().eval(), (cal[0],), calibration=cal)

@@ -6,6 +6,7 @@ element equal: data movement)."""
 from __future__ import annotations
 
 import numpy as np
+import needs
 import pytest
 import torch
 from torch import nn
@@ -122,7 +123,7 @@ def test_gather_kernel_qemu(tmp_path, board, cpu):
 
 
 def test_tosa_gather():
-    pytest.importorskip("tosa_serializer")
+    needs.module("tosa_serializer")
     from test_tosa import check_op
     rng = np.random.default_rng(2)
     for shape, dim, idx in (((7,), 0, [6, 0, 0]), ((3, 5), 1, [4, 1]), ((3, 5), 0, [2]),
@@ -175,7 +176,7 @@ def test_gathers_end_to_end_equal_fake_quant(gathers):
 @pytest.mark.parametrize("target,on", [("cortex-m55+ethos-u85-256", "NPU"),
                                        ("cortex-m55+ethos-u55-128", "CPU")])
 def test_gather_placement(gathers, target, on):
-    pytest.importorskip("ethosu.vela")
+    needs.module("ethosu.vela")
     qmodel, cal = gathers
     npu = mcutorch.compile(qmodel, (cal[0],), target=target, board="mps3-an547")
     rows = [r for r in npu.program.metadata["placement"] if r["op"] == "gather"]

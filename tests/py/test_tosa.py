@@ -6,11 +6,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import needs
 import pytest
 import torch
 
-pytest.importorskip("tosa_serializer")
-pytest.importorskip("tosa_reference_model")
+needs.module("tosa_serializer")
+needs.module("tosa_reference_model")
 
 import mcutorch  # noqa: E402
 from mcutorch import quant  # noqa: E402
@@ -428,7 +429,7 @@ def test_emit_tosa(model_graphs, tmp_path):
 
 @pytest.mark.parametrize("name", ["kws", "mobilenet_v2", "every_lowering"])
 def test_vela_accepts_lowered_graph(name, model_graphs, request, tmp_path, capsys):
-    vela = pytest.importorskip("ethosu.vela.vela")
+    vela = needs.module("ethosu.vela.vela")
     graph = request.getfixturevalue(name)[0] if name == "every_lowering" else model_graphs(name)[0]
     path = tosa.emit_tosa(graph, tmp_path)[0]
     rc = vela.main([str(path), "--accelerator-config", "ethos-u55-128", "--output-format", "raw",
