@@ -212,6 +212,19 @@ static inline uint32_t nhwc_index(uint32_t i, uint32_t c, uint32_t hw)
 """
 
 
+# main()'s start in an exported or standalone firmware: load the program, bind the state and each
+# region's arena (static arrays `state`, `arena_ptr`, `arena_size`); s is MT_STATUS_OK or why not.
+LOAD_AND_BIND = """\
+    static mt_model m;
+    mt_status s = mt_load(&m, %(name)s_program, %(up)s_PROGRAM_SIZE, &%(name)s_kernels);
+    if (s == MT_STATUS_OK) {
+        s = mt_bind_state(&m, state, sizeof state);
+    }
+    for (uint32_t r = 0; s == MT_STATUS_OK && r < %(up)s_REGION_COUNT; r++) {
+        s = mt_bind_arena(&m, r, arena_ptr[r], arena_size[r]);
+    }
+"""
+
 MAIN_C = """/* main.c - run the exported model %(name)s once (an example to adapt: docs/firmware.md
  * in the mcutorch repository).
  *
@@ -230,15 +243,7 @@ static const size_t arena_size[] = {%(sizes)s};
 
 int main(void)
 {
-    static mt_model m;
-    mt_status s = mt_load(&m, %(name)s_program, %(up)s_PROGRAM_SIZE, &%(name)s_kernels);
-    if (s == MT_STATUS_OK) {
-        s = mt_bind_state(&m, state, sizeof state);
-    }
-    for (uint32_t r = 0; s == MT_STATUS_OK && r < %(up)s_REGION_COUNT; r++) {
-        s = mt_bind_arena(&m, r, arena_ptr[r], arena_size[r]);
-    }
-    if (s == MT_STATUS_OK) {
+%(load)s    if (s == MT_STATUS_OK) {
         static const float x[%(up)s_INPUT0_BYTES]; /* your input here (the model's layout) */
         %(name)s_quantize_input(x, (int8_t *)mt_input(&m, 0)->data);
         s = mt_invoke(&m);
@@ -251,6 +256,10 @@ int main(void)
     return (int)s;
 }
 """
+
+def load_and_bind(name: str) -> str:
+    return LOAD_AND_BIND % {"name": name, "up": name.upper()}
+
 
 MAKEFILE = """# Builds the exported model %(name)s with arm-none-eabi-gcc:  make [CPU_FLAGS="..."]
 CC         = arm-none-eabi-gcc
@@ -404,7 +413,7 @@ def export_c(program: Program, out, target: str | Target | None = None,
                        f"__attribute__((aligned({up}_ARENA{i}_ALIGN))); /* {r.name} */"
                        for i, r in enumerate(program.regions))
     (out / "main.c").write_text(MAIN_C % {
-        "name": name, "up": up, "arenas": arenas,
+        "name": name, "up": up, "arenas": arenas, "load": load_and_bind(name),
         "ptrs": ", ".join(f"arena{i}" for i in range(n)) or "0",
         "sizes": ", ".join(f"{up}_ARENA{i}_SIZE" for i in range(n)) or "0"})
     mk_lib = [f"$(MCUTORCH_DIR)/{c}" for c in library]  # -Wl,--gc-sections drops the unused

@@ -38,7 +38,7 @@ import numpy as np
 
 from mcutorch.device.boards import get_board
 from mcutorch.device.crt import core_sources, include_dirs
-from mcutorch.device.export_c import check_name, model_files, used_kernels
+from mcutorch.device.export_c import check_name, load_and_bind, model_files, used_kernels
 from mcutorch.device.kernels import sources_for
 from mcutorch.device.qemu import run_uart
 from mcutorch.device.toolchain import build_elf
@@ -60,8 +60,8 @@ extern const int8_t *const %(name)s_inputs[]; /* %(name)s_inputs.c */
 
 static void *state[(%(up)s_STATE_SIZE + sizeof(void *) - 1) / sizeof(void *)];
 %(arenas)s
-static uint8_t *const arenas[] = {%(ptrs)s};
-static const size_t arena_sizes[] = {%(sizes)s};
+static uint8_t *const arena_ptr[] = {%(ptrs)s};
+static const size_t arena_size[] = {%(sizes)s};
 
 /* Input k of the inference (size bytes, the program's int8 NHWC). An application that reads a
  * sensor defines its own %(name)s_input; this default copies %(name)s_inputs[k]. */
@@ -90,15 +90,7 @@ static void print_output(uint32_t k, const mt_tensor *y)
 
 int main(void)
 {
-    static mt_model m;
-    mt_status s = mt_load(&m, %(name)s_program, %(up)s_PROGRAM_SIZE, &%(name)s_kernels);
-    if (s == MT_STATUS_OK) {
-        s = mt_bind_state(&m, state, sizeof state);
-    }
-    for (uint32_t r = 0; s == MT_STATUS_OK && r < %(up)s_REGION_COUNT; r++) {
-        s = mt_bind_arena(&m, r, arenas[r], arena_sizes[r]);
-    }
-    for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_input_count(&m); k++) {
+%(load)s    for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_input_count(&m); k++) {
         mt_tensor *x = mt_input(&m, k);
         %(name)s_input(k, (int8_t *)x->data, x->size);
     }
@@ -177,7 +169,8 @@ def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = No
         files[f"{name}_inputs.c"] = inputs_source(name, program, inputs)
         arenas, ptrs, sizes = _arenas(program, board)
         files["main.c"] = MAIN_C % {"name": name, "up": name.upper(), "board": board,
-                                    "arenas": arenas, "ptrs": ptrs, "sizes": sizes}
+                                    "arenas": arenas, "ptrs": ptrs, "sizes": sizes,
+                                    "load": load_and_bind(name)}
         for file, text in files.items():
             (work / file).write_text(text)
         defines: dict[str, object] = {"MT_STANDALONE": None}
