@@ -227,7 +227,7 @@ def _check_mac_range(p: Program, what: str, op, d) -> None:
     accumulator bias + sum((x - in_zp) * w) and its rq(acc, mult, shift) fit int32, whatever the
     input. Checked from the constant operands, so no input can leave the domain at run time; the
     C loader checks the same (mt_validate.c mt_check_mac), one pass over the weights."""
-    w = _const_operand(p, what, op, 1, "int8").astype(np.int64)
+    w = _const_operand(p, what, op, 1, "int8")  # summed as int8 into int64: no wide copy
     channels = w.shape[d.mac_axis]
     bias, mult, shift = (_const_operand(p, what, op, k, "int32", channels).ravel()
                          .astype(np.int64) for k in (2, 3, 4))
@@ -236,7 +236,8 @@ def _check_mac_range(p: Program, what: str, op, d) -> None:
     if channels == 0:
         return
     w = np.moveaxis(w, d.mac_axis, 0).reshape(channels, -1)
-    pos, neg = np.maximum(w, 0).sum(axis=1), np.minimum(w, 0).sum(axis=1)
+    pos = np.maximum(w, 0).sum(axis=1, dtype=np.int64)
+    neg = np.minimum(w, 0).sum(axis=1, dtype=np.int64)
     hi = (127 - zp) * pos + (-128 - zp) * neg + bias
     lo = (-128 - zp) * pos + (127 - zp) * neg + bias
     bad = (mult < 0) | (mult > I32[1]) | (shift < 2) | (shift > 62)
