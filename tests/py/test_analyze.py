@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from html.parser import HTMLParser
 
 import numpy as np
@@ -303,20 +304,24 @@ def test_cli_text_json_and_one_line_errors(programs, tmp_path, capsys):
 
 
 class _Bars(HTMLParser):
-    """Counts the timeline bars (class "bar" and "tensor"/"view") of each region chart."""
+    """The charts of the page (an <svg class="chart ..."> with an id) and the timeline bars
+    (class "bar" and "tensor"/"view") of each timeline chart, as the browser's DOM has them."""
 
     def __init__(self):
         super().__init__()
         self.bars: list[dict] = []
-        self.charts = 0
+        self.charts: list[dict] = []
+        self.ids: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         a = dict(attrs)
+        if "id" in a:
+            self.ids.append(a["id"])
         classes = (a.get("class") or "").split()
-        if tag == "svg" and "timeline" in classes:
-            self.charts += 1
-        if tag == "rect" and "bar" in classes and {"tensor", "view"} & set(classes):
-            self.bars.append(a)
+        if tag == "svg" and "chart" in classes:
+            self.charts.append(a)
+        if "bar" in classes and {"tensor", "view"} & set(classes):
+            self.bars.append({**a, "chart": self.charts[-1]["id"]})
 
 
 def _chromium() -> str:
@@ -340,10 +345,14 @@ def test_html_page_in_headless_chromium(programs, reports, tmp_path):
     parser = _Bars()
     parser.feed(dom.stdout)
     assert sorted(int(b["data-tensor"]) for b in parser.bars) == _arena_tensors(p)
-    assert parser.charts == len(p.regions)  # one chart per region (DDR: empty)
-    for b in parser.bars:
+    timelines = [c["id"] for c in parser.charts if "timeline" in c["class"].split()]
+    assert timelines == [f"timeline-{r.name}" for r in p.regions]  # one per region (DDR: empty)
+    for b in parser.bars:  # each bar in its own region's chart
         t = p.tensors[int(b["data-tensor"])]
         assert b["data-region"] == p.regions[t.region].name
+        assert b["chart"] == f"timeline-{b['data-region']}"
+    assert [c["id"] for c in parser.charts if c["id"] not in timelines] == ["chart-macs"]
+    assert len(parser.ids) == len(set(parser.ids))  # the charts' ids do not collide
     shot = tmp_path / "report.png"
     run = subprocess.run([*common, f"--screenshot={shot}", "--window-size=1280,2000",
                           page.as_uri()], capture_output=True, text=True, timeout=120)
@@ -351,6 +360,25 @@ def test_html_page_in_headless_chromium(programs, reports, tmp_path):
     with Image.open(shot) as img:
         colours = img.convert("RGB").getcolors(maxcolors=1 << 20)
     assert colours is not None and len(colours) > 10  # not blank: text, bars, axes
+
+
+def test_html_page_is_the_same_bytes_every_time(reports, tmp_path):
+    """No date, no random ids: the page of a report, written twice here and once in a fresh
+    process (from the report's JSON), is byte for byte the same; and it is self-contained."""
+    info = reports["u55"]
+    first = write_html(info, tmp_path / "a.html").read_bytes()
+    assert write_html(info, tmp_path / "b.html").read_bytes() == first
+    (tmp_path / "r.json").write_text(json.dumps(info))
+    code = ("import json, sys\nfrom mcutorch.analysis.html import write_html\n"
+            "write_html(json.load(open(sys.argv[1])), sys.argv[2])")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path / "r.json"),
+                    str(tmp_path / "c.html")], check=True)
+    assert (tmp_path / "c.html").read_bytes() == first
+    html = first.decode()
+    assert html.count("<svg") == len(info["regions"]) + 1  # timelines + MACs (no board)
+    assert "<script" not in html and "http" not in html.replace(
+        'xmlns="http://www.w3.org/2000/svg"', "")
+    assert html.count('class="bar macs"') == sum(o["macs"] > 0 for o in info["ops"])
 
 
 def test_api_is_exported_lazily(programs, reports):

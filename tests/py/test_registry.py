@@ -149,15 +149,27 @@ def test_top_of_the_package_stays_small():
     assert len(modules) <= TOP_LEVEL_BUDGET, modules
 
 
+HEAVY = ("torch", "tosa_serializer", "matplotlib")  # imported only by the steps that use them
+
+
 def _imports_torch(code: str) -> bool:
+    """Whether `code` imports torch, the TOSA serializer or matplotlib."""
     out = subprocess.run([sys.executable, "-c", code + "\nimport sys\n"
-                          "print('torch' in sys.modules, 'tosa_serializer' in sys.modules)"],
+                          f"print(*(m in sys.modules for m in {HEAVY!r}))"],
                          capture_output=True, text=True, check=True).stdout.split("\n")[-2]
-    return out.split() != ["False", "False"]
+    return out.split() != ["False"] * len(HEAVY)
 
 
 def test_registry_imports_neither_torch_nor_tosa():
     assert not _imports_torch("import mcutorch.ops, mcutorch.device.kernels")
+
+
+def test_import_and_the_html_writer_module_do_not_import_matplotlib():
+    """matplotlib is imported when `analyze --html` draws a chart, not before."""
+    assert not _imports_torch("import mcutorch.ops, mcutorch.program.model, mcutorch.cli, "
+                              "mcutorch.analysis.html")
+    assert _imports_torch("from mcutorch.analysis.html import per_op_svg\n"
+                          "per_op_svg([(0, 'conv2d', 5.0)], 'MACs', 'macs', 1)")
 
 
 def test_inspect_does_not_import_torch(tmp_path):

@@ -1,24 +1,35 @@
 """The `mcutorch analyze --html` page: one self-contained file (inline CSS and SVG, no script,
 no network) with the report's tables and three pictures: the memory timeline (one chart per
 region: each planned buffer a bar over op index x arena offset), instructions per layer (with a
-board) and MACs per layer.
+board), MACs per layer and, with the float model, the error per layer.
 
-The SVG is written here rather than drawn by a plotting library because every bar carries
-what a reader or a test needs to find it: ``class="bar tensor"`` (or ``view``, ``scratch``) and
-``data-tensor``/``data-op`` attributes, and a ``<title>`` tooltip with the buffer's name, bytes,
-offset and live ops. Bars, axes and labels are all it draws.
+The charts are drawn with matplotlib (its SVG backend, through `matplotlib.figure.Figure`: no
+pyplot, no display) and inlined. Each bar is a patch with a gid; the SVG matplotlib writes is
+then read back with xml.etree, and the element of each gid gets what a reader or a test needs to
+find it: ``class="bar tensor"`` (or ``view``, ``scratch``, ``macs``, ...) and ``data-tensor``,
+``data-region`` or ``data-op`` attributes, and a ``<title>`` tooltip with the buffer's name,
+bytes, offset and live ops. Every id in a chart is prefixed with the chart's own id (ids stay
+unique in the page), and the SVG keeps no metadata, dates or random ids: the same report gives
+the same page byte for byte. matplotlib is imported when a chart is drawn, never by
+``import mcutorch``.
 """
 from __future__ import annotations
 
-import math
+import functools
+import io
 from html import escape
 from pathlib import Path
+from xml.etree import ElementTree as ET
 
-W, H = 920, 300  # chart size in px
-LEFT, RIGHT, TOP, BOTTOM = 78, 16, 14, 34  # plot margins
+SIZE = (9.2, 3.0)  # chart size in inches (matplotlib's SVG: 72 pt per inch)
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1",
            "#ff9da7", "#9c755f", "#86bcb6")
 COLOURS = {"instructions": PALETTE[0], "macs": PALETTE[1], "error": PALETTE[3]}
+SCRATCH = "#bbbbbb"
+SVG_NS, XLINK_NS = "http://www.w3.org/2000/svg", "http://www.w3.org/1999/xlink"
+# deterministic SVG: fixed hash salt for matplotlib's clip-path and marker ids; text as <text>
+RC = {"svg.hashsalt": "mcutorch", "svg.fonttype": "none", "font.size": 9,
+      "axes.spines.top": False, "axes.spines.right": False}
 CSS = """
 body { font: 14px/1.4 system-ui, sans-serif; margin: 24px; color: #222; background: #fff; }
 h1 { font-size: 20px; } h2 { font-size: 17px; margin-top: 28px; }
@@ -27,96 +38,144 @@ td, th { border: 1px solid #ccc; padding: 2px 6px; text-align: right; white-spac
 td.l, th.l { text-align: left; }
 td.why { white-space: normal; min-width: 260px; max-width: 420px; }
 .note { color: #555; font-size: 12px; max-width: 960px; }
-svg { display: block; margin: 6px 0 16px; }
-svg text { font: 11px system-ui, sans-serif; fill: #333; }
-.axis { stroke: #888; stroke-width: 1; }
-.grid { stroke: #e4e4e4; stroke-width: 1; }
-.bar.view { fill-opacity: 0.15; stroke-dasharray: 3 2; }
-.bar.scratch { fill: #bbb; }
+svg.chart { display: block; margin: 6px 0 16px; }
 """
 
 
-def _ticks(top: float, n: int = 5) -> list[float]:
-    """About n round tick values from 0 to top."""
-    if top <= 0:
-        return [0]
-    raw = top / n
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
-    return [k * step for k in range(int(top / step + 1e-9) + 1)]
+def _drawn(chart):
+    """Run a chart function under mcutorch's matplotlib settings (RC), set for that chart only."""
+    @functools.wraps(chart)
+    def draw(*args, **kwargs):
+        import matplotlib
+
+        with matplotlib.rc_context(RC):
+            return chart(*args, **kwargs)
+    return draw
 
 
-def _frame(x_label: str, y_label: str, n_ops: int, y_top: float, y_fmt) -> list[str]:
-    """Axes, grid lines and labels of a chart with ops 0..n_ops-1 across."""
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
-    out = []
-    for v in _ticks(y_top):
-        y = TOP + ph - (v / y_top * ph if y_top else 0)
-        out.append(f'<line class="grid" x1="{LEFT}" y1="{y:.1f}" x2="{W - RIGHT}" '
-                   f'y2="{y:.1f}"/><text x="{LEFT - 6}" y="{y + 4:.1f}" '
-                   f'text-anchor="end">{escape(y_fmt(v))}</text>')
+def _axes():
+    """A figure of one plot, made without pyplot (no global state, no display)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=SIZE, layout="constrained")
+    ax = fig.add_subplot()
+    ax.grid(axis="y", color="#e4e4e4", linewidth=0.8)
+    ax.set_axisbelow(True)
+    return fig, ax
+
+
+def _op_axis(ax, n_ops: int, shift: float) -> None:
+    """Op indices across, about 24 labels, op i at i + shift (a timeline's op i spans
+    [i, i + 1): shift 0.5; a bar per op centred on i: shift 0)."""
     step = max(1, n_ops // 24)
-    for i in range(0, n_ops, step):
-        x = LEFT + (i + 0.5) * pw / max(n_ops, 1)
-        out.append(f'<text x="{x:.1f}" y="{H - BOTTOM + 14}" text-anchor="middle">{i}</text>')
-    out.append(f'<line class="axis" x1="{LEFT}" y1="{TOP + ph}" x2="{W - RIGHT}" '
-               f'y2="{TOP + ph}"/><line class="axis" x1="{LEFT}" y1="{TOP}" x2="{LEFT}" '
-               f'y2="{TOP + ph}"/>')
-    out.append(f'<text x="{LEFT + pw / 2}" y="{H - 4}" text-anchor="middle">'
-               f'{escape(x_label)}</text><text x="12" y="{TOP + ph / 2}" text-anchor="middle" '
-               f'transform="rotate(-90 12 {TOP + ph / 2})">{escape(y_label)}</text>')
-    return out
+    ax.set_xticks([i + shift for i in range(0, n_ops, step)],
+                  [str(i) for i in range(0, n_ops, step)])
+    ax.set_xlim(shift - 0.5, max(n_ops, 1) + shift - 0.5)
 
 
-def _svg(body: list[str], label: str, kind: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" class="chart {kind}" width="{W}" '
-            f'height="{H}" viewBox="0 0 {W} {H}" role="img" aria-label="{escape(label)}">'
-            + "".join(body) + "</svg>")
+def _y_format(ax, fmt: str) -> None:
+    from matplotlib.ticker import FuncFormatter
+
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: format(v, fmt)))
 
 
+def _svg(fig, chart_id: str, kind: str, label: str, marks: dict[str, dict]) -> str:
+    """The figure as one inline <svg> element. `marks` maps a patch's gid to the attributes its
+    element gets (a "title" entry becomes its tooltip)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="svg", metadata={"Date": None})  # no date: the same bytes each run
+    root = ET.fromstring(buf.getvalue())
+    for meta in root.findall(f"{{{SVG_NS}}}metadata"):
+        root.remove(meta)
+    for el in root.iter():
+        old = el.get("id")
+        if old is not None:
+            el.set("id", f"{chart_id}-{old}")
+        href = el.attrib.pop(f"{{{XLINK_NS}}}href", None)
+        if href is not None:  # SVG 2 href: no xlink namespace in the page
+            el.set("href", f"#{chart_id}-{href[1:]}" if href.startswith("#") else href)
+        for key, value in el.attrib.items():
+            if "url(#" in value:
+                el.set(key, value.replace("url(#", f"url(#{chart_id}-"))
+        attrs = marks.get(old) if old is not None else None
+        if attrs:
+            attrs = dict(attrs)
+            tip = attrs.pop("title", None)
+            for key, value in attrs.items():
+                el.set(key, value)
+            if tip is not None:
+                title = ET.Element(f"{{{SVG_NS}}}title")
+                title.text = tip
+                el.insert(0, title)
+    root.set("id", chart_id)
+    root.set("class", f"chart {kind}")
+    root.set("role", "img")
+    root.set("aria-label", label)
+    ET.register_namespace("", SVG_NS)  # <svg xmlns=...> with unprefixed tags
+    return ET.tostring(root, encoding="unicode")
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text)
+
+
+@_drawn
 def timeline_svg(bars: list[dict], region: str, n_ops: int, size: int) -> str:
     """One region's memory timeline: each planned buffer a bar over its live ops x its bytes."""
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = _axes()
     top = max([size, *(b["offset"] + b["bytes"] for b in bars), 1])
-    body = _frame("op index (run order)", "arena offset (bytes)", n_ops, top, lambda v: f"{v:,}")
     rank = {id(b): k for k, b in enumerate(sorted(bars, key=lambda b: (b["first"], b["offset"])))}
-    for b in sorted(bars, key=lambda b: -b["bytes"]):  # small bars drawn last, on top
-        x0 = LEFT + b["first"] * pw / max(n_ops, 1)
-        x1 = LEFT + (b["last"] + 1) * pw / max(n_ops, 1)
-        h = max(b["bytes"] / top * ph, 1.5)
-        y = TOP + ph - (b["offset"] + b["bytes"]) / top * ph
+    marks = {}
+    for k, b in enumerate(sorted(bars, key=lambda b: -b["bytes"])):  # small bars drawn last
         color = PALETTE[rank[id(b)] % len(PALETTE)]  # neighbours in time differ
-        edge = color if b["kind"] == "view" else "#fff"
-        data = f' data-tensor="{b["tensor"]}"' if b["tensor"] is not None else ""
+        view, scratch = b["kind"] == "view", b["kind"] == "scratch"
+        (patch,) = ax.bar(b["first"], max(b["bytes"], top / 150), width=b["last"] + 1 - b["first"],
+                          bottom=b["offset"], align="edge",
+                          color=SCRATCH if scratch else color, alpha=0.25 if view else 1.0,
+                          edgecolor=color if view else "#ffffff", linewidth=1.0 if view else 0.5,
+                          linestyle="--" if view else "-")
+        gid = f"bar{k}"
+        patch.set_gid(gid)
         tip = (f'{b["name"]}: {b["bytes"]:,} B at {region}+{b["offset"]:,}, live ops '
                f'{b["first"]}..{b["last"]}' + (f" (a view of tensor {b.get('view_of')}'s bytes)"
-                                                 if b["kind"] == "view" else ""))
-        body.append(f'<rect class="bar {b["kind"]}" data-region="{escape(region)}"{data} '
-                    f'x="{x0:.1f}" y="{y:.1f}" width="{max(x1 - x0 - 1, 1):.1f}" '
-                    f'height="{h:.1f}" fill="{color}" stroke="{edge}">'
-                    f'<title>{escape(tip)}</title></rect>')
+                                                 if view else ""))
+        marks[gid] = {"class": f"bar {b['kind']}", "data-region": region, "title": tip}
+        if b["tensor"] is not None:
+            marks[gid]["data-tensor"] = str(b["tensor"])
+    _op_axis(ax, n_ops, 0.5)
+    ax.set_ylim(0, top)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _y_format(ax, ",.0f")
+    ax.set_xlabel("op index (run order)")
+    ax.set_ylabel("arena offset (bytes)")
     if not bars:
-        body.append(f'<text x="{LEFT + pw / 2}" y="{TOP + ph / 2}" text-anchor="middle">'
-                    "nothing planned in this region</text>")
-    return _svg(body, f"memory timeline of {region}", "timeline")
+        ax.text(0.5, 0.5, "nothing planned in this region", transform=ax.transAxes,
+                ha="center", va="center", color="#555555")
+    return _svg(fig, f"timeline-{_slug(region)}", "timeline", f"memory timeline of {region}",
+                marks)
 
 
+@_drawn
 def per_op_svg(values: list[tuple[int, str, float | None]], what: str, kind: str,
                n_ops: int, fmt: str = ",.0f") -> str:
     """A bar per op: (op index, label, value or None); `fmt` formats axis and tooltip values."""
-    pw, ph = W - LEFT - RIGHT, H - TOP - BOTTOM
-    top = max([v for _, _, v in values if v] + [1e-9])
-    body = _frame("op index", what, n_ops, top, lambda v: format(v, fmt))
+    fig, ax = _axes()
+    marks = {}
     for i, label, v in values:
         if not v:
             continue
-        x = LEFT + i * pw / max(n_ops, 1)
-        h = v / top * ph
-        body.append(f'<rect class="bar {kind}" data-op="{i}" x="{x + 1:.1f}" '
-                    f'y="{TOP + ph - h:.1f}" width="{max(pw / max(n_ops, 1) - 2, 1):.1f}" '
-                    f'height="{h:.1f}" fill="{COLOURS.get(kind, PALETTE[0])}">'
-                    f'<title>{escape(f"op {i} {label}: {format(v, fmt)} {what}")}</title></rect>')
-    return _svg(body, f"{what} per op", kind)
+        (patch,) = ax.bar(i, v, width=0.8, color=COLOURS.get(kind, PALETTE[0]))
+        patch.set_gid(f"op{i}")
+        marks[f"op{i}"] = {"class": f"bar {kind}", "data-op": str(i),
+                           "title": f"op {i} {label}: {format(v, fmt)} {what}"}
+    _op_axis(ax, n_ops, 0.0)
+    ax.set_ylim(0, max([v for _, _, v in values if v] + [1e-9]) * 1.05)
+    _y_format(ax, fmt)
+    ax.set_xlabel("op index")
+    ax.set_ylabel(what)
+    return _svg(fig, f"chart-{_slug(kind)}", kind, f"{what} per op", marks)
 
 
 def _td(v, left: bool = False) -> str:
