@@ -334,10 +334,13 @@ def _print_counts(program, board: str, run: _Counts) -> None:
     else:
         print(f"{board}: {run.instructions:,} instructions per inference")
     if run.per_op:
-        print(f"instructions per op ({run.how}):")
+        from mcutorch.ui.tables import add, show, table
+
+        ops = table("#", "op", "instructions", "source", right=("#", "instructions"),
+                    wrap=("source",))
         for i, n in sorted(run.per_op.items()):
-            op = program.program.ops[i]
-            print(f"  {i:>3} {op.name:<18} {n:>12,}  {program.program.op_source(i)}")
+            add(ops, i, program.program.ops[i].name, n, program.program.op_source(i))
+        show([f"instructions per op ({run.how}):", ops])
 
 
 def cmd_build(args) -> int:
@@ -434,7 +437,8 @@ def _compiled_for_validate(args):
 
 
 def cmd_validate(args) -> int:
-    from mcutorch.analysis.validate import render, validate
+    from mcutorch.analysis.validate import parts, validate
+    from mcutorch.ui.tables import show
 
     if args.board:
         from mcutorch.device.boards import get_board
@@ -443,16 +447,23 @@ def cmd_validate(args) -> int:
     program, model, qmodel, data = _compiled_for_validate(args)
     report = validate(program, data, model=model, qmodel=qmodel, board=args.board,
                       worst=args.worst, progress=True)
-    print(json.dumps(report, indent=1) if args.json else render(report))
+    if args.json:
+        print(json.dumps(report, indent=1))
+    else:
+        show(parts(report))
     return 0
 
 
 def cmd_inspect(args) -> int:
     from mcutorch.program.model import Program  # inspecting never imports torch
-    from mcutorch.report import describe, render
+    from mcutorch.report import describe, parts
+    from mcutorch.ui.tables import show
 
     info = describe(Program.load(args.program))
-    print(json.dumps(info, indent=1) if args.json else render(info))
+    if args.json:
+        print(json.dumps(info, indent=1))
+    else:
+        show(parts(info))
     return 0
 
 
@@ -471,7 +482,8 @@ def cmd_export_c(args) -> int:
 
 
 def cmd_analyze(args) -> int:
-    from mcutorch.analysis import analyze, check_clock, render
+    from mcutorch.analysis import analyze, check_clock, parts
+    from mcutorch.ui.tables import show
 
     clock = check_clock(args.clock_mhz)  # every option checked before the builds
     if clock is not None and not args.board:
@@ -501,9 +513,10 @@ def cmd_analyze(args) -> int:
         from mcutorch.analysis.html import write_html
 
         write_html(info, html)
-    print(json.dumps(info, indent=1) if args.json else render(info))
-    if html is not None and not args.json:
-        print(f"HTML report: {html}")
+    if args.json:
+        print(json.dumps(info, indent=1))
+    else:
+        show(parts(info) + ([f"HTML report: {html}"] if html is not None else []))
     return 0
 
 

@@ -83,33 +83,40 @@ def _qp(t: dict) -> str:
 
 
 def render(info: dict) -> str:
-    """Human-readable tables of the description."""
+    """Human-readable tables of the description (what `mcutorch inspect` prints in a pipe)."""
+    from mcutorch.ui.tables import text
+
+    return text(parts(info))
+
+
+def parts(info: dict) -> list:
+    """The description's lines and rich tables (mcutorch.ui.tables), in print order."""
+    from mcutorch.ui.tables import add, table
+
     t = info["target"]
-    lines = [f"model {info['model']!r} for {t['name']} "
-             f"(isa {t['isa']}, npu {t['npu']}, rounding {t['rounding']})"
-             + (" [stripped: no names, sources or plan notes]" if info["stripped"] else ""),
-             f"{'#':>3} {'op':<17} {'variant':<7} {'input':<22} {'output':<22} {'qparams':<18} "
-             f"{'MACs':>10} {'out bytes':>9}  at / source"]
+    ops = table("#", "op", "variant", "input", "output", "qparams", "MACs", "out bytes",
+                "at / source", right=("#", "MACs", "out bytes"), wrap=("at / source",))
     for op in info["ops"]:
         x, y = op["inputs"][0] if op["inputs"] else None, op["outputs"][0]
         name = op["op"] if op["cpu_version_of"] is None else f"[{op['cpu_version_of']}] {op['op']}"
-        lines.append(
-            f"{op['index']:>3} {name:<17} {op['variant']:<7} "
-            f"{str(x['shape']) if x else '':<22} {str(y['shape']):<22} {_qp(y):<18} "
-            f"{op['macs']:>10,} {y['bytes']:>9,}  {y['at']} {op['source']}")
+        add(ops, op["index"], name, op["variant"], str(x["shape"]) if x else "",
+            str(y["shape"]), _qp(y), op["macs"], y["bytes"], f"{y['at']} {op['source']}".strip())
+    lines = [f"model {info['model']!r} for {t['name']} "
+             f"(isa {t['isa']}, npu {t['npu']}, rounding {t['rounding']})"
+             + (" [stripped: no names, sources or plan notes]" if info["stripped"] else ""), ops]
     if info["delegates"]:
         lines.append("[k] op: part of delegate k's CPU version (runs only without an NPU driver)")
     lines.append(f"total MACs {info['total_macs']:,}; constants {info['const_bytes']:,} B")
     lines += _render_npu(info)
-    lines.append("memory plan:")
-    for r in info["regions"]:
-        cap = f" of {r['capacity']:,}" if r["capacity"] else ""
-        base = f" @0x{r['base']:08x}" if r["base"] is not None else ""
-        lines.append(f"  {r['name']:<8}{base} {r['bytes']:>10,} B{cap} (rank {r['rank']}"
-                     f"{', NPU' if r['npu'] else ''})")
     bound = info["lower_bound"]
-    lines.append(f"  live lower bound {bound:,} B" if bound is not None else
-                 "  live lower bound unknown (not in this program's metadata)")
+    lines.append("memory plan: " + (f"live lower bound {bound:,} B" if bound is not None else
+                                    "live lower bound unknown (not in this program's metadata)"))
+    plan = table("region", "base", "bytes", "capacity", "rank", "NPU",
+                 right=("bytes", "capacity", "rank"))
+    for r in info["regions"]:
+        add(plan, r["name"], f"0x{r['base']:08x}" if r["base"] is not None else "",
+            r["bytes"], r["capacity"] or "", r["rank"], "yes" if r["npu"] else "")
+    lines.append(plan)
     for kind in ("inputs", "outputs"):
         for tt in info[kind]:
             side = f"{tt['io_name']}: float {tt['model_shape']}"
@@ -117,20 +124,25 @@ def render(info: dict) -> str:
                 side += f" {tt['layout']}"
             lines.append(f"{kind[:-1]} {side} <-> {tt['dtype']}{tt['shape']} {_qp(tt)} "
                          f"at {tt['at']}")
-    return "\n".join(lines)
+    return lines
 
 
-def _render_npu(info: dict) -> list[str]:
+def _render_npu(info: dict) -> list:
     """The Ethos-U part: where each op runs and why, then each delegate record."""
+    from mcutorch.ui.tables import add, table
+
     if not info["placement"] and not info["delegates"]:
         return []
     v = info["vela"] or {}
-    lines = [f"placement on {info['target']['npu']} (Vela {v.get('system_config', '?')}, "
-             f"{v.get('memory_mode', '?')}):",
-             f"  {'op':<17} {'on':<5} {'dlg':>3}  why / TOSA ops"]
-    for r in info["placement"]:
-        dlg = "" if r["delegate"] is None else r["delegate"]
-        lines.append(f"  {r['op']:<17} {r['on']:<5} {dlg:>3}  {r['why']}")
+    lines: list = [f"placement on {info['target']['npu']} (Vela "
+                   f"{v.get('system_config', '?')}, {v.get('memory_mode', '?')}):"]
+    if info["placement"]:
+        placement = table("op", "on", "delegate", "why / TOSA ops", right=("delegate",),
+                          wrap=("why / TOSA ops",))
+        for r in info["placement"]:
+            add(placement, r["op"], r["on"], "" if r["delegate"] is None else r["delegate"],
+                r["why"])
+        lines.append(placement)
     for d in info["delegates"]:
         est = d["estimate"] or {}
         cpu = f"ops {d['cpu_ops'][0]}..{sum(d['cpu_ops']) - 1}" if d["cpu_ops"] else "none"

@@ -239,3 +239,48 @@ def test_the_real_command_line(cli_files):
     assert r.returncode == 0 and "exit status: 0 success; 2" in r.stdout and "--debug" in r.stdout
     r = cli("run", "tiny.mtp", "--input", "x.npy")
     assert r.returncode == 0 and "output 0: float32[1, 3]" in r.stdout
+
+
+def test_tables_are_plain_text_in_a_pipe_and_rich_on_a_terminal(cli_files):
+    """`inspect`'s rich tables: in a pipe the plain text of report.render (ASCII, no colour, the
+    same whatever $COLUMNS says: each op one line); on a terminal styled and fitted to it."""
+    import os
+    import pty
+    import subprocess
+
+    from mcutorch.program.model import Program
+    from mcutorch.report import describe, render
+
+    cmd = [sys.executable, "-m", "mcutorch.cli", "inspect", "tiny.mtp"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src"),
+           "TERM": "xterm-256color"}
+    want = render(describe(Program.load(cli_files / "tiny.mtp")))
+    for columns in ("30", "250"):
+        r = subprocess.run(cmd, capture_output=True, text=True, cwd=cli_files,
+                           env={**env, "COLUMNS": columns})
+        assert r.returncode == 0 and r.stdout == want + "\n", r.stdout
+    assert want.isascii() and "\x1b" not in want
+    lines = want.splitlines()
+    head = lines.index(next(line for line in lines if line.startswith("#")))
+    assert set(lines[head + 1]) == {"-"}
+    for k, op in enumerate(["conv2d", "avg_pool2d", "fully_connected"]):
+        assert lines[head + 2 + k].split()[:2] == [str(k), op]  # one line per op
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(cmd, cwd=cli_files, env={**env, "COLUMNS": "100"}, stdout=follower,
+                            stderr=subprocess.DEVNULL)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed its end
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait() == 0
+    os.close(leader)
+    tty = b"".join(chunks).decode()
+    assert "\x1b[" in tty and "memory plan" in tty and "fully_connected" in tty
+    assert max(len(line) for line in tty.replace("\r", "").splitlines()
+               if "\x1b" not in line) <= 100  # fitted to the terminal's 100 columns

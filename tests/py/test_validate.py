@@ -92,7 +92,22 @@ def test_validate_program_alone_and_with_its_float_model(files, capsys):
     assert main(["validate", str(mtp), "--data", str(files / "data.npz"), "--model",
                  str(files / "m.py")]) == 0
     text = capsys.readouterr().out
-    assert "24 samples" in text and "vs float: mean |err|" in text and "confusion" in text
+    assert "24 samples" in text and "confusion matrix" in text
+    lines = text.splitlines()
+    head = next(line.split("  ") for line in lines if line.startswith("executor"))
+    assert [h.strip() for h in head if h.strip()] == ["executor", "top-1", "vs", "mean |err|",
+                                                      "max |err|", "cosine", "top-1 agreement"]
+    row = next(line.split() for line in lines if line.startswith("program "))
+    report = validate(mtp, files / "data.npz", model=_float_model(files))["executors"]["program"]
+    assert row == ["program", f"{report['top1']:.4f}", "float",
+                   f"{report['vs_float']['mean_abs_error']:.6g}",
+                   f"{report['vs_float']['max_abs_error']:.6g}",
+                   f"{report['vs_float']['cosine']:.6f}",
+                   f"{report['vs_float']['top1_agreement']:.4f}"]
+    matrix = lines[lines.index(next(line for line in lines if line.startswith("label"))) + 2:]
+    for c, counts in enumerate(report["confusion"]):  # label, predicted counts, samples, acc.
+        assert matrix[c].split()[:len(counts) + 2] == [str(c), *map(str, counts),
+                                                       str(sum(counts))]
 
 
 def test_validate_on_a_board_runs_the_dataset_in_one_qemu_run(files):

@@ -352,82 +352,102 @@ def _shape(ts: list[dict]) -> str:
 
 
 def render(info: dict) -> str:
-    """The report as text tables (what `mcutorch analyze` prints)."""
+    """The report as text tables (what `mcutorch analyze` prints in a pipe)."""
+    from mcutorch.ui.tables import text
+
+    return text(parts(info))
+
+
+def parts(info: dict) -> list:
+    """The report's lines and rich tables (mcutorch.ui.tables), in print order."""
+    from mcutorch.ui.tables import add, table
+
     t, ins = info["target"], info["instructions"]
     clock = ins and ins["clock_mhz"]
-    head = (f"{'#':>3} {'op':<22} {'variant':<7} {'ISA':<8} {'on':<3} {'input':<16} "
-            f"{'output':<16} {'MACs':>10} {'weights B':>9} {'act B':>7}")
+    heads = ["#", "op", "variant", "ISA", "on", "input", "output", "MACs", "weights B", "act B"]
     if ins:
-        head += f" {'instructions':>12}" + (f" {'instr/MHz':>9}" if clock else "")
-    head += "  arena (in -> out)"
-    lines = [f"analyze {info['model']!r} for {t['name']} (ISA {t['isa']}, NPU {t['npu']})"
-             + (" [stripped program]" if info["stripped"] else ""), head]
+        heads += ["instructions"] + (["instr/MHz (us)"] if clock else [])
+    ops = table(*heads, "arena (in -> out)", right=("#", "MACs", "weights B", "act B",
+                                                     "instructions", "instr/MHz (us)"),
+                wrap=("arena (in -> out)",))
     for o in info["ops"]:
         name = o["op"] if o["cpu_version_of"] is None else f"[{o['cpu_version_of']}] {o['op']}"
-        line = (f"{o['index']:>3} {name:<22} {o['variant']:<7} {o['isa']:<8} "
-                f"{o['runs_on']:<3} {_shape(o['inputs']):<16} {_shape(o['outputs']):<16} "
-                f"{o['macs']:>10,} {o['weight_bytes']:>9,} {o['activation_bytes']:>7,}")
+        row = [o["index"], name, o["variant"], o["isa"], o["runs_on"], _shape(o["inputs"]),
+               _shape(o["outputs"]), o["macs"], o["weight_bytes"], o["activation_bytes"]]
         if ins:
             n = o.get("instructions")
-            line += f" {n:>12,}" if n is not None else f" {'-':>12}"
+            row.append(n)
             if clock:
-                line += f" {o['estimate_us']:>9.2f}" if n is not None else f" {'-':>9}"
-        lines.append(f"{line}  {_fmt_where(o['inputs'])} -> {_fmt_where(o['outputs'])}")
+                row.append(None if n is None else f"{o['estimate_us']:.2f}")
+        add(ops, *row, f"{_fmt_where(o['inputs'])} -> {_fmt_where(o['outputs'])}")
+    out = [f"analyze {info['model']!r} for {t['name']} (ISA {t['isa']}, NPU {t['npu']})"
+           + (" [stripped program]" if info["stripped"] else ""), ops]
     if any(o["cpu_version_of"] is not None for o in info["ops"]):
-        lines.append("[k] op: part of delegate k's CPU version (runs only without an NPU driver)")
+        out.append("[k] op: part of delegate k's CPU version (runs only without an NPU driver)")
     why = [o for o in info["ops"] if o["runs_on"] == "CPU" and o["why_not_npu"]]
     if why:
-        lines.append("not on the NPU:")
         reasons = {o["why_not_npu"] for o in why}
         if len(reasons) == 1 and len(why) > 1:
-            lines.append(f"  every op: {why[0]['why_not_npu']}")
+            out.append(f"not on the NPU: every op: {why[0]['why_not_npu']}")
         else:
-            lines += [f"  {o['index']:>3} " + (o["why_not_npu"] if o["why_not_npu"].startswith(
-                o["op"]) else f"{o['op']}: {o['why_not_npu']}") for o in why]
-    lines += _render_totals(info) + _render_errors(info)
-    return "\n".join(lines)
+            out.append("not on the NPU:")
+            reasons = table("#", "op", "why", right=("#",), wrap=("why",))
+            for o in why:
+                add(reasons, o["index"], o["op"], o["why_not_npu"])
+            out.append(reasons)
+    return out + _render_totals(info) + _render_errors(info)
 
 
-def _render_errors(info: dict) -> list[str]:
+def _render_errors(info: dict) -> list:
+    from mcutorch.ui.tables import add, table
+
     acc = info.get("accuracy")
     if not acc:
         return []
-    lines = [f"error vs the float model ({acc['input']}; l2r = ||int8 - float|| / ||float||):",
-             f"  {'#':>3} {'op':<22} {'float node':<24} {'l2r':>9} {'rmse':>10} "
-             f"{'max |err|':>10} {'rmse LSB':>8}"]
+    errors = table("#", "op", "float node", "l2r", "rmse", "max |err|", "rmse LSB",
+                   right=("#", "l2r", "rmse", "max |err|", "rmse LSB"))
     for o in info["ops"]:
         e = o.get("error")
         if e is None:
-            lines.append(f"  {o['index']:>3} {o['op']:<22} (no float counterpart: an op the "
-                         "compiler added)")
+            add(errors, o["index"], o["op"], "(none: an op the compiler added)", None, None,
+                None, None)
             continue
-        l2r = "-" if e["l2r"] is None else f"{e['l2r']:.5f}"
-        lines.append(f"  {o['index']:>3} {o['op']:<22} {e['float_node']:<24} {l2r:>9} "
-                     f"{e['rmse']:>10.3g} {e['max_abs']:>10.3g} {e['rmse_lsb'] or 0:>8.3f}")
-    return lines
+        add(errors, o["index"], o["op"], e["float_node"],
+            None if e["l2r"] is None else f"{e['l2r']:.5f}", f"{e['rmse']:.3g}",
+            f"{e['max_abs']:.3g}", f"{e['rmse_lsb'] or 0:.3f}")
+    return [f"error vs the float model ({acc['input']}; l2r = ||int8 - float|| / ||float||):",
+            errors]
 
 
-def _render_totals(info: dict) -> list[str]:
+def _render_totals(info: dict) -> list:
+    from mcutorch.ui.tables import add, table
+
     tot, ins = info["totals"], info["instructions"]
     f, r = tot["flash"], tot["ram"]
-    kernels = ", ".join(f"{k} {v:,}" for k, v in f["per_kernel"].items())
-    arenas = " + ".join(f"{k} {v:,}" for k, v in r["arenas"].items()) or "0"
-    lines = [f"total MACs {tot['macs']:,}; constants {tot['weight_bytes']:,} B",
-             f"flash {f['total']:,} B = runtime core {f['runtime_core']:,} + kernels "
-             f"{f['kernels']:,} + program {f['program']:,} (measured: {f['how']}, "
-             f"{f['board']} link)",
-             f"  kernels: {kernels or 'none'}",
-             f"RAM {r['total']:,} B = arenas {arenas} + runtime state {r['state']:,} + "
-             f"worst-case stack {r['stack']:,} ({' -> '.join(r['stack_chain'])}; gcc call "
-             "graph, -Os)"]
+    totals = table("total", "value", "measured", right=("value",), wrap=("measured",))
+    add(totals, "MACs", f"{tot['macs']:,}", "")
+    add(totals, "constants", f"{tot['weight_bytes']:,} B", "")
+    add(totals, "flash", f"{f['total']:,} B", f"{f['how']} ({f['board']} link)")
+    add(totals, "  runtime core", f"{f['runtime_core']:,} B", "")
+    add(totals, "  kernels", f"{f['kernels']:,} B", "" if f["per_kernel"] else "none")
+    for k, v in f["per_kernel"].items():
+        add(totals, f"    {k}", f"{v:,} B", "")
+    add(totals, "  program", f"{f['program']:,} B", "")
+    add(totals, "RAM", f"{r['total']:,} B", "arenas + runtime state + worst-case stack")
+    for k, v in r["arenas"].items():
+        add(totals, f"  arena {k}", f"{v:,} B", "")
+    add(totals, "  runtime state", f"{r['state']:,} B", "")
+    add(totals, "  worst-case stack", f"{r['stack']:,} B",
+        f"{' -> '.join(r['stack_chain'])} (gcc call graph, -Os)")
     if ins:
-        lines.append(f"instructions per inference on {ins['board']}: {ins['total']:,} "
-                     f"(ops {ins['ops']:,} + interpreter {ins['interpreter']:,}; {ins['how']}; "
-                     f"input: {ins['input']})"
-                     + ("; no NPU driver on the board: delegates ran their CPU version"
-                        if any(o["op"] == "delegate" for o in info["ops"]) else ""))
+        npu = ("; no NPU driver on the board: delegates ran their CPU version"
+               if any(o["op"] == "delegate" for o in info["ops"]) else "")
+        add(totals, f"instructions per inference on {ins['board']}", f"{ins['total']:,}",
+            f"{ins['how']}; input: {ins['input']}{npu}")
+        add(totals, "  ops", f"{ins['ops']:,}", "")
+        add(totals, "  interpreter", f"{ins['interpreter']:,}", "")
         if ins["clock_mhz"]:
-            lines.append(f"instructions / MHz at {ins['clock_mhz']:g} MHz: "
-                         f"{ins['estimate_us']:,.1f} us (an estimate at one instruction per "
-                         "cycle, not a measured time)")
-    return lines
+            add(totals, f"instructions / MHz at {ins['clock_mhz']:g} MHz",
+                f"{ins['estimate_us']:,.1f} us",
+                "an estimate at one instruction per cycle, not a measured time")
+    return [totals]

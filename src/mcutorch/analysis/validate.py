@@ -150,32 +150,59 @@ def _drop(errors: dict) -> dict:
 
 
 def render(report: dict) -> str:
-    """The validate report as text."""
-    lines = [f"{report['samples']} samples from {report['dataset'] or 'the dataset'}; program "
-             f"run on {report['runs_on']}"]
+    """The validate report as text (what `mcutorch validate` prints in a pipe)."""
+    from mcutorch.ui.tables import text
+
+    return text(parts(report))
+
+
+NAMES = {"sample": "sample", "label": "label", "predicted": "predicted", "margin": "margin",
+         "mean_abs_error": "mean |err|"}
+
+
+def parts(report: dict) -> list:
+    """The report's lines and rich tables (mcutorch.ui.tables), in print order."""
+    from mcutorch.ui.tables import add, table
+
+    rows = report["executors"].values()
+    classifier = any("top1" in r for r in rows)
+    agreement = any("top1_agreement" in r.get("vs_float", {}) for r in rows)
+    heads = ["executor"] + (["top-1"] if classifier else []) + ["vs", "mean |err|", "max |err|",
+                                                                "cosine"]
+    summary = table(*heads, *(["top-1 agreement"] if agreement else []),
+                    right=("top-1", "mean |err|", "max |err|", "cosine", "top-1 agreement"))
     for name, row in report["executors"].items():
-        parts = []
-        if "top1" in row:
-            parts.append(f"top-1 {row['top1']:.4f}")
-        for key, label in (("vs_labels", "vs labels"), ("vs_float", "vs float")):
-            if key in row:
-                e = row[key]
-                parts.append(f"{label}: mean |err| {e['mean_abs_error']:.6g}, max |err| "
-                             f"{e['max_abs_error']:.6g}, cosine {e['cosine']:.6f}"
-                             + (f", top-1 agreement {e['top1_agreement']:.4f}"
-                                if "top1_agreement" in e else ""))
-        lines.append(f"  {name.replace('_', '-'):<10} " + "; ".join(parts))
+        top1 = [f"{row['top1']:.4f}"] if classifier else []
+        against = [(label, row[key]) for key, label in (("vs_labels", "labels"),
+                                                         ("vs_float", "float")) if key in row]
+        for k, (label, e) in enumerate(against or [("", None)]):
+            cells = [name.replace("_", "-") if k == 0 else "", *(top1 if k == 0 else [""] *
+                                                                 len(top1)), label]
+            cells += ([f"{e['mean_abs_error']:.6g}", f"{e['max_abs_error']:.6g}",
+                       f"{e['cosine']:.6f}"] if e else [None] * 3)
+            if agreement:
+                cells.append(f"{e['top1_agreement']:.4f}" if e and "top1_agreement" in e
+                             else None)
+            add(summary, *cells)
+    out = [f"{report['samples']} samples from {report['dataset'] or 'the dataset'}; program "
+           f"run on {report['runs_on']}", summary]
     prog = report["executors"]["program"]
     if "per_class" in prog:
-        lines.append("program per class (class: accuracy of samples):")
-        lines.append("  " + ", ".join(
-            f"{c['class']}: {'-' if c['accuracy'] is None else format(c['accuracy'], '.3f')} of "
-            f"{c['samples']}" for c in prog["per_class"]))
-        lines.append("program confusion matrix (rows: label, columns: predicted):")
-        lines += ["  " + " ".join(f"{v:>5}" for v in r) for r in prog["confusion"]]
+        k = len(prog["confusion"])
+        confusion = table("label", *(f"-> {c}" for c in range(k)), "samples", "accuracy",
+                          right=("label", *(f"-> {c}" for c in range(k)), "samples",
+                                 "accuracy"))
+        for c, counts in zip(prog["per_class"], prog["confusion"]):
+            add(confusion, c["class"], *counts, c["samples"],
+                None if c["accuracy"] is None else f"{c['accuracy']:.3f}")
+        out += ["program per class: confusion matrix (rows: label, columns -> c: predicted c), "
+                "samples and accuracy", confusion]
     if report["worst"]:
-        lines.append("worst samples of the program:")
+        keys = list(report["worst"][0])
+        worst = table(*(NAMES.get(key, key) for key in keys),
+                      right=tuple(NAMES.get(key, key) for key in keys))
         for w in report["worst"]:
-            lines.append("  " + ", ".join(f"{k} {v:.6g}" if isinstance(v, float) else f"{k} {v}"
-                                          for k, v in w.items()))
-    return "\n".join(lines)
+            add(worst, *(f"{w[key]:.6g}" if isinstance(w[key], float) else w[key]
+                         for key in keys))
+        out += ["worst samples of the program:", worst]
+    return out
