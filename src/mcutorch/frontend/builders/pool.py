@@ -14,6 +14,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import A, node_arg, pair
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
+from mcutorch.ref.pool import resize_axis
 
 
 def pool(lf, n: FxNode, out: Tensor, act) -> None:
@@ -171,6 +172,48 @@ def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
     (pool if n.target == A.avg_pool2d.default else global_pool)(lf, n, out, act)
 
 
+RESIZE_MODES = {"upsample_nearest": "nearest", "_upsample_nearest_exact": "nearest-exact",
+                "upsample_bilinear": "linear", "upsample_linear": "linear"}
+
+
+def resize(lf, n: FxNode, out: Tensor, act) -> None:
+    """F.interpolate / nn.Upsample (nearest, nearest-exact, bilinear; 1-D as H = 1): one resize
+    whose per-axis TOSA coordinates give PyTorch's source coordinates exactly (ref/pool.py
+    resize_axis). aten: (input, output_size, [align_corners,] scale_factors)."""
+    x = lf.operand(n.args[0], n)
+    name = str(n.target).split(".")[1]
+    mode = RESIZE_MODES[name[:-2]]
+    linear = mode == "linear"
+    align = bool(node_arg(n, 2, "align_corners", False)) if linear else False
+    scales = node_arg(n, 3 if linear else 2, "scale_factors", None)
+    spatial = len(x.shape) - 2
+    if len(x.shape) not in (3, 4) or x.shape[0] < 1 or len(out.shape) != len(x.shape):
+        raise UnsupportedOpError(f"{source_of(n)}: resize of a rank-{len(x.shape)} tensor "
+                                 "(takes [N, C, L] and [N, C, H, W])")
+    scales = list(scales) if scales else [None] * spatial
+    geometry = []
+    try:
+        for size, want, scale in zip(x.shape[2:], out.shape[2:], scales):
+            geometry.append(resize_axis(size, want, mode, align, scale))
+    except ValueError as exc:
+        raise UnsupportedOpError(f"{source_of(n)}: {exc}") from None
+    if spatial == 1:  # [N, C, L] as [N, C, 1, L]
+        geometry.insert(0, (1, 1, 0, 0))
+        flat = lf.new_tensor(x.name + "_2d", (*x.shape[:2], 1, x.shape[2]), x.scale,
+                             x.zero_point, layout="NCHW")
+        lf.emit("reshape", [x], flat, {}, n)
+        x = flat
+        y = lf.new_tensor(out.name + "_2d", (*out.shape[:2], 1, out.shape[2]), out.scale,
+                          out.zero_point, layout="NCHW")
+    else:
+        y = out
+    attrs = {"mode": int(linear), "geometry": tuple(geometry), "act": act}
+    lf.emit("resize", [x], y, attrs, n)
+    if y is not out:
+        lf.emit("reshape", [y], out, {}, n)
+
+
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool}  # means: builders/reduce.py
-ACT = {pool, avg_pool}
+BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool,
+            "resize": resize}  # means: builders/reduce.py
+ACT = {pool, avg_pool, resize}
