@@ -193,7 +193,8 @@ def resize_axis(size: int, out: int, mode: str, align_corners: bool,
     for `mode` "nearest" (floor(o * r)), "nearest-exact" (floor((o + 1/2) r)) or "linear"
     (max((o + 1/2) r - 1/2, 0), or o (size - 1) / (out - 1) with align_corners), where the ratio
     r is 1 / scale when a scale factor is given, else size / out (ValueError for a scale that is
-    no small fraction)."""
+    no small fraction). A "nearest" axis that picks the same pixels as "nearest-exact" (every
+    integer upscale) takes the latter's half-pixel geometry, the one Ethos-U55 runs."""
     from fractions import Fraction
 
     if mode == "linear" and align_corners:
@@ -208,6 +209,10 @@ def resize_axis(size: int, out: int, mode: str, align_corners: bool,
             p, q = size, out
         n, d = 2 * q, 2 * p
         offset = -q if mode == "nearest" else p - q
+        o = np.arange(out, dtype=np.int64)
+        if mode == "nearest" and np.array_equal(np.minimum(o * p // q, size - 1),
+                                                np.minimum((2 * o + 1) * p // (2 * q), size - 1)):
+            offset = p - q  # the same pixels as nearest-exact (integer upscales): its geometry
     g = math.gcd(n, d, offset)
     n, d, offset = n // g, d // g, offset // g
     return n, d, offset, (out - 1) * d - (size - 1) * n + offset

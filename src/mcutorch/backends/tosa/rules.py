@@ -235,6 +235,40 @@ def lower_avg_pool2d(b: Builder, node: Node, ins, out: str, notes) -> str:
     return _clamp_if(b, y, node, out)
 
 
+def check_resize(node: Node) -> str:
+    """TOSA 1.0 RESIZE's bounds per axis (scale_n <= 2^11 is the op's domain already)."""
+    a = node.attrs
+    for axis in ("y", "x"):
+        n, d = a[f"scale_{axis}_n"], a[f"scale_{axis}_d"]
+        offset, border = a[f"offset_{axis}"], a[f"border_{axis}"]
+        if d >= 16 * n:
+            return f"resize: {axis} scale {n}/{d} shrinks by 16 or more (TOSA: scale_d < 16 n)"
+        if not -n <= offset < 16 * n or not -16 * n <= border < n:
+            return (f"resize: {axis} offset {offset} / border {border} outside TOSA's [-n, 16 n) "
+                    f"/ [-16 n, n) for n = {n} (align_corners with a size-1 axis, or a large "
+                    "shrink)")
+    if not a["mode"]:
+        return ""
+    bound = 128 * a["scale_y_n"] * a["scale_x_n"]
+    return S._rescale_problem("resize", -bound, bound, a["mult"], a["shift"], "the 4-tap sum")
+
+
+def lower_resize(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """RESIZE (nearest: int8; bilinear: the int32 4-tap sum), RESCALE by mult/shift, CLAMP."""
+    a = node.attrs
+    scale = [a["scale_y_n"], a["scale_y_d"], a["scale_x_n"], a["scale_x_d"]]
+    args = [ins[0], b.shape_const(scale), b.shape_const([a["offset_y"], a["offset_x"]]),
+            b.shape_const([a["border_y"], a["border_x"]])]
+    mode = ts.ResizeMode.BILINEAR if a["mode"] else ts.ResizeMode.NEAREST
+    narrow = (a["act_min"], a["act_max"]) != INT8_RANGE
+    if not a["mode"]:
+        y = b.op("RESIZE", args, _out_shape(node), "int8", attr("Resize", mode),
+                 None if narrow else out)
+        return _clamp_if(b, y, node, out)
+    acc = b.op("RESIZE", args, _out_shape(node), "int32", attr("Resize", mode))
+    return _output_stage(b, acc, [a["mult"]], [a["shift"]], 0, a["act_min"], a["act_max"], out)
+
+
 def _avg_pool_divisor(b: Builder, node: Node, x: str, out: str, notes) -> str:
     """sum(x - in_zp) by a DEPTHWISE_CONV2D of ones, then RESCALE by reciprocal_scale(divisor)."""
     a = node.attrs
@@ -358,6 +392,7 @@ RULES = {
     "minimum": (S.exact, lower_minmax),
     "max_pool2d": (S.pool_windows, lower_max_pool2d),
     "avg_pool2d": (S.check_avg_pool, lower_avg_pool2d),
+    "resize": (check_resize, lower_resize),
     "transpose": (S.check_movement, lower_transpose),
     "concat": (S.check_movement, lower_concat),
     "pad": (S.check_movement, lower_pad),
