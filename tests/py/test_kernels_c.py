@@ -1006,7 +1006,8 @@ def case_bytes(case) -> bytes:
 def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
              elem_speedup_cases() +
-             pool_cases(n_random) + resize_cases() + softmax_cases(n_random) + movement_cases(n_random) +
+             pool_cases(n_random) + resize_cases() + softmax_cases(n_random) +
+             movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases())

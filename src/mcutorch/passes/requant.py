@@ -94,12 +94,11 @@ def _pool(node: Node) -> None:
 def _resize(node: Node) -> None:
     """Per axis TOSA's (scale_n, scale_d, offset, border); bilinear divides the 4-tap sum by
     n_y * n_x (mult / 2^shift, the output shares x's qparams)."""
-    a = node.attrs
-    (yn, yd, yo, yb), (xn, xd, xo, xb) = a["geometry"]
+    a, names = node.attrs, ("scale_{}_n", "scale_{}_d", "offset_{}", "border_{}")
+    attrs = {f.format(k): v for k, axis in zip("yx", a["geometry"]) for f, v in zip(names, axis)}
+    yn, xn = a["geometry"][0][0], a["geometry"][1][0]
     mult, shift = quantize_multiplier(1.0 / (yn * xn)) if a["mode"] else (0, 0)
-    node.attrs = {"mode": a["mode"], "scale_y_n": yn, "scale_y_d": yd, "offset_y": yo,
-                  "border_y": yb, "scale_x_n": xn, "scale_x_d": xd, "offset_x": xo,
-                  "border_x": xb, "mult": mult, "shift": shift, **_act(node)}
+    node.attrs = {"mode": a["mode"], **attrs, "mult": mult, "shift": shift, **_act(node)}
 
 
 def _rescale(node: Node) -> None:

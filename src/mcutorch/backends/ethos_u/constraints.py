@@ -93,15 +93,13 @@ def _resize(node: Node) -> str:
     8 on both axes (scale (2k)/2, offset 1 - k): x16, x1 on an axis, a shrink, any fractional
     scale and every bilinear resize are refused ("Non-passthrough operation (Resize)")."""
     a = node.attrs
-    axes = [(a[f"scale_{k}_n"], a[f"scale_{k}_d"], a[f"offset_{k}"]) for k in ("y", "x")]
-    ok = [d == 2 and n // 2 in U55_RESIZE_SCALES and n % 2 == 0 and off == 1 - n // 2
-          for n, d, off in axes]
-    if not a["mode"] and all(ok):
+    axes = [(a[f"scale_{k}_n"], a[f"scale_{k}_d"], a[f"offset_{k}"]) for k in "yx"]
+    if not a["mode"] and all(d == 2 and n / 2 in U55_RESIZE_SCALES and 2 * off == 2 - n
+                             for n, d, off in axes):
         return ""
-    what = "bilinear" if a["mode"] else "this nearest geometry"
-    return (f"resize: Ethos-U55/U65 RESIZE takes nearest half-pixel upscales by "
-            f"{'/'.join(map(str, U55_RESIZE_SCALES))} on both axes only, not {what} "
-            f"(scale/offset y {axes[0]}, x {axes[1]}); the U85 takes it")
+    return (f"resize: Ethos-U55/U65 RESIZE takes nearest half-pixel upscales by 2, 4 or 8 on "
+            f"both axes only, not {'bilinear' if a['mode'] else 'this nearest'} (scale_n, "
+            f"scale_d, offset: y {axes[0]}, x {axes[1]}); the U85 takes it")
 
 
 RULES: list[Rule] = [

@@ -238,35 +238,32 @@ def lower_avg_pool2d(b: Builder, node: Node, ins, out: str, notes) -> str:
 def check_resize(node: Node) -> str:
     """TOSA 1.0 RESIZE's bounds per axis (scale_n <= 2^11 is the op's domain already)."""
     a = node.attrs
-    for axis in ("y", "x"):
-        n, d = a[f"scale_{axis}_n"], a[f"scale_{axis}_d"]
-        offset, border = a[f"offset_{axis}"], a[f"border_{axis}"]
-        if d >= 16 * n:
-            return f"resize: {axis} scale {n}/{d} shrinks by 16 or more (TOSA: scale_d < 16 n)"
-        if not -n <= offset < 16 * n or not -16 * n <= border < n:
-            return (f"resize: {axis} offset {offset} / border {border} outside TOSA's [-n, 16 n) "
-                    f"/ [-16 n, n) for n = {n} (align_corners with a size-1 axis, or a large "
-                    "shrink)")
-    if not a["mode"]:
-        return ""
+    for k in ("y", "x"):
+        n, d, offset, border = (a[f"scale_{k}_n"], a[f"scale_{k}_d"], a[f"offset_{k}"],
+                                a[f"border_{k}"])
+        if d >= 16 * n or not (-n <= offset < 16 * n and -16 * n <= border < n):
+            return (f"resize: {k} scale {n}/{d}, offset {offset}, border {border}: TOSA needs "
+                    "scale_d < 16 n, -n <= offset < 16 n, -16 n <= border < n (a shrink by 16 "
+                    "or more, align_corners on a size-1 axis)")
     bound = 128 * a["scale_y_n"] * a["scale_x_n"]
-    return S._rescale_problem("resize", -bound, bound, a["mult"], a["shift"], "the 4-tap sum")
+    return a["mode"] and S._rescale_problem("resize", -bound, bound, a["mult"], a["shift"],
+                                            "the 4-tap sum") or ""
 
 
 def lower_resize(b: Builder, node: Node, ins, out: str, notes) -> str:
-    """RESIZE (nearest: int8; bilinear: the int32 4-tap sum), RESCALE by mult/shift, CLAMP."""
-    a = node.attrs
-    scale = [a["scale_y_n"], a["scale_y_d"], a["scale_x_n"], a["scale_x_d"]]
-    args = [ins[0], b.shape_const(scale), b.shape_const([a["offset_y"], a["offset_x"]]),
+    """RESIZE (nearest: int8; bilinear: the int32 4-tap sum, then RESCALE), CLAMP if narrow."""
+    a, linear = node.attrs, node.attrs["mode"] == 1
+    args = [ins[0], b.shape_const([a[f"scale_{k}_{f}"] for k in "yx" for f in "nd"]),
+            b.shape_const([a["offset_y"], a["offset_x"]]),
             b.shape_const([a["border_y"], a["border_x"]])]
-    mode = ts.ResizeMode.BILINEAR if a["mode"] else ts.ResizeMode.NEAREST
+    at = attr("Resize", ts.ResizeMode.BILINEAR if linear else ts.ResizeMode.NEAREST)
+    if linear:
+        acc = b.op("RESIZE", args, _out_shape(node), "int32", at)
+        return _output_stage(b, acc, [a["mult"]], [a["shift"]], 0, a["act_min"], a["act_max"],
+                             out)
     narrow = (a["act_min"], a["act_max"]) != INT8_RANGE
-    if not a["mode"]:
-        y = b.op("RESIZE", args, _out_shape(node), "int8", attr("Resize", mode),
-                 None if narrow else out)
-        return _clamp_if(b, y, node, out)
-    acc = b.op("RESIZE", args, _out_shape(node), "int32", attr("Resize", mode))
-    return _output_stage(b, acc, [a["mult"]], [a["shift"]], 0, a["act_min"], a["act_max"], out)
+    return _clamp_if(b, b.op("RESIZE", args, _out_shape(node), "int8", at,
+                             None if narrow else out), node, out)
 
 
 def _avg_pool_divisor(b: Builder, node: Node, x: str, out: str, notes) -> str:
