@@ -6,8 +6,9 @@
  * reads the same input row as the one before. bilinear sums the four taps weighted (n - r) or r
  * per axis (|acc| <= 128 * 2^22) and requantizes by mult / 2^shift ~ 1 / (n_y * n_x): y shares
  * x's qparams, so no zero point enters. MVE: 4 channels per step (VLDRB-widened taps into one
- * int32x4 sum, requantized on the vector, the tail predicated); DSP adds nothing here (the
- * 22-bit weights do not fit SMLAD's 16-bit lanes); C: one channel at a time.
+ * int32x4 sum, requantized on the vector, the tail predicated) and nearest copies 16 bytes
+ * per vector; DSP adds nothing here (the 22-bit weights do not fit SMLAD's 16-bit lanes); C:
+ * memcpy runs (nearest) and one channel at a time (bilinear).
  */
 #include <string.h>
 
@@ -75,8 +76,17 @@ typedef struct {
   int32_t mult, shift, lo, hi;
 } rs_ctx;
 
+/* One pixel's c channels, clamped. MVE: 16 per vector (the tail predicated), no call. */
 static void rs_copy(int8_t *dst, const int8_t *src, int32_t c, int32_t lo, int32_t hi)
 {
+#if MT_MVE
+  const int8x16_t vlo = vdupq_n_s8((int8_t)lo), vhi = vdupq_n_s8((int8_t)hi);
+  for (int32_t k = 0; k < c; k += 16) {
+    const mve_pred16_t p = vctp8q((uint32_t)(c - k));
+    vstrbq_p_s8(dst + k, vminq_s8(vmaxq_s8(vldrbq_z_s8(src + k, p), vlo), vhi), p);
+  }
+  return;
+#endif /* MT_MVE */
   if (lo == MT_S8_MIN && hi == MT_S8_MAX) {
     memcpy(dst, src, (size_t)c);
     return;
