@@ -27,6 +27,7 @@ from mcutorch.device import toolchain
 from mcutorch.device import kernels as ck
 from mcutorch.device.exact import exact_counts
 from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table
+from mcutorch.ref.pool import resize_axis
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
@@ -55,6 +56,9 @@ LAYERS = {
                        (914_839, None, None)),
     "resnet8_add_32x32x16": ("add", (1, 32, 32, 16), None, {}, None),
     "hswish_lut_24x24x16": ("lut", (1, 24, 24, 16), None, {}, None),  # a table function
+    # a YOLO neck's nearest x2 and a U-Net decoder's bilinear x2 (align_corners False)
+    "yolo_nearest_x2_20x20x32": ("resize", (1, 20, 20, 32), None, {"mode": "nearest"}, None),
+    "unet_bilinear_x2_16x16x32": ("resize", (1, 16, 16, 32), None, {"mode": "linear"}, None),
 }
 # ResNet-8's first residual add (its compiled attributes: the left-shift scheme)
 RESNET8_ADD = dict(a_zp=-128, a_mult=1542954677, a_shift=13, b_zp=3, b_mult=1073741824,
@@ -73,7 +77,8 @@ def _s8(rng, shape, lo=-128, hi=127):
 
 def make_layer(name):
     """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name
-    (MACs: elements for the pools, the add and the lut, 0 for softmax).
+    (MACs: elements for the pools, the add and the lut, output elements for resize, 0 for
+    softmax).
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
     operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the default one."""
@@ -86,6 +91,15 @@ def make_layer(name):
         return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "default"
     if op == "lut":
         return op, (x, _s8(rng, (256,))), {}, x.size, "default"
+    if op == "resize":
+        (yn, yd, yo, yb), (xn, xd, xo, xb) = (resize_axis(n, 2 * n, kw["mode"], False, 2.0)
+                                              for n in xs[1:3])
+        linear = kw["mode"] == "linear"
+        mult, shift = quant.quantize_multiplier(1.0 / (yn * xn)) if linear else (0, 0)
+        attrs = dict(mode=int(linear), scale_y_n=yn, scale_y_d=yd, offset_y=yo, border_y=yb,
+                     scale_x_n=xn, scale_x_d=xd, offset_x=xo, border_x=xb, mult=mult,
+                     shift=shift, act_min=-128, act_max=127)
+        return op, (x,), attrs, 4 * x.size, "default"
     if op == "avg_pool2d":
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,

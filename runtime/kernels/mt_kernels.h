@@ -9,7 +9,7 @@
  *
  *   conv/        conv2d, depthwise_conv2d, fully_connected
  *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum, sub, div
- *   pool/        max_pool2d, avg_pool2d
+ *   pool/        max_pool2d, avg_pool2d, resize
  *   softmax/     softmax, log_softmax
  *   movement/    transpose, concat, pad, copy, strided_slice, gather
  *   reduce/      reduce_sum, reduce_max, reduce_min, reduce_var, norm
@@ -51,6 +51,7 @@ mt_status mt_reduce_var_s8(const mt_op_args *args);
 mt_status mt_norm_s8(const mt_op_args *args);
 mt_status mt_sub_s8(const mt_op_args *args);
 mt_status mt_div_s8(const mt_op_args *args);
+mt_status mt_resize_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

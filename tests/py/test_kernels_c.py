@@ -662,6 +662,50 @@ def pool_cases(n_random):
     return cases
 
 
+def resize_case(name, x_shape, out_hw, mode, align=False, scale=None, act=None, c_scale=None):
+    """A resize case with PyTorch's geometry (ref/pool.py resize_axis) for out_hw."""
+    from mcutorch.quant import quantize_multiplier
+    from mcutorch.ref.pool import resize_axis
+    rng = rng_for(name)
+    (yn, yd, yo, yb), (xn, xd, xo, xb) = (resize_axis(size, out, mode, align, scale)
+                                          for size, out in zip(x_shape[1:3], out_hw))
+    linear = mode == "linear"
+    mult, shift = quantize_multiplier(1.0 / (yn * xn)) if linear else (0, 0)
+    lo, hi = act or ((-128, 127) if rng.random() < 0.6 else pick_act(rng, pick_zp(rng)))
+    attrs = dict(mode=int(linear), scale_y_n=yn, scale_y_d=yd, offset_y=yo, border_y=yb,
+                 scale_x_n=xn, scale_x_d=xd, offset_x=xo, border_x=xb, mult=mult, shift=shift,
+                 act_min=lo, act_max=hi)
+    return Case(name, "resize", (s8(rng, x_shape),), attrs)
+
+
+RESIZE_GEOMETRY = [  # name, x NHWC, output (H, W), scale factor (None: a size)
+    ("x2", (1, 5, 7, 8), (10, 14), 2.0), ("x1p5", (1, 7, 5, 3), (10, 7), 1.5),
+    ("x3", (2, 3, 4, 5), (9, 12), 3.0), ("half", (1, 8, 9, 4), (4, 4), 0.5),
+    ("7to12", (1, 7, 7, 17), (12, 12), None), ("1x1", (1, 1, 1, 6), (2, 2), 2.0),
+    ("10to6", (1, 10, 10, 1), (6, 6), None), ("h1_linear1d", (1, 1, 9, 16), (1, 18), 2.0),
+]
+
+
+def resize_cases():
+    cases = []
+    for name, x, out, scale in RESIZE_GEOMETRY:
+        for mode, align in (("nearest", False), ("nearest-exact", False), ("linear", False),
+                            ("linear", True)):
+            tag = mode.replace("-", "_") + ("_ac" if align else "")
+            cases.append(resize_case(f"resize_{tag}_{name}", x, out, mode, align, scale))
+    cases += [resize_case(f"resize_bilinear_c{c}", (1, 3, 3, c), (6, 6), "linear", scale=2.0)
+              for c in SIMD_COUNTS]
+    cases += [resize_case("resize_bilinear_relu", (1, 4, 4, 9), (8, 8), "linear", scale=2.0,
+                          act=(0, 127)),
+              resize_case("resize_nearest_clamp", (1, 4, 4, 9), (8, 8), "nearest", scale=2.0,
+                          act=(-20, 30)),
+              resize_case("resize_bilinear_x4_big", (1, 8, 8, 32), (32, 32), "linear",
+                          scale=4.0, act=(-128, 127)),
+              resize_case("resize_nearest_x2_big", (1, 16, 16, 32), (32, 32), "nearest",
+                          scale=2.0, act=(-128, 127))]
+    return cases
+
+
 # ----------------------------------------------------------------------------- softmax
 
 def softmax_case(name, shape, scale=None, table=None, spread=255):
@@ -794,6 +838,17 @@ def bad_cases():
               bad(ap, "divisor_negative", divisor=-1),
               bad(ap, "divisor_huge", divisor=(1 << 30) + 1),
               bad(ap, "window_in_padding", pad_left=3, out_shape=(1, 2, 3, 2))]
+    rs = resize_case("resize_base", (1, 3, 3, 5), (6, 6), "linear", scale=2.0)
+    rn = resize_case("resize_nearest_base", (1, 3, 3, 5), (6, 6), "nearest", scale=2.0)
+    cases += [bad(rs, "mode2", mode=2), bad(rs, "n0", scale_y_n=0),
+              bad(rs, "n_huge", scale_x_n=(1 << 11) + 1, border_x=0),
+              bad(rs, "d0", scale_x_d=0), bad(rs, "border", border_y=rs.attrs["border_y"] + 1),
+              bad(rs, "offset_huge", offset_x=(1 << 16) + 1), bad(rs, "shift1", shift=1),
+              bad(rs, "rq_overflow", mult=(1 << 31) - 1, shift=2),
+              bad(rs, "act", act_min=4, act_max=3),
+              bad(rs, "y_shape", ref_raises=False, out_shape=(1, 6, 5, 5)),
+              bad(rs, "y_channels", ref_raises=False, out_shape=(1, 6, 6, 4)),
+              bad(rn, "mult", mult=1 << 30)]
     sm = softmax_case("softmax_base", (2, 5))
     zero_first, too_big = sm.inputs[1].copy(), sm.inputs[1].copy()
     zero_first[0], too_big[3] = 0, 65537
@@ -951,7 +1006,8 @@ def case_bytes(case) -> bytes:
 def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
              elem_speedup_cases() +
-             pool_cases(n_random) + softmax_cases(n_random) + movement_cases(n_random) +
+             pool_cases(n_random) + resize_cases() + softmax_cases(n_random) +
+             movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases())

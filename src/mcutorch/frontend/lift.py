@@ -36,7 +36,7 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, elementwise, movement
+from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, PRECHECKS, movement
 from mcutorch.frontend.builders._common import FULL, A, act_range, bounds
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
 from mcutorch.frontend.fold import check_stateless
@@ -560,8 +560,8 @@ def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
     refuse_out_of_scope(gm)
     for node in gm.graph.nodes:
-        if node.op == "call_function" and builder_of(node) is elementwise.lut:
-            elementwise.lut_function(node)  # a tensor where a constant is needed (x - y, x / y)
+        if node.op == "call_function" and builder_of(node) in PRECHECKS:
+            PRECHECKS[builder_of(node)](node)  # builders/<family>.py PRECHECK
         if node.op == "call_module":
             raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
 

@@ -91,6 +91,16 @@ def _pool(node: Node) -> None:
     node.attrs = {**attrs, **_act(node)}
 
 
+def _resize(node: Node) -> None:
+    """Per axis TOSA's (scale_n, scale_d, offset, border); bilinear divides the 4-tap sum by
+    n_y * n_x (mult / 2^shift, the output shares x's qparams)."""
+    a, names = node.attrs, ("scale_{}_n", "scale_{}_d", "offset_{}", "border_{}")
+    attrs = {f.format(k): v for k, axis in zip("yx", a["geometry"]) for f, v in zip(names, axis)}
+    yn, xn = a["geometry"][0][0], a["geometry"][1][0]
+    mult, shift = quantize_multiplier(1.0 / (yn * xn)) if a["mode"] else (0, 0)
+    node.attrs = {"mode": a["mode"], **attrs, "mult": mult, "shift": shift, **_act(node)}
+
+
 def _rescale(node: Node) -> None:
     x, y = node.inputs[0], node.outputs[0]
     m, s = quantize_multiplier(x.scale / y.scale)
@@ -212,7 +222,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
          "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
-         "norm": _norm, "sub": _add, "div": _div}
+         "norm": _norm, "sub": _add, "div": _div, "resize": _resize}
 
 
 def _share_qparams(node: Node) -> list[Node]:

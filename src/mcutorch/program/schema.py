@@ -66,6 +66,8 @@ Version history:
     what they meant). transpose, concat and pad keep their 4-D records: the compiler lowers 5-D
     and 6-D ones to 4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2
     programs load.
+  * 1.4: opcode 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's scale, offset and
+    border per axis, shared qparams).
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

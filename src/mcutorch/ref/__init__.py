@@ -42,6 +42,7 @@ SHAPES = {
     "fully_connected": conv.fully_connected_shape,
     "max_pool2d": pool.pool_shape,
     "avg_pool2d": pool.pool_shape,
+    "resize": pool.resize_shape,
     "pad": movement.pad_shape,
     "strided_slice": movement.strided_slice_shape,
     "gather": movement.gather_shape,

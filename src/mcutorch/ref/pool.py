@@ -12,11 +12,14 @@ few times their input and output; `pool_shape` gives the output's shape without 
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from mcutorch import quant
 
-from mcutorch.ref._common import (as_array, check, check_act, check_dims, check_zp, out_size,
+from mcutorch.ref._common import (as_array, check, check_act, check_dims, check_scale, check_zp,
+                                  out_size,
                                   requantize, window_ranges)
 
 AVG_MAX_COUNT = 1 << 30  # a divisor or kernel_h * kernel_w count: reciprocal mult < 2^31
@@ -110,3 +113,106 @@ def avg_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, 
     mult = scales[:, 0][where].reshape(count.shape)[:, :, None]
     shift = scales[:, 1][where].reshape(count.shape)[:, :, None]
     return requantize(acc, mult, shift, out_zp, act_min, act_max)
+
+
+# --- resize ---------------------------------------------------------------------------------------
+# Resampling on TOSA RESIZE's integer coordinates. Per axis (y: H, x: W) output o reads source
+# coordinate v = o * scale_d + offset in units of 1/scale_n: i = floor(v / scale_n), r = v - i *
+# scale_n in [0, scale_n), taps i0 = clamp(i, 0, size - 1), i1 = clamp(i + 1, 0, size - 1).
+# nearest: x[i1 if 2 r >= scale_n else i0] per axis (a copy). bilinear: acc = sum of the four
+# taps times (n - r) or r per axis (int32: |acc| <= 128 * n_y * n_x <= 2^29), y = clamp(rq(acc,
+# mult, shift)) with mult / 2^shift ~ 1 / (n_y * n_x): y shares x's qparams, so no zero point
+# enters. The border ties the geometry to the output size exactly as TOSA's:
+# (size - 1) * scale_n - offset + border == (out - 1) * scale_d.
+RESIZE_MAX_N = 1 << 11  # TOSA's bound on scale_n: |acc| <= 128 * 2^22
+RESIZE_MAX_D = 1 << 14  # o * scale_d + offset stays an int32 for outputs below 2^16
+RESIZE_MAX_OFFSET = 1 << 16
+RESIZE_MAX_DIM = (1 << 16) - 1
+
+
+def _resize_axis(size: int, out: int, n: int, d: int, offset: int, border: int, what: str):
+    check(1 <= n <= RESIZE_MAX_N and 1 <= d <= RESIZE_MAX_D, f"resize: {what} scale {n}/{d} "
+          f"outside [1, 2^11] / [1, 2^14]")
+    check(abs(offset) <= RESIZE_MAX_OFFSET, f"resize: {what} offset {offset} outside +-2^16")
+    check(1 <= size <= RESIZE_MAX_DIM and 1 <= out <= RESIZE_MAX_DIM,
+          f"resize: {what} sizes {size} -> {out} outside [1, 2^16)")
+    check((size - 1) * n - offset + border == (out - 1) * d,
+          f"resize: {what} border {border}: (size - 1) * n - offset + border != (out - 1) * d")
+    v = np.arange(out, dtype=np.int64) * d + offset
+    i = v // n
+    return np.clip(i, 0, size - 1), np.clip(i + 1, 0, size - 1), v - i * n
+
+
+def resize_shape(x, *, mode, scale_y_n, scale_y_d, offset_y, border_y, scale_x_n, scale_x_d,
+                 offset_x, border_x, **_):
+    """(N, OH, OW, C) from the attributes: OH = ((H - 1) * n - offset + border) / d + 1."""
+    as_array(x, np.int8, "x", 4)
+    _, h, w, c = x.shape
+    sizes = []
+    for size, n, d, off, bd in ((h, scale_y_n, scale_y_d, offset_y, border_y),
+                                (w, scale_x_n, scale_x_d, offset_x, border_x)):
+        num = (size - 1) * n - off + bd
+        check(d > 0 and num >= 0 and num % d == 0, "resize: the border gives no whole size")
+        sizes.append(num // d + 1)
+    return (x.shape[0], *sizes, c)
+
+
+def resize(x, *, mode, scale_y_n, scale_y_d, offset_y, border_y, scale_x_n, scale_x_d,
+           offset_x, border_x, mult, shift, act_min, act_max):
+    """TOSA RESIZE (nearest: a copy; bilinear: rq of the 4-tap sum), then the clamp."""
+    # x: (N, H, W, C) int8  ->  y: (N, OH, OW, C) int8
+    out = resize_shape(x, mode=mode, scale_y_n=scale_y_n, scale_y_d=scale_y_d, offset_y=offset_y,
+                       border_y=border_y, scale_x_n=scale_x_n, scale_x_d=scale_x_d,
+                       offset_x=offset_x, border_x=border_x)
+    check(mode in (0, 1), f"resize: mode {mode} is not 0 (nearest) or 1 (bilinear)")
+    check_act(act_min, act_max)
+    _, h, w, _ = x.shape
+    y0, y1, ry = _resize_axis(h, out[1], scale_y_n, scale_y_d, offset_y, border_y, "y")
+    x0, x1, rx = _resize_axis(w, out[2], scale_x_n, scale_x_d, offset_x, border_x, "x")
+    if mode == 0:
+        check(mult == 0 and shift == 0, "resize: nearest takes mult = shift = 0")
+        iy = np.where(2 * ry >= scale_y_n, y1, y0)
+        ix = np.where(2 * rx >= scale_x_n, x1, x0)
+        return np.clip(x[:, iy][:, :, ix], act_min, act_max).astype(np.int8)
+    check_scale(mult, shift)
+    bound = 128 * scale_y_n * scale_x_n
+    check(int(quant.rq(-bound, mult, shift)) >= -2**31 and int(quant.rq(bound, mult, shift))
+          < 2**31, "resize: rq of the 4-tap sum leaves int32")
+    v = x.astype(np.int64)
+    wy1, wx1 = ry[None, :, None, None], rx[None, None, :, None]
+    wy0, wx0 = scale_y_n - wy1, scale_x_n - wx1
+    top = v[:, y0][:, :, x0] * wx0 + v[:, y0][:, :, x1] * wx1
+    bottom = v[:, y1][:, :, x0] * wx0 + v[:, y1][:, :, x1] * wx1
+    acc = top * wy0 + bottom * wy1
+    return np.clip(quant.rq(acc, mult, shift), act_min, act_max).astype(np.int8)
+
+
+def resize_axis(size: int, out: int, mode: str, align_corners: bool,
+                scale: float | None) -> tuple[int, int, int, int]:
+    """(scale_n, scale_d, offset, border) giving PyTorch's source coordinate of one axis exactly,
+    for `mode` "nearest" (floor(o * r)), "nearest-exact" (floor((o + 1/2) r)) or "linear"
+    (max((o + 1/2) r - 1/2, 0), or o (size - 1) / (out - 1) with align_corners), where the ratio
+    r is 1 / scale when a scale factor is given, else size / out (ValueError for a scale that is
+    no small fraction). A "nearest" axis that picks the same pixels as "nearest-exact" (every
+    integer upscale) takes the latter's half-pixel geometry, the one Ethos-U55 runs."""
+    from fractions import Fraction
+
+    if mode == "linear" and align_corners:
+        n, d, offset = max(out - 1, 1), max(size - 1, 1), 0
+    else:
+        if scale:
+            f = Fraction(scale).limit_denominator(256)
+            check(abs(float(f) - scale) <= 1e-9 * scale, f"resize: scale {scale} is no p/q "
+                  "with q <= 256")
+            p, q = f.denominator, f.numerator  # r = p / q
+        else:
+            p, q = size, out
+        n, d = 2 * q, 2 * p
+        offset = -q if mode == "nearest" else p - q
+        o = np.arange(out, dtype=np.int64)
+        if mode == "nearest" and np.array_equal(np.minimum(o * p // q, size - 1),
+                                                np.minimum((2 * o + 1) * p // (2 * q), size - 1)):
+            offset = p - q  # the same pixels as nearest-exact (integer upscales): its geometry
+    g = math.gcd(n, d, offset)
+    n, d, offset = n // g, d // g, offset // g
+    return n, d, offset, (out - 1) * d - (size - 1) * n + offset

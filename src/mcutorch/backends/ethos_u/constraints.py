@@ -85,11 +85,31 @@ def _gather(node: Node) -> str:
     return "gather: Ethos-U55/U65 have no GATHER (Vela refuses it); the U85 takes it"
 
 
+U55_RESIZE_SCALES = (2, 4, 8)  # U55/U65 RESIZE: nearest, half-pixel, these upscales per axis
+
+
+def _resize(node: Node) -> str:
+    """Vela 5.2 runs RESIZE on the U55/U65 only as nearest with a half-pixel upscale by 2, 4 or
+    8 on both axes (scale (2k)/2, offset 1 - k): x16, x1 on an axis, a shrink, any fractional
+    scale and every bilinear resize are refused ("Non-passthrough operation (Resize)")."""
+    a = node.attrs
+    axes = [(a[f"scale_{k}_n"], a[f"scale_{k}_d"], a[f"offset_{k}"]) for k in "yx"]
+    if not a["mode"] and all(d == 2 and n / 2 in U55_RESIZE_SCALES and 2 * off == 2 - n
+                             for n, d, off in axes):
+        return ""
+    return (f"resize: Ethos-U55/U65 RESIZE takes nearest half-pixel upscales by 2, 4 or 8 on "
+            f"both axes only, not {'bilinear' if a['mode'] else 'this nearest'} (scale_n, "
+            f"scale_d, offset: y {axes[0]}, x {axes[1]}); the U85 takes it")
+
+
 RULES: list[Rule] = [
     Rule("channels", ("u55", "u65", "u85"), MAC_OPS, _channels,
          "CONV2D: Tensor axis C in range 1..65536"),
     Rule("avg_pool_padded_kernel", ("u55", "u65"), ("avg_pool2d",), _padded_avg_pool,
          "U55/U65 AVG_POOL2D: IF padding is used: 1 <= kernel_x <= 8 and 1 <= kernel_y <= 8"),
+    Rule("resize", ("u55", "u65"), ("resize",), _resize,
+         "U55/U65 RESIZE (checked on Vela 5.2): nearest, scale (2k)/2 with offset 1 - k, k in "
+         "2, 4, 8, on both axes"),
     Rule("gather", ("u55", "u65"), ("gather",), _gather,
          "U55/U65: GATHER is not in the supported operators (Non-passthrough operation)"),
 ]

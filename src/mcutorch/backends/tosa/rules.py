@@ -235,6 +235,37 @@ def lower_avg_pool2d(b: Builder, node: Node, ins, out: str, notes) -> str:
     return _clamp_if(b, y, node, out)
 
 
+def check_resize(node: Node) -> str:
+    """TOSA 1.0 RESIZE's bounds per axis (scale_n <= 2^11 is the op's domain already)."""
+    a = node.attrs
+    for k in ("y", "x"):
+        n, d, offset, border = (a[f"scale_{k}_n"], a[f"scale_{k}_d"], a[f"offset_{k}"],
+                                a[f"border_{k}"])
+        if d >= 16 * n or not (-n <= offset < 16 * n and -16 * n <= border < n):
+            return (f"resize: {k} scale {n}/{d}, offset {offset}, border {border}: TOSA needs "
+                    "scale_d < 16 n, -n <= offset < 16 n, -16 n <= border < n (a shrink by 16 "
+                    "or more, align_corners on a size-1 axis)")
+    bound = 128 * a["scale_y_n"] * a["scale_x_n"]
+    return a["mode"] and S._rescale_problem("resize", -bound, bound, a["mult"], a["shift"],
+                                            "the 4-tap sum") or ""
+
+
+def lower_resize(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """RESIZE (nearest: int8; bilinear: the int32 4-tap sum, then RESCALE), CLAMP if narrow."""
+    a, linear = node.attrs, node.attrs["mode"] == 1
+    args = [ins[0], b.shape_const([a[f"scale_{k}_{f}"] for k in "yx" for f in "nd"]),
+            b.shape_const([a["offset_y"], a["offset_x"]]),
+            b.shape_const([a["border_y"], a["border_x"]])]
+    at = attr("Resize", ts.ResizeMode.BILINEAR if linear else ts.ResizeMode.NEAREST)
+    if linear:
+        acc = b.op("RESIZE", args, _out_shape(node), "int32", at)
+        return _output_stage(b, acc, [a["mult"]], [a["shift"]], 0, a["act_min"], a["act_max"],
+                             out)
+    narrow = (a["act_min"], a["act_max"]) != INT8_RANGE
+    return _clamp_if(b, b.op("RESIZE", args, _out_shape(node), "int8", at,
+                             None if narrow else out), node, out)
+
+
 def _avg_pool_divisor(b: Builder, node: Node, x: str, out: str, notes) -> str:
     """sum(x - in_zp) by a DEPTHWISE_CONV2D of ones, then RESCALE by reciprocal_scale(divisor)."""
     a = node.attrs
@@ -358,6 +389,7 @@ RULES = {
     "minimum": (S.exact, lower_minmax),
     "max_pool2d": (S.pool_windows, lower_max_pool2d),
     "avg_pool2d": (S.check_avg_pool, lower_avg_pool2d),
+    "resize": (check_resize, lower_resize),
     "transpose": (S.check_movement, lower_transpose),
     "concat": (S.check_movement, lower_concat),
     "pad": (S.check_movement, lower_pad),

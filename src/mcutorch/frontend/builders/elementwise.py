@@ -112,3 +112,4 @@ def minmax(lf, n: FxNode, out: Tensor, act) -> None:
 BUILDERS = {"add": binary, "sub": binary, "mul": binary, "div": binary, "clamp": activation,
             "lut": lut, "maximum": minmax, "minimum": minmax}
 ACT = {binary, activation, lut, minmax}
+PRECHECK = {lut: lut_function}  # a tensor where a constant is needed (x - y, x / y)

@@ -14,6 +14,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import A, node_arg, pair
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
+from mcutorch.ref.pool import resize_axis
 
 
 def pool(lf, n: FxNode, out: Tensor, act) -> None:
@@ -171,6 +172,51 @@ def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
     (pool if n.target == A.avg_pool2d.default else global_pool)(lf, n, out, act)
 
 
+RESIZE_MODES = {"upsample_nearest": "nearest", "_upsample_nearest_exact": "nearest-exact",
+                "upsample_bilinear": "linear", "upsample_linear": "linear"}
+
+
+def resize_geometry(n: FxNode, shapes=None) -> tuple[int, tuple]:
+    """(mode, per-axis TOSA geometry) of an upsample node from (x, y) shapes (by default its
+    traced ones; ref/pool.py resize_axis), or UnsupportedOpError; run before calibration
+    (PRECHECK) and by lift. aten: (input, output_size, [align_corners,] scale_factors)."""
+    mode = RESIZE_MODES[str(n.target).split(".")[1][:-2]]
+    linear = mode == "linear"
+    align = bool(node_arg(n, 2, "align_corners", False)) if linear else False
+    scales = node_arg(n, 3 if linear else 2, "scale_factors", None)
+    x_shape, y_shape = shapes or (tuple(n.args[0].meta["val"].shape), tuple(n.meta["val"].shape))
+    if len(x_shape) not in (3, 4):
+        raise UnsupportedOpError(f"{source_of(n)}: resize of a rank-{len(x_shape)} tensor "
+                                 "(takes [N, C, L] and [N, C, H, W])")
+    scales = list(scales) if scales else [None] * (len(x_shape) - 2)
+    try:
+        geometry = [resize_axis(int(size), int(want), mode, align, scale)
+                    for size, want, scale in zip(x_shape[2:], y_shape[2:], scales)]
+    except ValueError as exc:
+        raise UnsupportedOpError(f"{source_of(n)}: {exc}") from None
+    return int(linear), tuple([(1, 1, 0, 0)] * (4 - len(x_shape)) + geometry)
+
+
+def resize(lf, n: FxNode, out: Tensor, act) -> None:
+    """F.interpolate / nn.Upsample (nearest, nearest-exact, bilinear; [N, C, L] as H = 1): one
+    resize whose per-axis coordinates are PyTorch's source coordinates exactly."""
+    x = lf.operand(n.args[0], n)
+    mode, geometry = resize_geometry(n, (x.shape, out.shape))
+    y = out
+    if len(x.shape) == 3:  # [N, C, L] as [N, C, 1, L]
+        flat = lf.new_tensor(x.name + "_2d", (*x.shape[:2], 1, x.shape[2]), x.scale,
+                             x.zero_point, layout="NCHW")
+        lf.emit("reshape", [x], flat, {}, n)
+        x = flat
+        y = lf.new_tensor(out.name + "_2d", (*out.shape[:2], 1, out.shape[2]), out.scale,
+                          out.zero_point, layout="NCHW")
+    lf.emit("resize", [x], y, {"mode": mode, "geometry": geometry, "act": act}, n)
+    if y is not out:
+        lf.emit("reshape", [y], out, {}, n)
+
+
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool}  # means: builders/reduce.py
-ACT = {pool, avg_pool}
+BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool,
+            "resize": resize}  # means: builders/reduce.py
+ACT = {pool, avg_pool, resize}
+PRECHECK = {resize: resize_geometry}  # builder -> check run before calibration
