@@ -47,7 +47,9 @@ BY_OPCODE = {op.opcode: op for op in OPS}
 IR_ONLY = tuple(d.name for d in REGISTRY if d.opcode is None)
 assert len(ALL) == len(REGISTRY), "op names must be unique"
 assert len(BY_OPCODE) == len(OPS), "opcodes must be unique"
-assert sorted(BY_OPCODE) == list(range(len(OPS))), "opcodes are dense from 0 (append-only)"
+# Opcodes are append-only; a number is taken once it is assigned (work in parallel branches may
+# leave gaps until they meet): readers size their op tables by OPCODE_COUNT, a gap is unknown.
+OPCODE_COUNT = max(BY_OPCODE) + 1
 MAX_ATTRS = max(len(op.attrs) for op in OPS)
 SOURCES: dict[str, tuple[OpDef, Source]] = {}  # "aten.conv2d.default" -> (op, source)
 for _d in REGISTRY:
@@ -78,5 +80,5 @@ def macs(op: str, inputs: list[tuple], outputs: list[tuple], attrs: dict) -> int
 
 
 __all__ = ["ALIAS_KINDS", "ALL", "BY_NAME", "BY_OPCODE", "DEFAULT_VARIANT", "IR_ONLY",
-           "MAX_ATTRS", "OPS", "QPARAM_RULES", "QUANT_RULES", "REGISTRY", "SOURCES", "VARIADIC",
+           "MAX_ATTRS", "OPCODE_COUNT", "OPS", "QPARAM_RULES", "QUANT_RULES", "REGISTRY", "SOURCES", "VARIADIC",
            "OpDef", "Source", "get", "macs", "with_fact"]
