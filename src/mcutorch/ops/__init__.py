@@ -80,5 +80,5 @@ def macs(op: str, inputs: list[tuple], outputs: list[tuple], attrs: dict) -> int
 
 
 __all__ = ["ALIAS_KINDS", "ALL", "BY_NAME", "BY_OPCODE", "DEFAULT_VARIANT", "IR_ONLY",
-           "MAX_ATTRS", "OPCODE_COUNT", "OPS", "QPARAM_RULES", "QUANT_RULES", "REGISTRY", "SOURCES", "VARIADIC",
-           "OpDef", "Source", "get", "macs", "with_fact"]
+           "MAX_ATTRS", "OPCODE_COUNT", "OPS", "QPARAM_RULES", "QUANT_RULES", "REGISTRY",
+           "SOURCES", "VARIADIC", "OpDef", "Source", "get", "macs", "with_fact"]

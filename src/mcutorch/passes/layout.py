@@ -169,7 +169,8 @@ def _matmul(node, graph, consumers):
     return [*out, node, Node("transpose", node.outputs, [y], {"perm": TO_NHWC}, node.source)]
 
 
-FIXUPS = {"matmul": _matmul, "conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
+FIXUPS = {"matmul": _matmul,
+          "conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
           "softmax": _softmax, "pad": _per_dim, "strided_slice": _per_dim, "gather": _concat,
           "reduce_sum": _reduce, "reduce_max": _reduce, "reduce_min": _reduce,
           "log_softmax": _softmax, "reduce_var": _reduce, "norm": _reduce}

@@ -8,9 +8,7 @@ import math
 
 from torch.fx import Node as FxNode
 
-from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import node_arg, pair
-from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
 
 
