@@ -23,6 +23,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import A, node_arg
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
+from mcutorch.ops.conv import MATMUL_MAX_K
 from mcutorch.ref.elementwise import broadcast_shape
 
 MAX_RANK = 6
@@ -257,6 +258,11 @@ def rewrite(gm: GraphModule) -> None:
             if new is not None:
                 node.replace_all_uses_with(new)
                 gm.graph.erase_node(node)
+    for node in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in PRODUCTS]:
+        k = node.args[0].meta["val"].shape[-1]
+        if k > MATMUL_MAX_K:
+            raise UnsupportedOpError(f"{source_of(node)}: a product over K={k}; mcutorch takes "
+                                     f"K <= {MATMUL_MAX_K} (K * 255 * 255 fits int32)")
     gm.graph.eliminate_dead_code()
     gm.recompile()
 
