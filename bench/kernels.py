@@ -60,11 +60,20 @@ LAYERS = {
     "yolo_nearest_x2_20x20x32": ("resize", (1, 20, 20, 32), None, {"mode": "nearest"}, None),
     "unet_bilinear_x2_16x16x32": ("resize", (1, 16, 16, 32), None, {"mode": "linear"}, None),
 }
+# attention's products between two activations (matmul) and fully_connected on the same sizes:
+# Q @ K^T is [T, d] x [d, T] (K read in place, transpose_b), P @ V is [T, T] x [T, d]
+for _t, _d in ((16, 16), (64, 16), (32, 32), (64, 64)):
+    LAYERS.update({
+        f"mm_qk_t{_t}_d{_d}": ("matmul", (_t, _d), (_t, _d), dict(transpose_b=1), None),
+        f"fc_qk_t{_t}_d{_d}": ("fully_connected", (_t, _d), (_t, _d), {}, None),
+        f"mm_pv_t{_t}_d{_d}": ("matmul", (_t, _t), (_t, _d), dict(transpose_b=0), None),
+        f"fc_pv_t{_t}_d{_d}": ("fully_connected", (_t, _t), (_d, _t), {}, None)})
 # ResNet-8's first residual add (its compiled attributes: the left-shift scheme)
 RESNET8_ADD = dict(a_zp=-128, a_mult=1542954677, a_shift=13, b_zp=3, b_mult=1073741824,
                    b_shift=11, out_zp=-128, out_mult=1090485821, out_shift=48, act_min=-128,
                    act_max=127)
-GROUPS = {"kws": [k for k in LAYERS if k.startswith("kws")], "all": list(LAYERS)}
+GROUPS = {"kws": [k for k in LAYERS if k.startswith("kws")], "all": list(LAYERS),
+          "attention": [k for k in LAYERS if k[:3] in ("mm_", "fc_")]}
 
 
 def _rng(name):
@@ -78,7 +87,7 @@ def _s8(rng, shape, lo=-128, hi=127):
 def make_layer(name):
     """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name
     (MACs: elements for the pools, the add and the lut, output elements for resize, 0 for
-    softmax).
+    softmax; matmul: M * N * K).
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
     operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the default one."""
@@ -105,6 +114,13 @@ def make_layer(name):
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
                      in_zp=-5, out_zp=-5, act_min=-128, act_max=127)
         return op, (x,), attrs, x.size, "default"
+    if op == "matmul":
+        k = xs[-1]
+        mult, shift = quant.quantize_multiplier(40.0 / (math.sqrt(k) * 74 * 74))
+        attrs = dict(transpose_b=kw["transpose_b"], a_zp=-3, b_zp=5, out_zp=7, mult=mult,
+                     shift=shift, act_min=-128, act_max=127)
+        b = _s8(rng, ws)
+        return op, (x, b), attrs, kernel_for(op)(x, b, **attrs).size * k, "default"
     w = _s8(rng, ws, -127, 127)
     cout = ws[-1] if op == "depthwise_conv2d" else ws[0]
     taps = w.size // cout

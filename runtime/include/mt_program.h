@@ -175,7 +175,8 @@ typedef enum {
   MT_OP_SUB = 26,
   MT_OP_DIV = 27,
   MT_OP_RESIZE = 31,
-  MT_OP_COUNT = 32,
+  MT_OP_MATMUL = 32,
+  MT_OP_COUNT = 33,
 } mt_opcode_t;
 
 #define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */
@@ -226,7 +227,8 @@ typedef enum {
   X(NORM, 25, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS, MT_NORM_N_VARIANTS, MT_NORM_ALIAS, MT_NORM_MAC) \
   X(SUB, 26, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS, MT_SUB_N_VARIANTS, MT_SUB_ALIAS, MT_SUB_MAC) \
   X(DIV, 27, MT_DIV_N_INPUTS, MT_DIV_N_OUTPUTS, MT_DIV_N_ATTRS, MT_DIV_N_VARIANTS, MT_DIV_ALIAS, MT_DIV_MAC) \
-  X(RESIZE, 31, MT_RESIZE_N_INPUTS, MT_RESIZE_N_OUTPUTS, MT_RESIZE_N_ATTRS, MT_RESIZE_N_VARIANTS, MT_RESIZE_ALIAS, MT_RESIZE_MAC)
+  X(RESIZE, 31, MT_RESIZE_N_INPUTS, MT_RESIZE_N_OUTPUTS, MT_RESIZE_N_ATTRS, MT_RESIZE_N_VARIANTS, MT_RESIZE_ALIAS, MT_RESIZE_MAC) \
+  X(MATMUL, 32, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS, MT_MATMUL_N_VARIANTS, MT_MATMUL_ALIAS, MT_MATMUL_MAC)
 
 /* conv2d: y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0 */
 #define MT_CONV2D_N_INPUTS 5
@@ -750,6 +752,26 @@ typedef enum {
 #define MT_RESIZE_ACT_MIN 11
 #define MT_RESIZE_ACT_MAX 12
 #define MT_RESIZE_VARIANT_DEFAULT 0
+
+/* matmul: y = clamp(rq(sum_k (a - a_zp) * (b - b_zp)) + out_zp), two int8 activations; K * 255 * 255 and its rq fit int32 (both readers check it at load) */
+#define MT_MATMUL_N_INPUTS 2
+#define MT_MATMUL_N_OUTPUTS 1
+#define MT_MATMUL_N_ATTRS 8
+#define MT_MATMUL_N_VARIANTS 1
+#define MT_MATMUL_ALIAS 0u
+#define MT_MATMUL_MAC 0u
+#define MT_MATMUL_IN_A 0
+#define MT_MATMUL_IN_B 1
+#define MT_MATMUL_OUT_Y 0
+#define MT_MATMUL_TRANSPOSE_B 0
+#define MT_MATMUL_A_ZP 1
+#define MT_MATMUL_B_ZP 2
+#define MT_MATMUL_OUT_ZP 3
+#define MT_MATMUL_MULT 4
+#define MT_MATMUL_SHIFT 5
+#define MT_MATMUL_ACT_MIN 6
+#define MT_MATMUL_ACT_MAX 7
+#define MT_MATMUL_VARIANT_DEFAULT 0
 
 /* ---- records (little-endian; the loader requires a little-endian CPU) ---- */
 #define MT_LAYOUT_CHECK(name, cond) \

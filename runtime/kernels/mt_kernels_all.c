@@ -36,6 +36,7 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_SUB] = {{mt_sub_s8, NULL, NULL, NULL}},
     [MT_OP_DIV] = {{mt_div_s8, NULL, NULL, NULL}},
     [MT_OP_RESIZE] = {{mt_resize_s8, NULL, NULL, NULL}},
+    [MT_OP_MATMUL] = {{mt_matmul_s8, NULL, NULL, NULL}},
 };
 
 const mt_kernel_table mt_kernels_all = {mt_all_rows, MT_OP_COUNT};

@@ -301,6 +301,18 @@ static mt_status mt_check_gather(const mt_model *m, const mt_op_t *op, const int
   return MT_STATUS_OK;
 }
 
+/* validate.py _check_matmul: |acc| <= K * 255 * 255 and its rq fit int32 (two activations). */
+static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const mt_tensor_t *a = &m->tensors[in[0]];
+  const int32_t *at = m->attrs + op->first_attr, shift = at[MT_MATMUL_SHIFT];
+  const int64_t bound = a->rank >= 1 ? (int64_t)a->shape[a->rank - 1] * 255 * 255 : 0;
+  const int ok = at[MT_MATMUL_MULT] >= 0 && shift >= 2 && shift <= 62 &&
+                 mt_rq_fits(bound, at[MT_MATMUL_MULT], shift);
+  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift) ? MT_STATUS_OK
+                                                             : (mt_status)MT_ERR_BAD_OP;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -321,7 +333,9 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   }
   MT_TRY(mt_check_alias(m, op, in));
   MT_TRY(mt_check_mac(m, op, in));
-  return op->opcode == MT_OP_GATHER ? mt_check_gather(m, op, in) : MT_STATUS_OK;
+  return op->opcode == MT_OP_GATHER   ? mt_check_gather(m, op, in)
+         : op->opcode == MT_OP_MATMUL ? mt_check_matmul(m, op, in)
+                                      : MT_STATUS_OK;
 }
 
 /* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The

@@ -23,8 +23,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # lift's builders moved to frontend/builders/ (per-op code, not counted); 5,313 with the op
 # breadth of broadcasting, sub, div, strided_slice, gather, reductions, log_softmax, var, norm
 # (their requant rules, layout fixups, TOSA lowerings and the readers' gather index check);
-# 5,361 with resize (its requant rule, TOSA RESIZE lowering and bounds, the U55 Vela limit)
-BUDGET = 5361
+# 5,361 with resize (its requant rule, TOSA RESIZE lowering and bounds, the U55 Vela limit);
+# 5,411 with matmul (TOSA MATMUL lowering, layout fixup, requant rule, the readers' K bound,
+# the U55 width rule)
+BUDGET = 5411
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

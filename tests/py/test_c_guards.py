@@ -26,8 +26,9 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # the loader, validator, interpreter and port hooks a newcomer reads first. Raise it only in a
 # commit that says why the core had to grow.
 # 1,412 with the load-time MAC accumulator bound (mt_check_mac); 1,428 with gather's constant
-# indices checked at load (mt_check_gather).
-CORE_LINE_BUDGET = 1430
+# indices checked at load (mt_check_gather); 1,442 with matmul's accumulator bound of two
+# activations, K * 255 * 255, checked at load (mt_check_matmul).
+CORE_LINE_BUDGET = 1442
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
 

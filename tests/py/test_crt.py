@@ -492,3 +492,72 @@ def test_hostile_attributes_fail_alike_and_name_the_op(attr, value):
         Interpreter(hostile).invoke(xq)
     with pytest.raises(McutorchError, match="bad_argument"):
         crt.run_host(hostile, xq)
+
+
+MATMUL = {"transpose_b": 1, "a_zp": 3, "b_zp": -5, "out_zp": 0, "mult": 1 << 30, "shift": 40,
+          "act_min": -128, "act_max": 127}
+
+
+@pytest.mark.parametrize("k,mult,shift,reason", [
+    (4, 1 << 30, 40, None), (4, (1 << 31) - 1, 2, "bad_op"),  # rq(4 * 255^2 * M) > 2^31
+    (16, 1 << 24, 13, None), (16, 1 << 24, 12, "bad_op"),  # 16 * 255^2 * 2^11 <, 2^12 > 2^31
+])
+def test_matmul_bound_alike_in_both_readers(k, mult, shift, reason):
+    """matmul's load-time bound, K * 255 * 255 and its rq in int32, on both sides of the limit
+    in both program readers; the accepted programs run alike in both executors."""
+    p = one_op_program("matmul", [((1, 2, k), 0), ((1, 3, k), 64)], ((1, 2, 3), 128),
+                       {**MATMUL, "mult": mult, "shift": shift})
+    want = S.ERROR_CODES[reason] if reason else 0
+    blob = unchecked_bytes(p)
+    assert python_code(blob) == want and crt.check_host([blob]) == [want]
+    if reason is None:
+        rng = np.random.default_rng(k)
+        xs = [rng.integers(-128, 128, p.tensors[i].shape, dtype=np.int8) for i in p.inputs]
+        for g, w in zip(crt.run_host(p, xs), Interpreter(p).invoke(xs)):
+            np.testing.assert_array_equal(g, w)
+
+
+def _attention(cpu: str = "cortex-m55"):
+    import mcutorch
+    import torch
+
+    class Attention(torch.nn.Module):
+        def __init__(self, c=24, d=16):
+            super().__init__()
+            self.q, self.k, self.v, self.out = (torch.nn.Linear(c, d), torch.nn.Linear(c, d),
+                                                torch.nn.Linear(c, d), torch.nn.Linear(d, c))
+
+        def forward(self, x):
+            q, k, v = self.q(x), self.k(x), self.v(x)
+            return self.out(torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1) @ v)
+
+    torch.manual_seed(11)
+    cal = [torch.randn(1, 20, 24) for _ in range(4)]
+    q = mcutorch.quantize(Attention().eval(), (cal[0],), calibration=cal)
+    cm = mcutorch.compile(q, (cal[0],), target=cpu)
+    return cm, cm.quantize_inputs([cal[1]])
+
+
+def test_attention_matches_python_reference():
+    """Both matmuls (K read in place; V transposed into the planned scratch) in the C runtime
+    on the host, bit-exact with the Python reference."""
+    cm, xs = _attention()
+    assert [op.scratch is not None for op in cm.program.ops if op.name == "matmul"] == [False,
+                                                                                        True]
+    check_model(cm, xs)
+
+
+@pytest.mark.qemu
+@pytest.mark.parametrize("cpu,board", [("cortex-m55", "mps3-an547"),
+                                       ("cortex-m33", "mps2-an505")])
+def test_attention_firmware(cpu, board, tmp_path):
+    from mcutorch.device.qemu import run_elf
+
+    cm, xs = _attention(cpu)
+    elf = firmware.build(cm.program, board, tmp_path / "attn.elf", profile=True)
+    r = run_elf(elf, board, ["attn.mtp", "in0.bin"],
+                files={"attn.mtp": cm.to_bytes(), "in0.bin": xs[0].tobytes()}, timeout=60)
+    assert r.ok and "mt_status 0 ok" in r.stdout, r.stdout + r.stderr
+    (want,) = cm.run_int8(xs)
+    np.testing.assert_array_equal(np.frombuffer(r.files["out0.bin"], np.int8), want.ravel())
+    print(f"attention T=20 on {board}: {r.instructions} instructions in mt_invoke")

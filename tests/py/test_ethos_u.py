@@ -473,3 +473,51 @@ def test_cli_compile_and_inspect(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "delegate 0:" in text and "memory plan:" in text and "live lower bound unknown" in text
     assert list(mcutorch.load(stripped).program.metadata) == ["io"]
+
+
+class _Attention(torch.nn.Module):
+    def __init__(self, c=24, d=16):
+        super().__init__()
+        self.q, self.k, self.v, self.out = (torch.nn.Linear(c, d), torch.nn.Linear(c, d),
+                                            torch.nn.Linear(c, d), torch.nn.Linear(d, c))
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        return self.out(torch.softmax(q @ k.transpose(-1, -2) * 0.25, dim=-1) @ v)
+
+
+@pytest.mark.parametrize("target", [U55, U85])
+def test_attention_matmuls_go_to_the_npu(target):
+    """Q @ K^T and P @ V are TOSA MATMULs Vela 5.2 places on the U55 and the U85 (softmax stays
+    on the CPU); the program gives the CPU-only program's bytes."""
+    torch.manual_seed(7)
+    model, cal = _Attention().eval(), [torch.randn(1, 16, 24) for _ in range(4)]
+    q = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    program = mcutorch.compile(q, (cal[0],), target=target, board="mps3-an547")
+    rows = [(op, on) for op, on, _ in placement(program) if op in ("matmul", "softmax")]
+    assert rows == [("matmul", "NPU"), ("softmax", "CPU"), ("matmul", "NPU")], rows
+    cpu = mcutorch.compile(q, (cal[0],))
+    x = cpu.quantize_inputs([cal[1]])
+    assert all(np.array_equal(a, b) for a, b in zip(program.run_int8(x), cpu.run_int8(x)))
+
+
+class _Product(torch.nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+@pytest.mark.parametrize("n,target,on", [(65536, U55, "NPU"), (66000, U55, "CPU"),
+                                         (66000, U85, "NPU")])
+def test_matmul_width_limit(n, target, on, monkeypatch):
+    """Vela 5.2 takes a MATMUL of N = 65536 columns on the U55 and refuses 66000 (its transpose
+    becomes a non-passthrough op: switched off, the rule lets Vela say so); the U85 takes
+    66000, and the rule leaves it there."""
+    wide = _node("matmul", (1, 1, 4), (1, 1, n), (1, 4, n))
+    assert ("65536" in ethos_u.npu_check(wide, target.split("+")[1])) == (on == "CPU")
+    monkeypatch.setattr(constraints, "RULES",
+                        [r for r in constraints.RULES if r.name != "matmul_channels"])
+    ex = (torch.randn(1, 1, 4), torch.randn(1, 4, n))
+    q = mcutorch.quantize(_Product(), ex)
+    program = mcutorch.compile(q, ex, target=target, board="mps3-an547")
+    row = next(r for r in program.program.metadata["placement"] if r["op"] == "matmul")
+    assert row["on"] == on and (on == "NPU" or "Vela refused" in row["why"]), row

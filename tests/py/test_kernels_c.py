@@ -472,6 +472,56 @@ def mul_case(name, shape, alias=None, extreme=False):
     return Case(name, "mul", (s8(rng, shape), s8(rng, shape)), attrs, alias)
 
 
+def matmul_case(name, a_shape, b_shape, transpose_b=0, extreme=0.15, zps=None):
+    """A matmul of two activations: a [.., M, K], b [.., K, N] ([.., N, K] when transpose_b)."""
+    rng = rng_for(name)
+    a_zp, b_zp, out_zp = zps if zps is not None else (pick_zp(rng), pick_zp(rng), pick_zp(rng))
+    k = a_shape[-1]
+    typical = 50.0 / (math.sqrt(max(k, 1)) * 74 * 74 + 1)
+    mult, shift = any_pair(rng, typical, k * 255 * 255, extreme)
+    act_min, act_max = pick_act(rng, out_zp)
+    attrs = dict(transpose_b=transpose_b, a_zp=a_zp, b_zp=b_zp, out_zp=out_zp, mult=mult,
+                 shift=shift, act_min=act_min, act_max=act_max)
+    return Case(name, "matmul", (s8(rng, a_shape), s8(rng, b_shape)), attrs)
+
+
+MATMUL_EDGES = [  # name, a, b, transpose_b: K, M, N around the SIMD widths (4, 16) and tails
+    ("k1", (3, 1), (1, 5), 0), ("k1_t", (3, 1), (5, 1), 1), ("m1_n1", (1, 7), (7, 1), 0),
+    ("k3_n17", (5, 3), (3, 17), 0), ("k4_t", (4, 4), (9, 4), 1), ("k15", (6, 15), (15, 6), 0),
+    ("k16_t", (2, 16), (33, 16), 1), ("k17", (3, 17), (17, 4), 0), ("k33_t", (5, 33), (7, 33), 1),
+    ("n65", (2, 9), (9, 65), 0), ("n65_t", (2, 9), (65, 9), 1),
+    ("qk_t16_d16", (16, 16), (16, 16), 1), ("pv_t16_d16", (16, 16), (16, 16), 0),
+    ("qk_t24_d20", (24, 20), (24, 20), 1), ("pv_t24_d20", (24, 24), (24, 20), 0),
+    ("batch3", (3, 4, 5), (3, 5, 6), 0), ("batch3_t", (3, 4, 5), (3, 6, 5), 1),
+    ("bcast_a", (1, 4, 5), (3, 5, 6), 0), ("bcast_b_t", (3, 4, 5), (1, 6, 5), 1),
+    ("bcast_4d", (2, 1, 3, 8), (1, 3, 8, 5), 0), ("bcast_4d_t", (1, 2, 6, 7), (3, 1, 5, 7), 1),
+    ("rank6", (1, 2, 1, 2, 3, 4), (2, 1, 2, 1, 4, 3), 0), ("empty_m", (2, 0, 4), (2, 4, 3), 0),
+]
+
+
+def matmul_cases(n_random):
+    cases = [matmul_case(f"matmul_{n}", a, b, t) for n, a, b, t in MATMUL_EDGES]
+    cases += [matmul_case(f"matmul_zp_{z[0]}_{z[1]}_{t}", (3, 21), (21, 5)[::1 - 2 * t], t,
+                          zps=z) for z in ((-128, -128, 127), (127, 127, -128), (-128, 127, 0))
+              for t in (0, 1)]
+    rng = rng_for("matmul_random")
+    for i in range(n_random):
+        m, k, n, bt = (int(v) for v in rng.integers((1, 1, 1, 0), (20, 70, 20, 2)))
+        batch = tuple(int(v) for v in rng.integers(1, 3, size=int(rng.integers(0, 3))))
+        b = (*batch, n, k) if bt else (*batch, k, n)
+        cases.append(matmul_case(f"matmul_random_{i}", (*batch, m, k), b, bt))
+    base = matmul_case("matmul_base", (2, 3, 6), (2, 6, 4))
+    a, b = base.inputs
+    cases += [bad(base, "k_mismatch", inputs=(a, b[:, :5])),
+              bad(base, "batch", inputs=(a, np.concatenate([b, b, b])[:3])),
+              bad(base, "rank", inputs=(a, b[0])), bad(base, "transpose2", transpose_b=2),
+              bad(base, "a_zp", a_zp=128), bad(base, "shift1", shift=1),
+              bad(base, "act", act_min=3, act_max=2),
+              bad(base, "rq_overflow", mult=(1 << 31) - 1, shift=2),
+              bad(base, "y_shape", ref_raises=False, out_shape=(2, 3, 5))]
+    return cases
+
+
 def unary_case(name, op, shape, alias=None, extreme=False):
     rng = rng_for(name)
     x = s8(rng, shape)
@@ -1010,7 +1060,8 @@ def all_cases(n_random):
              movement_cases(n_random) +
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
-             conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases())
+             conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases() +
+             matmul_cases(n_random))
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

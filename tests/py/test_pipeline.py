@@ -269,3 +269,122 @@ def test_maximum_minimum_end_to_end():
     from mcutorch.backends import tosa
 
     tosa.verify_program_graph(build_graph(qmodel))
+
+
+class Attention(nn.Module):
+    """Single-head self-attention on [1, T, C]: Linear q/k/v, q @ k^T * scale, softmax, @ v,
+    Linear out."""
+
+    def __init__(self, c=24, d=16):
+        super().__init__()
+        self.q, self.k, self.v, self.out = (nn.Linear(c, d), nn.Linear(c, d), nn.Linear(c, d),
+                                            nn.Linear(d, c))
+        self.scale = d ** -0.5
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        return self.out(torch.softmax(q @ k.transpose(-1, -2) * self.scale, dim=-1) @ v)
+
+
+def _within_1lsb(ours, theirs) -> float:
+    return float((np.abs(ours - theirs) <= 1).mean())
+
+
+@pytest.mark.parametrize("t", [16, 37])
+def test_attention_end_to_end(t):
+    """Q @ K^T reads K in place (transpose_b, no transpose op), P @ V; within 1 LSB of
+    fake-quant on >= 99 % of the outputs, layer by layer too, and exact on the TOSA reference
+    model."""
+    torch.manual_seed(t)
+    model = Attention().eval()
+    cal = [torch.randn(1, t, 24) for _ in range(8)]
+    program, ours, theirs = compile_and_compare(model, cal[1], cal)
+    names = [op.name for op in program.program.ops]
+    assert names.count("matmul") == 2 and "transpose" not in names, names
+    assert [op.attrs["transpose_b"] for op in program.program.ops if op.name == "matmul"] == [1, 0]
+    assert _within_1lsb(ours, theirs) >= 0.99 and np.abs(ours - theirs).max() <= 2
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    rows = [r for r in layer_by_layer(qmodel, (cal[2],)) if r["op"] == "matmul"]
+    assert len(rows) == 2 and all(r["within_1lsb"] >= 0.99 for r in rows), rows
+    from mcutorch.backends import tosa
+
+    tosa.verify_program_graph(build_graph(qmodel))
+
+
+class Products(nn.Module):
+    """Every spelling of a matrix product: two activations, constant operands, addmm/baddbmm,
+    einsum, 1-D operands, broadcast batch dims."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 5))
+        self.b = nn.Parameter(torch.randn(5))
+        self.v = nn.Parameter(torch.randn(4, 3))
+
+    def forward(self, x, c):
+        return (x @ self.w, torch.mm(x[0], self.w), torch.addmm(self.b, x[0], self.w),
+                self.v @ x[:, :3, :], torch.bmm(x, x.transpose(1, 2)),
+                torch.einsum("bij,bjk->bik", x, x.transpose(1, 2)),
+                torch.einsum("bhqd,bhkd->bhqk", c, c), torch.einsum("bnd,dc->bnc", x, self.w),
+                torch.einsum("ij,jk->ik", x[0], x[1].t()),
+                torch.baddbmm(x[:, :, :3], x, x.transpose(1, 2)[:, :, :3], alpha=0.5),
+                torch.matmul(x[0, 0], x[1].t()), torch.matmul(x[:1, :, :4], c[0, 0].t()[None]),
+                torch.matmul(c, c[0, :1].transpose(-1, -2)))
+
+
+def test_matrix_products_end_to_end():
+    torch.manual_seed(5)
+    model = Products().eval()
+    ex = (torch.randn(2, 3, 8), torch.randn(1, 2, 5, 4))
+    cal = [tuple(torch.randn_like(t) for t in ex) for _ in range(6)]
+    qmodel = mcutorch.quantize(model, ex, calibration=cal)
+    program = mcutorch.compile(qmodel, ex)
+    names = [op.name for op in program.program.ops]
+    assert names.count("fully_connected") == 5 and names.count("matmul") == 8, names
+    for i, (o, t) in enumerate(zip(program.run(*cal[1]), qmodel(*cal[1]))):
+        out = program.program.tensors[program.program.outputs[i]]
+        q = lambda v: np.round(np.asarray(v) / out.scale).astype(np.int64)  # noqa: E731
+        assert tuple(o.shape) == tuple(t.shape)
+        assert _within_1lsb(q(o.numpy()), q(t.detach().numpy())) >= 0.99, i
+    rows = layer_by_layer(qmodel, cal[2])
+    assert {"matmul", "fully_connected"} <= {r["op"] for r in rows}
+    assert all(r["within_1lsb"] >= 0.99 for r in rows), rows
+
+
+class Lin(nn.Module):
+    def __init__(self, c, o):
+        super().__init__()
+        self.fc = nn.Linear(c, o)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("shape", [(4, 9), (2, 5, 7), (1, 3, 5, 6), (2, 4, 3, 5), (9,)])
+def test_linear_on_any_rank(shape):
+    """nn.Linear over the last dim of [T, C], [B, T, C], [N, H, W, C] (non-square, so an
+    NCHW/NHWC mix-up cannot pass) and [C]: one fully_connected over the folded leading dims."""
+    torch.manual_seed(len(shape))
+    model = Lin(shape[-1], 11).eval()
+    cal = [torch.randn(*shape) for _ in range(6)]
+    program, ours, theirs = compile_and_compare(model, cal[1], cal)
+    fc = [op for op in program.program.ops if op.name == "fully_connected"]
+    assert len(fc) == 1
+    assert program.program.tensors[fc[0].inputs[0]].shape == (int(np.prod(shape[:-1])), shape[-1])
+    assert ours.shape == (*shape[:-1], 11) and _within_1lsb(ours, theirs) >= 0.99
+
+
+@pytest.mark.parametrize("expr,match", [
+    (lambda x: torch.einsum("bii->bi", x), "einsum 'bii->bi'"),
+    (lambda x: torch.einsum("bij->j", x), "einsum 'bij->j'"),
+    (lambda x: torch.einsum("bij,bjk,bkl->bil", x, x, x), "einsum 'bij,bjk,bkl->bil'"),
+    (lambda x: x @ torch.ones(2, 3, 3), "3-D constant"),
+])
+def test_unsupported_products_fail_before_calibration(expr, match):
+    class M(nn.Module):
+        def forward(self, x):
+            return expr(x)
+
+    with pytest.raises(UnsupportedOpError, match=match) as err:
+        mcutorch.quantize(M(), (torch.randn(2, 3, 3),))
+    assert "test_pipeline.py:" in str(err.value)

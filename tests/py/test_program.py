@@ -325,8 +325,8 @@ def test_programs_without_switches_are_format_1_0_but_the_version():
 
 def test_unknown_opcode_is_refused_by_name():
     """An opcode past the registry (a program from a newer mcutorch) is refused, naming it."""
-    blob = patch(copy_program("cortex-m55").to_bytes(), "ops", 0, "opcode", len(ops.OPS))
-    with pytest.raises(ProgramError, match=f"opcode {len(ops.OPS)} is unknown") as err:
+    blob = patch(copy_program("cortex-m55").to_bytes(), "ops", 0, "opcode", ops.OPCODE_END)
+    with pytest.raises(ProgramError, match=f"opcode {ops.OPCODE_END} is unknown") as err:
         Program.from_bytes(blob)
     assert err.value.reason == "bad_op"
 

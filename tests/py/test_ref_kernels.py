@@ -788,3 +788,47 @@ def test_boundary_quantize():
     assert quant.quantize(np.array([0.5, 1.5, 2.5]), 1.0, 0).tolist() == [0, 2, 2]
     expected_real = (q.astype(np.float32) - 3) * np.float32(s)
     np.testing.assert_array_equal(quant.dequantize(q, s, 3), expected_real)
+
+
+MATMUL_SHAPES = [  # a, b (as stored: [.., N, K] when transpose_b), transpose_b
+    ((3, 1), (1, 4), 0), ((5, 7), (6, 7), 1), ((16, 16), (16, 16), 1), ((16, 16), (16, 24), 0),
+    ((2, 3, 17), (1, 17, 5), 0), ((1, 4, 9), (3, 6, 9), 1), ((2, 1, 3, 8), (1, 4, 8, 5), 0),
+    ((1, 2, 1, 2, 3, 4), (2, 1, 2, 1, 5, 4), 1), ((4, 300), (300, 3), 0),
+]
+
+
+@pytest.mark.parametrize("seed", range(len(MATMUL_SHAPES)))
+def test_matmul(seed):
+    """matmul against torch.matmul on the dequantized integers (float64, exact), batch dims
+    broadcast by torch, b transposed by torch when transpose_b."""
+    rng = np.random.default_rng(900 + seed)
+    a_shape, b_shape, tb = MATMUL_SHAPES[seed]
+    a, b = i8(rng, a_shape), i8(rng, b_shape)
+    a.flat[:2], b.flat[:2] = (-128, 127), (-128, -128)
+    a_zp, b_zp, out_zp = ZPS[seed % 5], ZPS[(seed + 1) % 5], ZPS[(seed + 3) % 5]
+    bt = torch.from_numpy(b.astype(np.float64) - b_zp)
+    acc = torch.matmul(torch.from_numpy(a.astype(np.float64) - a_zp),
+                       bt.transpose(-1, -2) if tb else bt).numpy().astype(np.int64)
+    mult, shift = quant.quantize_multiplier(float(rng.uniform(0.3, 3.0)) * 100 /
+                                            (np.abs(acc).max() + 1))
+    act_min, act_max = pick_act(rng, out_zp)
+    run = lambda: KERNELS["matmul"](a, b, transpose_b=tb, a_zp=a_zp, b_zp=b_zp,  # noqa: E731
+                                    out_zp=out_zp, mult=mult, shift=shift, act_min=act_min,
+                                    act_max=act_max)
+    check_requant(run, acc, mult, shift, out_zp, act_min, act_max)
+
+
+def test_matmul_domain():
+    """K * 255 * 255 must fit int32 (K <= 33,025), and its rq too; shapes must agree."""
+    ok = dict(transpose_b=0, a_zp=0, b_zp=0, out_zp=0, mult=1 << 30, shift=40, **FULL)
+    kmax = (2**31 - 1) // (255 * 255)
+    a, b = np.zeros((1, kmax), np.int8), np.zeros((kmax, 1), np.int8)
+    assert KERNELS["matmul"](a, b, **ok).shape == (1, 1)
+    with pytest.raises(ValueError, match="K=33026"):
+        KERNELS["matmul"](np.zeros((1, kmax + 1), np.int8), np.zeros((kmax + 1, 1), np.int8), **ok)
+    with pytest.raises(ValueError, match="overflow"):
+        KERNELS["matmul"](a[:, :100], b[:100], **{**ok, "mult": (1 << 31) - 1, "shift": 2})
+    for bad_b, tb in ((np.zeros((3, 2), np.int8), 0), (np.zeros((3, 2), np.int8), 1),
+                      (np.zeros((2, 1, 2), np.int8), 0)):
+        with pytest.raises(ValueError):
+            KERNELS["matmul"](np.zeros((2, 4), np.int8), bad_b, **{**ok, "transpose_b": tb})

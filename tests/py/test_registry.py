@@ -23,12 +23,13 @@ from mcutorch.ref import KERNELS
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "src" / "mcutorch"
 # Every opcode ever assigned, in order: append-only (programs store opcodes). A new op appends
-# its (opcode, name) here in the same commit that adds it to the registry.
+# its (opcode, name) here in the same commit that adds it to the registry. None: an opcode
+# assigned to an op that another branch adds (its name replaces the None when they meet).
 OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul", "max_pool2d",
                   "avg_pool2d", "clamp", "lut", "rescale", "softmax", "transpose", "concat",
                   "pad", "copy", "delegate", "maximum", "minimum", "strided_slice", "gather",
                   "reduce_sum", "reduce_max", "reduce_min", "log_softmax", "reduce_var", "norm",
-                  "sub", "div", None, None, None, "resize")  # None: assigned on another branch
+                  "sub", "div", None, None, None, "resize", "matmul")  # None: assigned on another branch
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,

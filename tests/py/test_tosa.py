@@ -154,6 +154,20 @@ def test_mul(zps, real, act):
              mult=mult, shift=shift, act_min=act[0], act_max=act[1])
 
 
+@pytest.mark.parametrize("a,b,tb,zps,act", [
+    ((16, 16), (16, 16), 1, (-128, 127, 3), (-128, 127)),  # attention's Q @ K^T
+    ((16, 16), (16, 20), 0, (127, -128, -128), (0, 127)),  # P @ V
+    ((1, 1), (1, 5), 0, (0, 0, 0), (-128, 127)),  # K = 1
+    ((2, 3, 17), (2, 5, 17), 1, (5, -7, 60), (-30, 30)),
+    ((1, 4, 9), (3, 9, 6), 0, (-3, 2, 1), (-128, 127)),  # broadcast batch (TILE)
+    ((2, 1, 3, 8), (1, 3, 5, 8), 1, (11, -128, 0), (-128, 127)),
+])
+def test_matmul(a, b, tb, zps, act):
+    mult, shift = quant.quantize_multiplier(30 / (math.sqrt(a[-1]) * 74 * 74))
+    check_op("matmul", [a, b], (), None, transpose_b=tb, a_zp=zps[0], b_zp=zps[1],
+             out_zp=zps[2], mult=mult, shift=shift, act_min=act[0], act_max=act[1])
+
+
 @pytest.mark.parametrize("real,zps,act", [(0.37, (-128, 127), (-128, 127)),
                                           (3.9, (127, -128), (-128, 127)),
                                           (1e-3, (0, 0), (-128, 127)),

@@ -63,6 +63,9 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     from mcutorch.frontend.builders.reduce import max_values
 
     max_values(gm)  # max/min over a dim: their values only
+    from mcutorch.frontend.builders.matmul import rewrite
+
+    rewrite(gm)  # einsum, addmm, baddbmm, products with a constant: matmul / linear
     gm.graph.eliminate_dead_code()
     gm.recompile()
     return gm

@@ -11,7 +11,7 @@ OPS = (
     OpDef("transpose", 11, ("x",), ("y",), ("perm0", "perm1", "perm2", "perm3"),
           family="movement", qparams="shared",
           sources=(Source("aten.permute.default", "shared"),
-                   Source("aten.transpose.int", "shared"),
+                   Source("aten.transpose.int", "shared"), Source("aten.t.default", "shared"),
                    Source("aten.pixel_shuffle.default", "shared"),
                    Source("aten.pixel_unshuffle.default", "shared"),
                    Source("aten.channel_shuffle.default", "shared"))),

@@ -73,7 +73,7 @@ def _reshape(node: Node, graph, consumers):
     out: list[Node] = []
     if x.layout == "NHWC" and not _orders_agree(_nchw_shape(x)):
         users = consumers.get(y, [])
-        if (len(y.shape) == 2 and users and y not in graph.outputs
+        if (len(y.shape) == 2 and users and y not in graph.outputs and y.shape[0] == x.shape[0]
                 and all(u.op == "fully_connected" for u in users)):
             _fold_flatten(users, _nchw_shape(x), y)
             graph.meta.setdefault("nhwc_flattened", {})[y.name] = _nchw_shape(x)[1:]
@@ -156,7 +156,21 @@ def _reduce(node, graph, consumers):
     return [node]
 
 
-FIXUPS = {"conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
+def _matmul(node, graph, consumers):
+    """matmul computes in torch's dim order: NHWC operands get transposes to it (and back)."""
+    out = []
+    for i, t in enumerate(node.inputs):
+        if t.layout == "NHWC":
+            node.inputs[i] = _transpose(t, TO_NCHW, _nchw_shape(t), out, node)
+    y = node.outputs[0]
+    if y.layout != "NHWC":
+        return [*out, node]
+    node.outputs = [Tensor(y.name + "_nchw", _nchw_shape(y), y.dtype, y.scale, y.zero_point)]
+    return [*out, node, Node("transpose", node.outputs, [y], {"perm": TO_NHWC}, node.source)]
+
+
+FIXUPS = {"matmul": _matmul,
+          "conv2d": _conv, "reshape": _reshape, "transpose": _permute, "concat": _concat,
           "softmax": _softmax, "pad": _per_dim, "strided_slice": _per_dim, "gather": _concat,
           "reduce_sum": _reduce, "reduce_max": _reduce, "reduce_min": _reduce,
           "log_softmax": _softmax, "reduce_var": _reduce, "norm": _reduce}

@@ -65,10 +65,12 @@ def _add(node: Node) -> None:
 
 
 def _mul(node: Node) -> None:
+    """mul and matmul: one multiplier s_a * s_b / s_y (matmul's transpose_b first)."""
     a, b = node.inputs
     y = node.outputs[0]
     m, s = quantize_multiplier(a.scale * b.scale / y.scale)
-    node.attrs = {"a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
+    pre = {"transpose_b": int(node.attrs["transpose_b"])} if node.op == "matmul" else {}
+    node.attrs = {**pre, "a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
                   "mult": m, "shift": s, **_act(node)}
 
 
@@ -222,7 +224,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
          "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
-         "norm": _norm, "sub": _add, "div": _div, "resize": _resize}
+         "norm": _norm, "sub": _add, "div": _div, "resize": _resize, "matmul": _mul}
 
 
 def _share_qparams(node: Node) -> list[Node]:

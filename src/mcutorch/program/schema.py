@@ -67,7 +67,8 @@ Version history:
     and 6-D ones to 4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2
     programs load.
   * 1.4: opcode 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's scale, offset and
-    border per axis, shared qparams).
+    border per axis, shared qparams); 32 `matmul` (two int8 activations, batch dims
+    broadcast, `transpose_b` reads b as [..., N, K]).
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

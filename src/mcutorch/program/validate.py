@@ -197,6 +197,12 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
         _check_mac_range(p, what, op, d)
     if op.name == "gather":
         _check_gather(p, what, op)
+    if op.name == "matmul":  # two activations: |acc| <= K * 255 * 255 (the C loader: the same)
+        k = int(p.tensors[op.inputs[0]].shape[-1]) * 255 * 255
+        fits = [v <= I32[1] and I32[0] <= (v * op.attrs["mult"] + (1 << op.attrs["shift"] - 1)
+                                           >> op.attrs["shift"]) <= I32[1] for v in (k, -k)]
+        require(op.attrs["mult"] >= 0 and 2 <= op.attrs["shift"] <= 62 and all(fits), "bad_op",
+                f"{what}: K * 255 * 255 = {k} or its rq leaves int32 (docs/numerics.md, Domain)")
 
 
 def _check_gather(p: Program, what: str, op) -> None:

@@ -40,6 +40,7 @@ SHAPES = {
     "conv2d": conv.conv2d_shape,
     "depthwise_conv2d": conv.depthwise_conv2d_shape,
     "fully_connected": conv.fully_connected_shape,
+    "matmul": conv.matmul_shape,
     "max_pool2d": pool.pool_shape,
     "avg_pool2d": pool.pool_shape,
     "resize": pool.resize_shape,

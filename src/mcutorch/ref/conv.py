@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcutorch.ref._common import (as_array, check, check_dims, check_zp, out_size, requantize,
-                                  tap_outputs, tap_slice)
+from mcutorch import quant
+from mcutorch.ref._common import (INT32_MAX, INT32_MIN, as_array, check, check_dims, check_scale,
+                                  check_zp, out_size, requantize, tap_outputs, tap_slice)
 
 
 def _mac_operands(bias, mult, shift, cout: int):
@@ -193,3 +194,45 @@ def fully_connected(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act
     acc = (x.astype(np.float64) - in_zp) @ weight.astype(np.float64).T
     acc = acc.astype(np.int64) + bias64
     return requantize(acc, mult, shift, out_zp, act_min, act_max)
+
+
+MATMUL_MAX_K = (INT32_MAX) // (255 * 255)  # K * 255 * 255 fits int32 (ops.conv.MATMUL_MAX_K)
+
+
+def matmul_shape(a, b, *, transpose_b, **_):
+    """The [..., M, N] matmul returns (a, b of one rank 2..6, batch dims broadcast)."""
+    as_array(a, np.int8, "a", (2, 3, 4, 5, 6))
+    as_array(b, np.int8, "b", a.ndim)
+    check(transpose_b in (0, 1), f"matmul: transpose_b={transpose_b} is not 0 or 1")
+    (m, k), (kb, n) = a.shape[-2:], (b.shape[-1:-3:-1] if transpose_b else b.shape[-2:])
+    check(k == kb, f"matmul: a {a.shape} and b {b.shape} (transpose_b={transpose_b}) "
+          "disagree on K")
+    batch = []
+    for da, db in zip(a.shape[:-2], b.shape[:-2]):
+        check(da == db or 1 in (da, db), f"matmul: batch dims of a {a.shape} and b {b.shape} "
+              "do not broadcast")
+        batch.append(max(da, db) if 0 not in (da, db) else 0)
+    return (*batch, m, n)
+
+
+def matmul(a, b, *, transpose_b, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
+    """y = clamp(rq(sum_k (a[..., m, k] - a_zp) * (b[..., k, n] - b_zp)) + out_zp).
+
+    Static domain: K <= MATMUL_MAX_K (|acc| <= K * 255 * 255 fits int32) and rq of
+    [-K * 255 * 255, K * 255 * 255] fits int32; both program readers check it at load."""
+    # a: [..., M, K] int8; b: [..., K, N] ([..., N, K] if transpose_b) -> y: [..., M, N] int8
+    shape = matmul_shape(a, b, transpose_b=transpose_b)
+    check_zp("a_zp", a_zp)
+    check_zp("b_zp", b_zp)
+    k = a.shape[-1]
+    check(k <= MATMUL_MAX_K, f"matmul: K={k} > {MATMUL_MAX_K}: the accumulator can leave int32")
+    check_scale(mult, shift, "matmul scale")
+    bound = quant.rq([-k * 255 * 255, k * 255 * 255], mult, shift)
+    check(INT32_MIN <= bound.min() and bound.max() <= INT32_MAX,
+          f"matmul: rq(mult={mult}, shift={shift}) of +-{k} * 255 * 255 can overflow int32")
+    a64 = a.astype(np.int64) - a_zp
+    b64 = b.astype(np.int64) - b_zp
+    if transpose_b:
+        b64 = np.swapaxes(b64, -1, -2)
+    acc = np.matmul(a64, b64) if a64.size and b64.size else np.zeros(shape, np.int64)
+    return requantize(acc.reshape(shape), mult, shift, out_zp, act_min, act_max)

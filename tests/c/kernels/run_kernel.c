@@ -55,6 +55,7 @@ RK_MARKER void rk_kernel_end(void)
 #define RK_FILL        0x5A
 #define RK_PATH_MAX    256
 #define RK_MAX_DIFFS   8
+#define RK_SCRATCH     8192u /* every case gets this scratch (matmul's b^T: K * N bytes) */
 
 enum {
   H_MAGIC,
@@ -247,11 +248,12 @@ static int rk_run_case(const char *path)
   if (err != NULL) {
     return rk_fail(path, err);
   }
+  static uint32_t scratch[RK_SCRATCH / 4];
   const mt_op_args args = {c.in,
                            c.out,
                            c.attrs,
-                           NULL,
-                           0,
+                           scratch,
+                           RK_SCRATCH,
                            (uint16_t)h[H_N_IN],
                            (uint16_t)h[H_N_OUT],
                            (uint16_t)h[H_N_ATTRS]};

@@ -36,13 +36,16 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
     """Planned scratch bytes the C kernel of (op, variant) needs for these operand shapes.
 
     The planner reserves this much in `mt_op_args.scratch`. Every kernel today (all ISA levels)
-    accumulates in registers or in bounded stack buffers (at most ~1.5 KiB, conv2d), so all are 0.
+    accumulates in registers or in bounded stack buffers (at most ~1.5 KiB, conv2d); only matmul
+    without transpose_b needs scratch: b transposed, one batch.
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
     0
     """
     if op not in ops.BY_NAME or variant not in ops.BY_NAME[op].variants:
         raise KeyError(f"no kernel variant {variant!r} for op {op!r}")
+    if op == "matmul" and shapes and not attrs.get("transpose_b"):  # b^T of one batch: K * N
+        return shapes[1][-2] * shapes[1][-1]
     return 0
 
 

@@ -103,8 +103,10 @@ def _resize(node: Node) -> str:
 
 
 RULES: list[Rule] = [
-    Rule("channels", ("u55", "u65", "u85"), MAC_OPS, _channels,
-         "CONV2D: Tensor axis C in range 1..65536"),
+    Rule("channels", ("u55", "u65", "u85"), tuple(op for op in MAC_OPS if op != "matmul"),
+         _channels, "CONV2D: Tensor axis C in range 1..65536"),
+    Rule("matmul_channels", ("u55", "u65"), ("matmul",), _channels,  # N 65536 taken, 66000 not
+         "U55/U65 MATMUL: its TRANSPOSE of N > 65536 columns is a non-passthrough operation"),
     Rule("avg_pool_padded_kernel", ("u55", "u65"), ("avg_pool2d",), _padded_avg_pool,
          "U55/U65 AVG_POOL2D: IF padding is used: 1 <= kernel_x <= 8 and 1 <= kernel_y <= 8"),
     Rule("resize", ("u55", "u65"), ("resize",), _resize,

@@ -132,6 +132,36 @@ def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
     return b.reshape(y, [n, w.shape[0]], out)
 
 
+def check_matmul(node: Node) -> str:
+    k = node.inputs[0].shape[-1] * 255 * 255  # |acc| bound of two int8 activations
+    a = node.attrs
+    return S._rescale_problem("matmul", -k, k, a["mult"], a["shift"], "the accumulator")
+
+
+def lower_matmul(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """MATMUL [B, M, K] x [B, K, N] -> int32 (zero points as inputs), then the output stage.
+    TOSA 1.0 MATMUL has no batch broadcast and no transposed operand: TILE and TRANSPOSE."""
+    a, y = node.attrs, node.outputs[0].shape
+    batch, xs = y[:-2], []
+    for x in ins:
+        shp = b.shape(x)
+        if tuple(shp[:-2]) != tuple(batch):
+            notes.append("broadcast batch dims made explicit (TILE)")
+            times = [yd // xd for xd, yd in zip(shp[:-2], batch)] + [1, 1]
+            x = b.op("TILE", [x, b.shape_const(times)], (*batch, *shp[-2:]), "int8", attr("Tile"))
+        xs.append(b.reshape(x, [int(np.prod(batch, dtype=np.int64)), *shp[-2:]]))
+    av, bv = xs
+    if a["transpose_b"]:
+        nb, n, k = b.shape(bv)
+        bv = b.op("TRANSPOSE", [bv], [nb, k, n], "int8", attr("Transpose", [0, 2, 1]))
+    zps = [b.const(a[z], "int8", z) for z in ("a_zp", "b_zp")]
+    acc = b.op("MATMUL", [av, bv, *zps], [*b.shape(av)[:2], b.shape(bv)[2]], "int32",
+               attr("MatMul"))
+    yv = _output_stage(b, acc, a["mult"], a["shift"], a["out_zp"], a["act_min"], a["act_max"],
+                       None)
+    return b.reshape(yv, y, out)
+
+
 # --- element-wise ---------------------------------------------------------------------------------
 
 def _equal_rank(b: Builder, node: Node, ins) -> list[str]:
@@ -380,6 +410,7 @@ RULES = {
     "conv2d": (S.check_mac, lower_conv2d),
     "depthwise_conv2d": (S.check_mac, lower_depthwise_conv2d),
     "fully_connected": (S.check_mac, lower_fully_connected),
+    "matmul": (check_matmul, lower_matmul),
     "add": (S.check_add, lower_add), "sub": (S.check_add, lower_add),
     "mul": (S.check_mul, lower_mul),
     "rescale": (S.check_rescale, lower_rescale),

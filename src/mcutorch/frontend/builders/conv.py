@@ -8,9 +8,7 @@ import math
 
 from torch.fx import Node as FxNode
 
-from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import node_arg, pair
-from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
 
 
@@ -44,10 +42,16 @@ def same_padding(in_hw, k_hw, stride, dilation, mode, n) -> tuple[int, int, int,
 def linear(lf, n: FxNode, out: Tensor, act) -> None:
     x, w = lf.operand(n.args[0], n), lf.weight(n.args[1], n)
     b = lf.bias(n.args[2] if len(n.args) > 2 else None, n, x, w)
-    if len(x.shape) != 2:
-        raise UnsupportedOpError(f"{source_of(n)}: linear on a {len(x.shape)}-D input; flatten "
-                                 "it to [N, features] first")
-    lf.emit("fully_connected", [x, w, b], out, {"act": act}, n)
+    if len(x.shape) == 2:
+        return lf.emit("fully_connected", [x, w, b], out, {"act": act}, n)
+    # any rank: the leading dims are the rows of one fully_connected ([B, T, C] -> [B*T, C]),
+    # in torch's dim order (the layout pass puts transposes around the reshapes of a 4-D NHWC x)
+    rows = math.prod(x.shape[:-1])
+    x2 = lf.new_tensor(x.name + "_rows", (rows, x.shape[-1]), x.scale, x.zero_point)
+    y2 = lf.new_tensor(out.name + "_rows", (rows, w.shape[0]), out.scale, out.zero_point)
+    lf.emit("reshape", [x], x2, {}, n)
+    lf.emit("fully_connected", [x2, w, b], y2, {"act": act}, n)
+    lf.emit("reshape", [y2], out, {}, n)
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)

@@ -26,9 +26,9 @@ def permute(lf, n: FxNode, out: Tensor, act) -> None:
         return shuffle(lf, n, out)
     x = lf.operand(n.args[0], n)
     rank = len(x.shape)
-    if n.target == A.transpose.int:
+    if n.target in (A.transpose.int, A.t.default):  # x.t(): dims 0 and 1 (of at most two)
         perm = list(range(rank))
-        i, j = int(n.args[1]) % rank, int(n.args[2]) % rank
+        i, j = (int(n.args[1]) % rank, int(n.args[2]) % rank) if len(n.args) > 1 else (0, rank - 1)
         perm[i], perm[j] = perm[j], perm[i]
     else:
         perm = [int(p) % rank for p in n.args[1]]
