@@ -18,6 +18,7 @@ Subclass and override `activation_spec`, `weight_spec` or `annotate_node` to cha
 from __future__ import annotations
 
 import dataclasses
+import operator
 
 import torch
 from torch.fx import GraphModule, Node
@@ -169,6 +170,12 @@ class Quantizer(_PT2EQuantizer):
         qmap = {first: self.activation_spec()}
         for other in inputs[1:]:
             qmap[other] = SharedQuantizationSpec((first, node))
+        if isinstance(node.meta.get("val"), (tuple, list)):  # (values, indices): getitem 0
+            _set(node, qmap, None)
+            for user in node.users:
+                if user.target is operator.getitem and user.args[1] == 0:
+                    _set(user, {}, SharedQuantizationSpec((first, node)))
+            return
         _set(node, qmap, SharedQuantizationSpec((first, node)))
 
 

@@ -11,26 +11,60 @@ import numpy as np
 from torch.fx import Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders._common import A, node_arg, pair
+from mcutorch.frontend.builders._common import FULL, A, node_arg, pair
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
 
 
+MAX_1D = {A.max_pool1d.default, A.adaptive_max_pool1d.default}
+ONE_D = MAX_1D | {A.avg_pool1d.default, A.adaptive_avg_pool1d.default}
+MAX = MAX_1D | {A.max_pool2d.default, A.adaptive_max_pool2d.default}
+
+
+def as_2d(lf, n: FxNode, x: Tensor, out: Tensor):
+    """(x, out, finish) of a pooling node: a 1-D pool on [N, C, L] is the 2-D pool on
+    [N, 1, C, L] with a 1 x k window: stored NHWC that is [N, C, L, 1], the bytes of [N, C, L]
+    (the reshapes in and out move nothing; `finish()` emits the one back to out)."""
+    if n.target not in ONE_D:
+        return x, out, lambda: None
+    if len(x.shape) != 3:
+        raise UnsupportedOpError(f"{source_of(n)}: 1-D pooling needs an [N, C, L] input")
+    x4 = lf.new_tensor(out.name + "_in2d", (x.shape[0], 1, *x.shape[1:]), x.scale,
+                       x.zero_point, layout="NCHW")
+    y4 = lf.new_tensor(out.name + "_2d", (out.shape[0], 1, *out.shape[1:]), out.scale,
+                       out.zero_point, layout="NCHW")
+    lf.emit("reshape", [x], x4, {}, n)
+    return x4, y4, lambda: lf.emit("reshape", [y4], out, {}, n)
+
+
+def _window_args(n: FxNode):
+    """(kernel, stride, padding, dilation) of a max/avg pool node as (h, w) pairs (1-D: h = 1)."""
+    one = n.target in ONE_D
+    fix = (lambda v, d: (d, pair(v, 1)[0])) if one else (lambda v, d: pair(v))
+    kernel = fix(n.args[1], 1)
+    stride = fix(node_arg(n, 2, "stride", None) or n.args[1], 1)
+    padding = fix(node_arg(n, 3, "padding", 0), 0)
+    dilation = fix(node_arg(n, 4, "dilation", 1), 1) if n.target in MAX else (1, 1)
+    return kernel, stride, padding, dilation
+
+
 def pool(lf, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    is_max = n.target == A.max_pool2d.default
-    kernel = pair(n.args[1])
-    stride = pair(node_arg(n, 2, "stride", None) or kernel)
-    ph, pw = pair(node_arg(n, 3, "padding", 0))
+    """max_pool1d/2d, avg_pool1d/2d; dilated max pooling is `max_windows` (exact)."""
+    x, out, finish = as_2d(lf, n, lf.operand(n.args[0], n), out)
+    is_max = n.target in MAX
+    kernel, stride, (ph, pw), dilation = _window_args(n)
     if is_max:
-        if pair(node_arg(n, 4, "dilation", 1)) != (1, 1):
-            raise UnsupportedOpError(f"{source_of(n)}: dilated max pooling")
         ceil = bool(node_arg(n, 5, "ceil_mode", False))
         include_pad, divisor = False, 0
     else:
         ceil = bool(node_arg(n, 4, "ceil_mode", False))
         include_pad = bool(node_arg(n, 5, "count_include_pad", True))
         divisor = int(node_arg(n, 6, "divisor_override", None) or 0)
+    if dilation != (1, 1):
+        axes = [[[o * s - p + j * d for j in range(k)] for o in range(want)]
+                for want, k, s, p, d in zip(out.shape[2:], kernel, stride, (ph, pw), dilation)]
+        max_windows(lf, n, x, out, axes, act)
+        return finish()
     padding = [ph, pw, ph, pw]
     extras = []
     for i, (size, k, s) in enumerate(zip(x.shape[2:], kernel, stride)):
@@ -55,6 +89,52 @@ def pool(lf, n: FxNode, out: Tensor, act) -> None:
     attrs = {"kernel": kernel, "stride": stride, "padding": tuple(padding), "act": act,
              "count_include_pad": int(include_pad), "divisor": divisor}
     lf.emit("max_pool2d" if is_max else "avg_pool2d", [x], out, attrs, n)
+    finish()
+
+
+def max_windows(lf, n: FxNode, x: Tensor, out: Tensor, axes, act) -> None:
+    """y[i, j] = max of x over rows axes[0][i] x columns axes[1][j] (index lists; an index
+    outside x is padding, which never wins), exact and one axis at a time (max is separable):
+    every window of the axis is made K long by repeating one of its own elements (max is
+    idempotent), the windows are gathered side by side along the axis, and a max_pool2d with
+    kernel = stride = K along it takes the max of each (the last one applies the clamp)."""
+    for axis, windows in ((2, axes[0]), (3, axes[1])):
+        size = x.shape[axis]
+        if any(all(not 0 <= i < size for i in w) for w in windows):  # PyTorch: -inf
+            raise UnsupportedOpError(f"{source_of(n)}: a max pooling window of padding only")
+        k = max(len(w) for w in windows)
+        index = []
+        for w in windows:
+            inside = [i for i in w if 0 <= i < size]
+            index += inside + [inside[-1]] * (k - len(inside))
+        name = f"{out.name}_{'rows' if axis == 2 else 'cols'}"
+        x = _gather(lf, n, x, axis, index, name)
+        if k == 1 and axis == 2:
+            continue
+        kernel = (k, 1) if axis == 2 else (1, k)
+        y = out if axis == 3 else lf.new_tensor(
+            name + "_max", (*x.shape[:2], len(windows), x.shape[3]), x.scale, x.zero_point,
+            layout="NCHW")
+        lf.emit("max_pool2d", [x], y, {"kernel": kernel, "stride": kernel, "padding": (0,) * 4,
+                                       "act": act if axis == 3 else FULL,
+                                       "count_include_pad": 0, "divisor": 0}, n)
+        x = y
+
+
+def adaptive_max(lf, n: FxNode, out: Tensor, act) -> None:
+    """adaptive_max_pool1d/2d (the values; the indices are refused before calibration):
+    max_pool2d when the windows tile the input, else `max_windows` on PyTorch's windows."""
+    x, out, finish = as_2d(lf, n, lf.operand(n.args[0], n), out)
+    (h, w), (oh, ow) = x.shape[2:], out.shape[2:]
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        lf.emit("max_pool2d", [x], out, {"kernel": k, "stride": k, "padding": (0, 0, 0, 0),
+                                         "act": act, "count_include_pad": 0, "divisor": 0}, n)
+    else:
+        axes = [[list(range(a, b)) for a, b in adaptive_windows(size, o)]
+                for size, o in ((h, oh), (w, ow))]
+        max_windows(lf, n, x, out, axes, act)
+    finish()
 
 
 def mean_all(lf, n: FxNode, x: Tensor, out: Tensor, act) -> None:
@@ -78,13 +158,14 @@ def global_pool(lf, n: FxNode, out: Tensor, act) -> None:
                   else ())
     if mean and dims == list(range(rank)):
         return mean_all(lf, n, x, out, act)
-    if rank != 4:
+    x, out, finish = as_2d(lf, n, x, out)
+    if len(x.shape) != 4:
         raise UnsupportedOpError(f"{source_of(n)}: pooling needs a 4-D input")
     h, w = x.shape[2:]
     if n.target == A.mean.dim:
         oh = ow = 1
     else:
-        oh, ow = pair(n.args[1])
+        oh, ow = out.shape[2:]
     pooled_shape = (x.shape[0], x.shape[1], oh, ow)
     pooled = out if tuple(out.shape) == pooled_shape else lf.new_tensor(
         out.name + "pool", pooled_shape, out.scale, out.zero_point, layout="NCHW")
@@ -97,6 +178,7 @@ def global_pool(lf, n: FxNode, out: Tensor, act) -> None:
         lf.emit("avg_pool2d", [x], pooled, attrs, n)
     if pooled is not out:  # mean without keepdim
         lf.emit("reshape", [pooled], out, {}, n)
+    finish()
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -168,9 +250,15 @@ def uneven_adaptive(lf, n, x: Tensor, pooled: Tensor, act) -> None:
 
 
 def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
-    (pool if n.target == A.avg_pool2d.default else global_pool)(lf, n, out, act)
+    pools = (A.avg_pool2d.default, A.avg_pool1d.default)
+    (pool if n.target in pools else global_pool)(lf, n, out, act)
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool}  # means: builders/reduce.py
-ACT = {pool, avg_pool}
+def max_pool(lf, n: FxNode, out: Tensor, act) -> None:
+    (pool if n.target in (A.max_pool2d.default, A.max_pool1d.default) else adaptive_max)(
+        lf, n, out, act)
+
+
+BUILDERS = {"max_pool2d": max_pool, "avg_pool2d": avg_pool}  # means: builders/reduce.py
+ACT = {max_pool, avg_pool}
