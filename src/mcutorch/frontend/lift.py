@@ -36,7 +36,7 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, elementwise, movement
+from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, elementwise, movement, pool
 from mcutorch.frontend.builders._common import FULL, A, act_range, bounds
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
 from mcutorch.frontend.fold import check_stateless
@@ -52,10 +52,8 @@ DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
           QD.dequantize_per_channel.default}
 CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
 MOVES = ("reshape", "transpose", "strided_slice")  # ops that only move int8 values (commute)
-MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default,
-            A.max_pool2d.default, A.max_pool1d.default, A.adaptive_max_pool2d.default,
-            A.adaptive_max_pool1d.default, A.maximum.default, A.minimum.default}
-VALUES_INDICES = {A.adaptive_max_pool2d.default, A.adaptive_max_pool1d.default}
+MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default, *pool.MAX,
+            A.maximum.default, A.minimum.default}
 ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
 
 
@@ -97,25 +95,11 @@ def prepare(gm: GraphModule) -> GraphModule:
     remove_identities(gm)
     movement.split_tuples(gm)
     refuse_out_of_scope(gm)
-    _take_values(gm)
+    pool.take_values(gm)
     _fold_constant_quantize(gm)
     _merge_quantize(gm)
     gm.graph.eliminate_dead_code()
     return gm
-
-
-def _take_values(gm: GraphModule) -> None:
-    """getitem(adaptive_max_pool(x), 0) -> the pool node itself, its value the pooled tensor
-    (the indices, getitem 1, are refused by refuse_out_of_scope)."""
-    import operator
-
-    for node in list(gm.graph.nodes):
-        if node.op == "call_function" and node.target in VALUES_INDICES:
-            node.meta["val"] = node.meta["val"][0]
-            for user in list(node.users):
-                if user.target is operator.getitem:
-                    user.replace_all_uses_with(node)
-                    gm.graph.erase_node(user)
 
 
 def _fold_constant_quantize(gm: GraphModule) -> None:
@@ -535,10 +519,8 @@ def _out_of_scope(node: FxNode) -> str:
     """Why an aten node is out of mcutorch's scope, or ""."""
     name, val = str(node.target), node.meta.get("val")
     base = name.removeprefix("aten.").split(".")[0].strip("_")
-    if node.target in VALUES_INDICES and any(u.args[1] != 0 for u in node.users):
-        return ("return_indices=True: the indices of the maxima (int64) cannot reach a "
-                "quantized op or the model output; mcutorch lowers the pooled values only "
-                "(return_indices=False)")
+    if pool.indices_used(node):
+        return pool.INDICES
     if "fft" in base or base in ("stft", "istft"):
         return "FFT (torch.fft) is not supported: it computes complex values"
     if base.startswith(SCATTERS):
@@ -581,8 +563,7 @@ def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
     refuse_out_of_scope(gm)
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node.args and getattr(
-                node.args[0], "target", None) in VALUES_INDICES:
+        if pool.is_values(node):
             continue  # getitem(adaptive max pool, 0): its values (refuse_out_of_scope)
         if node.op == "call_function" and builder_of(node) is elementwise.lut:
             elementwise.lut_function(node)  # a tensor where a constant is needed (x - y, x / y)

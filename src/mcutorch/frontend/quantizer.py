@@ -18,7 +18,6 @@ Subclass and override `activation_spec`, `weight_spec` or `annotate_node` to cha
 from __future__ import annotations
 
 import dataclasses
-import operator
 
 import torch
 from torch.fx import GraphModule, Node
@@ -167,16 +166,12 @@ class Quantizer(_PT2EQuantizer):
     def _annotate_shared(self, node: Node) -> None:
         inputs = _tensor_inputs(node)
         first = inputs[0]
-        qmap = {first: self.activation_spec()}
-        for other in inputs[1:]:
-            qmap[other] = SharedQuantizationSpec((first, node))
-        if isinstance(node.meta.get("val"), (tuple, list)):  # (values, indices): getitem 0
+        qmap, shared = {first: self.activation_spec()}, SharedQuantizationSpec((first, node))
+        qmap.update({other: shared for other in inputs[1:]})
+        if isinstance(node.meta.get("val"), tuple):  # (values, indices): its one getitem 0
             _set(node, qmap, None)
-            for user in node.users:
-                if user.target is operator.getitem and user.args[1] == 0:
-                    _set(user, {}, SharedQuantizationSpec((first, node)))
-            return
-        _set(node, qmap, SharedQuantizationSpec((first, node)))
+            node, qmap = next(iter(node.users)), {}
+        _set(node, qmap, shared)
 
 
 def _set(node: Node, qmap: dict, out) -> None:

@@ -6,6 +6,7 @@ through `lifter.emit` (frontend/lift.py Lifter)."""
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 from torch.fx import Node as FxNode
@@ -14,6 +15,34 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.frontend.builders._common import FULL, A, node_arg, pair
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
+
+
+VALUES_INDICES = {A.adaptive_max_pool2d.default, A.adaptive_max_pool1d.default}
+INDICES = ("return_indices=True: the indices of the maxima (int64) cannot reach a quantized op "
+           "or the model output; mcutorch lowers the pooled values only (return_indices=False)")
+
+
+def indices_used(node: FxNode) -> bool:
+    """Whether an adaptive max pool's indices (getitem 1) are used (refused before calibration)."""
+    return node.target in VALUES_INDICES and any(u.args[1] != 0 for u in node.users)
+
+
+def is_values(node: FxNode) -> bool:
+    """getitem(adaptive max pool, 0): the pooled values."""
+    return (node.op == "call_function" and node.target is operator.getitem
+            and getattr(node.args[0], "target", None) in VALUES_INDICES)
+
+
+def take_values(gm) -> None:
+    """getitem(adaptive_max_pool(x), 0) -> the pool node itself, its value the pooled tensor
+    (lift's tidied copy of the graph; the indices were refused)."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in VALUES_INDICES:
+            node.meta["val"] = node.meta["val"][0]
+            for user in list(node.users):
+                if is_values(user):
+                    user.replace_all_uses_with(node)
+                    gm.graph.erase_node(user)
 
 
 MAX_1D = {A.max_pool1d.default, A.adaptive_max_pool1d.default}
