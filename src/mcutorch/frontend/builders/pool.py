@@ -51,17 +51,20 @@ MAX = MAX_1D | {A.max_pool2d.default, A.adaptive_max_pool2d.default}
 
 
 def as_2d(lf, n: FxNode, x: Tensor, out: Tensor):
-    """(x, out, finish) of a pooling node: a 1-D pool on [N, C, L] is the 2-D pool on
-    [N, 1, C, L] with a 1 x k window: stored NHWC that is [N, C, L, 1], the bytes of [N, C, L]
-    (the reshapes in and out move nothing; `finish()` emits the one back to out)."""
+    """(x, out, finish) of a pooling node; `finish()` emits the reshape back to out. A 1-D pool
+    on [N, C, L] is a 2-D pool with a 1 x k window: on [N, C, 1, L] (stored NHWC [N, 1, L, C]:
+    transposes in and out, the kernels' channel-innermost loops), or for a max pool of fewer
+    than 8 channels on [N, 1, C, L] (stored [N, C, L, 1], the bytes of [N, C, L]: the reshapes
+    move nothing, and the max kernel's one-channel path is faster than the transposes)."""
     if n.target not in ONE_D:
         return x, out, lambda: None
     if len(x.shape) != 3:
         raise UnsupportedOpError(f"{source_of(n)}: 1-D pooling needs an [N, C, L] input")
-    x4 = lf.new_tensor(out.name + "_in2d", (x.shape[0], 1, *x.shape[1:]), x.scale,
-                       x.zero_point, layout="NCHW")
-    y4 = lf.new_tensor(out.name + "_2d", (out.shape[0], 1, *out.shape[1:]), out.scale,
-                       out.zero_point, layout="NCHW")
+    rows = n.target in MAX_1D and x.shape[1] < 8
+    as4 = (lambda s: (s[0], 1, *s[1:])) if rows else (lambda s: (*s[:2], 1, s[2]))
+    x4 = lf.new_tensor(out.name + "_in2d", as4(x.shape), x.scale, x.zero_point, layout="NCHW")
+    y4 = lf.new_tensor(out.name + "_2d", as4(out.shape), out.scale, out.zero_point,
+                       layout="NCHW")
     lf.emit("reshape", [x], x4, {}, n)
     return x4, y4, lambda: lf.emit("reshape", [y4], out, {}, n)
 
@@ -216,12 +219,13 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
     return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
 
 
-def _gather(lf, n, x: Tensor, axis: int, index: list[int], name: str) -> Tensor:
-    """x gathered along `axis` (NCHW) at `index`; x itself when that is every index in order."""
+def _gather(lf, n, x: Tensor, axis: int, index: list[int], name: str, into=None) -> Tensor:
+    """x gathered along `axis` (NCHW) at `index` (into `into` when given); x itself when that
+    is every index in order."""
     if index == list(range(x.shape[axis])):
         return x
     shape = tuple(len(index) if d == axis else s for d, s in enumerate(x.shape))
-    y = lf.new_tensor(name, shape, x.scale, x.zero_point, layout="NCHW")
+    y = into or lf.new_tensor(name, shape, x.scale, x.zero_point, layout="NCHW")
     table = lf.new_tensor(name + "_indices", (len(index),), 1.0, 0, dtype="int32",
                           data=np.asarray(index, np.int32))
     lf.emit("gather", [x, table], y, {"axis": axis}, n)
@@ -274,8 +278,9 @@ def uneven_adaptive(lf, n, x: Tensor, pooled: Tensor, act) -> None:
     grid = _gather(lf, n, grid, 2, [row_order.index(i) for i in range(oh)],
                    f"{pooled.name}_rows_in_order")
     result = _gather(lf, n, grid, 3, [col_order.index(j) for j in range(ow)],
-                     f"{pooled.name}_in_order")
-    lf.emit("reshape", [result], pooled, {}, n)  # a free view onto the output tensor
+                     f"{pooled.name}_in_order", into=pooled)
+    if result is not pooled:  # the columns were in order: the rows' gather is the result
+        lf.emit("reshape", [result], pooled, {}, n)
 
 
 def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
