@@ -348,7 +348,7 @@ typedef enum {
 #define MT_MUL_ACT_MAX 6
 #define MT_MUL_VARIANT_DEFAULT 0
 
-/* max_pool2d: padding never wins */
+/* max_pool2d: padding never wins; 1-D pools lift as [N, C, 1, L], dilated and uneven adaptive max pooling as gathers + one max_pool2d (frontend/builders/pool.py) */
 #define MT_MAX_POOL2D_N_INPUTS 1
 #define MT_MAX_POOL2D_N_OUTPUTS 1
 #define MT_MAX_POOL2D_N_ATTRS 10

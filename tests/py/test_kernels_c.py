@@ -682,6 +682,12 @@ POOL_EDGES = [  # name, x, kernel, stride, pads
     ("stride_gt_kernel", (1, 10, 10, 2), (2, 2), (3, 3), (0, 0, 0, 0)),
     ("big_pad", (1, 4, 4, 3), (3, 3), (1, 1), (2, 2, 2, 2)),
     ("global_25x5", (1, 25, 5, 64), (25, 5), (1, 1), (0, 0, 0, 0)),
+    # the shapes of lifted compositions: 1-D pools ([N, C, L, 1], a 1 x k window), and the
+    # per-axis max of gathered windows (dilated / uneven adaptive max: kernel = stride)
+    ("1d_1x3s2_ceil", (1, 6, 13, 1), (1, 3), (1, 2), (0, 1, 0, 2)),
+    ("1d_1x4s3_batch2", (2, 3, 17, 1), (1, 4), (1, 3), (0, 2, 0, 2)),
+    ("rows_3x1", (1, 21, 10, 8), (3, 1), (3, 1), (0, 0, 0, 0)),
+    ("cols_1x3", (1, 7, 21, 19), (1, 3), (1, 3), (0, 0, 0, 0)),
 ]
 
 

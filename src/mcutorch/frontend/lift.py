@@ -36,7 +36,7 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, PRECHECKS, movement
+from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, PRECHECKS, movement, pool
 from mcutorch.frontend.builders._common import FULL, A, act_range, bounds
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
 from mcutorch.frontend.fold import check_stateless
@@ -52,8 +52,8 @@ DQ_OPS = {QD.dequantize_per_tensor.default, QD.dequantize_per_tensor.tensor,
           QD.dequantize_per_channel.default}
 CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
 MOVES = ("reshape", "transpose", "strided_slice")  # ops that only move int8 values (commute)
-MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default,
-            A.max_pool2d.default, A.maximum.default, A.minimum.default}
+MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default, *pool.MAX,
+            A.maximum.default, A.minimum.default}
 ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
 
 
@@ -95,6 +95,7 @@ def prepare(gm: GraphModule) -> GraphModule:
     remove_identities(gm)
     movement.split_tuples(gm)
     refuse_out_of_scope(gm)
+    pool.take_values(gm)
     _fold_constant_quantize(gm)
     _merge_quantize(gm)
     gm.graph.eliminate_dead_code()
@@ -518,6 +519,8 @@ def _out_of_scope(node: FxNode) -> str:
     """Why an aten node is out of mcutorch's scope, or ""."""
     name, val = str(node.target), node.meta.get("val")
     base = name.removeprefix("aten.").split(".")[0].strip("_")
+    if pool.indices_used(node):
+        return pool.INDICES
     if "fft" in base or base in ("stft", "istft"):
         return "FFT (torch.fft) is not supported: it computes complex values"
     if base.startswith(SCATTERS):
@@ -560,6 +563,8 @@ def check_supported(gm: GraphModule) -> None:
     """Fail fast (before calibration) on aten ops mcutorch cannot lower, naming op and source."""
     refuse_out_of_scope(gm)
     for node in gm.graph.nodes:
+        if pool.is_values(node):
+            continue  # getitem(adaptive max pool, 0): its values (refuse_out_of_scope)
         if node.op == "call_function" and builder_of(node) in PRECHECKS:
             PRECHECKS[builder_of(node)](node)  # builders/<family>.py PRECHECK
         if node.op == "call_module":

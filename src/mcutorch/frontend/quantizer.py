@@ -166,10 +166,12 @@ class Quantizer(_PT2EQuantizer):
     def _annotate_shared(self, node: Node) -> None:
         inputs = _tensor_inputs(node)
         first = inputs[0]
-        qmap = {first: self.activation_spec()}
-        for other in inputs[1:]:
-            qmap[other] = SharedQuantizationSpec((first, node))
-        _set(node, qmap, SharedQuantizationSpec((first, node)))
+        qmap, shared = {first: self.activation_spec()}, SharedQuantizationSpec((first, node))
+        qmap.update({other: shared for other in inputs[1:]})
+        if isinstance(node.meta.get("val"), tuple):  # (values, indices): its one getitem 0
+            _set(node, qmap, None)
+            node, qmap = next(iter(node.users)), {}
+        _set(node, qmap, shared)
 
 
 def _set(node: Node, qmap: dict, out) -> None:

@@ -226,11 +226,11 @@ def _read_after(graph: Graph, ids: set[int], block: list[Node]) -> bool:
 
 def _bind_inputs(graph: Graph, delegates: list[Delegate]) -> None:
     """Give each delegate input whose bytes cannot live in Vela's scratch a copy-in op."""
-    bound: set[int] = set()
+    # every delegate's outputs first: a delegate may read (through views) what one numbered
+    # after it writes, whose bytes are in that one's scratch
+    bound = {id(storage_root(graph, t)) for d in delegates for t in d.outputs}
     for d in delegates:
         inside = {id(n) for n in d.nodes}
-        for t in d.outputs:
-            bound.add(id(storage_root(graph, t)))
         for i, t in enumerate(d.inputs):
             root = storage_root(graph, t)
             if id(root) in bound or _read_after(graph, _views(graph, root, inside), d.nodes):

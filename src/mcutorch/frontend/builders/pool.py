@@ -6,32 +6,98 @@ through `lifter.emit` (frontend/lift.py Lifter)."""
 from __future__ import annotations
 
 import math
+import operator
 
 import numpy as np
 from torch.fx import Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders._common import A, node_arg, pair
+from mcutorch.frontend.builders._common import FULL, A, node_arg, pair
 from mcutorch.frontend.capture import source_of
 from mcutorch.ir import Tensor
 from mcutorch.ref.pool import resize_axis
 
 
+VALUES_INDICES = {A.adaptive_max_pool2d.default, A.adaptive_max_pool1d.default}
+INDICES = ("return_indices=True: the indices of the maxima (int64) cannot reach a quantized op "
+           "or the model output; mcutorch lowers the pooled values only (return_indices=False)")
+
+
+def indices_used(node: FxNode) -> bool:
+    """Whether an adaptive max pool's indices (getitem 1) are used (refused before calibration)."""
+    return node.target in VALUES_INDICES and any(u.args[1] != 0 for u in node.users)
+
+
+def is_values(node: FxNode) -> bool:
+    """getitem(adaptive max pool, 0): the pooled values."""
+    return (node.op == "call_function" and node.target is operator.getitem
+            and getattr(node.args[0], "target", None) in VALUES_INDICES)
+
+
+def take_values(gm) -> None:
+    """getitem(adaptive_max_pool(x), 0) -> the pool node itself, its value the pooled tensor
+    (lift's tidied copy of the graph; the indices were refused)."""
+    for node in list(gm.graph.nodes):
+        if node.op == "call_function" and node.target in VALUES_INDICES:
+            node.meta["val"] = node.meta["val"][0]
+            for user in list(node.users):
+                if is_values(user):
+                    user.replace_all_uses_with(node)
+                    gm.graph.erase_node(user)
+
+
+MAX_1D = {A.max_pool1d.default, A.adaptive_max_pool1d.default}
+ONE_D = MAX_1D | {A.avg_pool1d.default, A.adaptive_avg_pool1d.default}
+MAX = MAX_1D | {A.max_pool2d.default, A.adaptive_max_pool2d.default}
+
+
+def as_2d(lf, n: FxNode, x: Tensor, out: Tensor):
+    """(x, out, finish) of a pooling node; `finish()` emits the reshape back to out. A 1-D pool
+    on [N, C, L] is a 2-D pool with a 1 x k window: on [N, C, 1, L] (stored NHWC [N, 1, L, C]:
+    transposes in and out, the kernels' channel-innermost loops), or for a max pool of fewer
+    than 8 channels on [N, 1, C, L] (stored [N, C, L, 1], the bytes of [N, C, L]: the reshapes
+    move nothing, and the max kernel's one-channel path is faster than the transposes)."""
+    if n.target not in ONE_D:
+        return x, out, lambda: None
+    if len(x.shape) != 3:
+        raise UnsupportedOpError(f"{source_of(n)}: 1-D pooling needs an [N, C, L] input")
+    rows = n.target in MAX_1D and x.shape[1] < 8
+    as4 = (lambda s: (s[0], 1, *s[1:])) if rows else (lambda s: (*s[:2], 1, s[2]))
+    x4 = lf.new_tensor(out.name + "_in2d", as4(x.shape), x.scale, x.zero_point, layout="NCHW")
+    y4 = lf.new_tensor(out.name + "_2d", as4(out.shape), out.scale, out.zero_point,
+                       layout="NCHW")
+    lf.emit("reshape", [x], x4, {}, n)
+    return x4, y4, lambda: lf.emit("reshape", [y4], out, {}, n)
+
+
+def _window_args(n: FxNode):
+    """(kernel, stride, padding, dilation) of a max/avg pool node as (h, w) pairs (1-D: h = 1)."""
+    one = n.target in ONE_D
+    fix = (lambda v, d: (d, pair(v, 1)[0])) if one else (lambda v, d: pair(v))
+    kernel = fix(n.args[1], 1)
+    stride = fix(node_arg(n, 2, "stride", None) or n.args[1], 1)
+    padding = fix(node_arg(n, 3, "padding", 0), 0)
+    dilation = fix(node_arg(n, 4, "dilation", 1), 1) if n.target in MAX else (1, 1)
+    return kernel, stride, padding, dilation
+
+
 def pool(lf, n: FxNode, out: Tensor, act) -> None:
-    x = lf.operand(n.args[0], n)
-    is_max = n.target == A.max_pool2d.default
-    kernel = pair(n.args[1])
-    stride = pair(node_arg(n, 2, "stride", None) or kernel)
-    ph, pw = pair(node_arg(n, 3, "padding", 0))
+    """max_pool1d/2d, avg_pool1d/2d; dilated max pooling is `max_windows` (exact)."""
+    x, out, finish = as_2d(lf, n, lf.operand(n.args[0], n), out)
+    is_max = n.target in MAX
+    kernel, stride, (ph, pw), dilation = _window_args(n)
     if is_max:
-        if pair(node_arg(n, 4, "dilation", 1)) != (1, 1):
-            raise UnsupportedOpError(f"{source_of(n)}: dilated max pooling")
         ceil = bool(node_arg(n, 5, "ceil_mode", False))
         include_pad, divisor = False, 0
     else:
         ceil = bool(node_arg(n, 4, "ceil_mode", False))
         include_pad = bool(node_arg(n, 5, "count_include_pad", True))
         divisor = int(node_arg(n, 6, "divisor_override", None) or 0)
+    if dilation != (1, 1):
+        axes = [[[o * s - p + j * d for j in range(k)] for o in range(want)]
+                for want, k, s, p, d in zip(out.shape[2:], kernel, stride, (ph, pw), dilation)]
+        max_windows(lf, n, x, out, axes, act)
+        return finish()
     padding = [ph, pw, ph, pw]
     extras = []
     for i, (size, k, s) in enumerate(zip(x.shape[2:], kernel, stride)):
@@ -56,6 +122,52 @@ def pool(lf, n: FxNode, out: Tensor, act) -> None:
     attrs = {"kernel": kernel, "stride": stride, "padding": tuple(padding), "act": act,
              "count_include_pad": int(include_pad), "divisor": divisor}
     lf.emit("max_pool2d" if is_max else "avg_pool2d", [x], out, attrs, n)
+    finish()
+
+
+def max_windows(lf, n: FxNode, x: Tensor, out: Tensor, axes, act) -> None:
+    """y[i, j] = max of x over rows axes[0][i] x columns axes[1][j] (index lists; an index
+    outside x is padding, which never wins), exact and one axis at a time (max is separable):
+    every window of the axis is made K long by repeating one of its own elements (max is
+    idempotent), the windows are gathered side by side along the axis, and a max_pool2d with
+    kernel = stride = K along it takes the max of each (the last one applies the clamp)."""
+    for axis, windows in ((2, axes[0]), (3, axes[1])):
+        size = x.shape[axis]
+        if any(all(not 0 <= i < size for i in w) for w in windows):  # PyTorch: -inf
+            raise UnsupportedOpError(f"{source_of(n)}: a max pooling window of padding only")
+        k = max(len(w) for w in windows)
+        index = []
+        for w in windows:
+            inside = [i for i in w if 0 <= i < size]
+            index += inside + [inside[-1]] * (k - len(inside))
+        name = f"{out.name}_{'rows' if axis == 2 else 'cols'}"
+        x = _gather(lf, n, x, axis, index, name)
+        if k == 1 and axis == 2:
+            continue
+        kernel = (k, 1) if axis == 2 else (1, k)
+        y = out if axis == 3 else lf.new_tensor(
+            name + "_max", (*x.shape[:2], len(windows), x.shape[3]), x.scale, x.zero_point,
+            layout="NCHW")
+        lf.emit("max_pool2d", [x], y, {"kernel": kernel, "stride": kernel, "padding": (0,) * 4,
+                                       "act": act if axis == 3 else FULL,
+                                       "count_include_pad": 0, "divisor": 0}, n)
+        x = y
+
+
+def adaptive_max(lf, n: FxNode, out: Tensor, act) -> None:
+    """adaptive_max_pool1d/2d (the values; the indices are refused before calibration):
+    max_pool2d when the windows tile the input, else `max_windows` on PyTorch's windows."""
+    x, out, finish = as_2d(lf, n, lf.operand(n.args[0], n), out)
+    (h, w), (oh, ow) = x.shape[2:], out.shape[2:]
+    if h % oh == 0 and w % ow == 0:
+        k = (h // oh, w // ow)
+        lf.emit("max_pool2d", [x], out, {"kernel": k, "stride": k, "padding": (0, 0, 0, 0),
+                                         "act": act, "count_include_pad": 0, "divisor": 0}, n)
+    else:
+        axes = [[list(range(a, b)) for a, b in adaptive_windows(size, o)]
+                for size, o in ((h, oh), (w, ow))]
+        max_windows(lf, n, x, out, axes, act)
+    finish()
 
 
 def mean_all(lf, n: FxNode, x: Tensor, out: Tensor, act) -> None:
@@ -79,13 +191,14 @@ def global_pool(lf, n: FxNode, out: Tensor, act) -> None:
                   else ())
     if mean and dims == list(range(rank)):
         return mean_all(lf, n, x, out, act)
-    if rank != 4:
+    x, out, finish = as_2d(lf, n, x, out)
+    if len(x.shape) != 4:
         raise UnsupportedOpError(f"{source_of(n)}: pooling needs a 4-D input")
     h, w = x.shape[2:]
     if n.target == A.mean.dim:
         oh = ow = 1
     else:
-        oh, ow = pair(n.args[1])
+        oh, ow = out.shape[2:]
     pooled_shape = (x.shape[0], x.shape[1], oh, ow)
     pooled = out if tuple(out.shape) == pooled_shape else lf.new_tensor(
         out.name + "pool", pooled_shape, out.scale, out.zero_point, layout="NCHW")
@@ -98,6 +211,7 @@ def global_pool(lf, n: FxNode, out: Tensor, act) -> None:
         lf.emit("avg_pool2d", [x], pooled, attrs, n)
     if pooled is not out:  # mean without keepdim
         lf.emit("reshape", [pooled], out, {}, n)
+    finish()
 
 
 def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
@@ -106,12 +220,13 @@ def adaptive_windows(size: int, out: int) -> list[tuple[int, int]]:
     return [(i * size // out, -(-(i + 1) * size // out)) for i in range(out)]
 
 
-def _gather(lf, n, x: Tensor, axis: int, index: list[int], name: str) -> Tensor:
-    """x gathered along `axis` (NCHW) at `index`; x itself when that is every index in order."""
+def _gather(lf, n, x: Tensor, axis: int, index: list[int], name: str, into=None) -> Tensor:
+    """x gathered along `axis` (NCHW) at `index` (into `into` when given); x itself when that
+    is every index in order."""
     if index == list(range(x.shape[axis])):
         return x
     shape = tuple(len(index) if d == axis else s for d, s in enumerate(x.shape))
-    y = lf.new_tensor(name, shape, x.scale, x.zero_point, layout="NCHW")
+    y = into or lf.new_tensor(name, shape, x.scale, x.zero_point, layout="NCHW")
     table = lf.new_tensor(name + "_indices", (len(index),), 1.0, 0, dtype="int32",
                           data=np.asarray(index, np.int32))
     lf.emit("gather", [x, table], y, {"axis": axis}, n)
@@ -164,12 +279,14 @@ def uneven_adaptive(lf, n, x: Tensor, pooled: Tensor, act) -> None:
     grid = _gather(lf, n, grid, 2, [row_order.index(i) for i in range(oh)],
                    f"{pooled.name}_rows_in_order")
     result = _gather(lf, n, grid, 3, [col_order.index(j) for j in range(ow)],
-                     f"{pooled.name}_in_order")
-    lf.emit("reshape", [result], pooled, {}, n)  # a free view onto the output tensor
+                     f"{pooled.name}_in_order", into=pooled)
+    if result is not pooled:  # the columns were in order: the rows' gather is the result
+        lf.emit("reshape", [result], pooled, {}, n)
 
 
 def avg_pool(lf, n: FxNode, out: Tensor, act) -> None:
-    (pool if n.target == A.avg_pool2d.default else global_pool)(lf, n, out, act)
+    pools = (A.avg_pool2d.default, A.avg_pool1d.default)
+    (pool if n.target in pools else global_pool)(lf, n, out, act)
 
 
 RESIZE_MODES = {"upsample_nearest": "nearest", "_upsample_nearest_exact": "nearest-exact",
@@ -216,7 +333,12 @@ def resize(lf, n: FxNode, out: Tensor, act) -> None:
 
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
-BUILDERS = {"max_pool2d": pool, "avg_pool2d": avg_pool,
+def max_pool(lf, n: FxNode, out: Tensor, act) -> None:
+    (pool if n.target in (A.max_pool2d.default, A.max_pool1d.default) else adaptive_max)(
+        lf, n, out, act)
+
+
+BUILDERS = {"max_pool2d": max_pool, "avg_pool2d": avg_pool,
             "resize": resize}  # means: builders/reduce.py
-ACT = {pool, avg_pool, resize}
+ACT = {max_pool, avg_pool, resize}
 PRECHECK = {resize: resize_geometry}  # builder -> check run before calibration
