@@ -57,6 +57,7 @@ from mcutorch.program import schema as S  # noqa: E402
 
 TESTS_C = ROOT / "tests" / "c"
 BUILD = paths.build_dir("fuzz")
+BUILD.mkdir(parents=True, exist_ok=True)  # every temporary folder below is made inside it
 SEED_FORMAT = 2  # bump when the seed models below change (the cache is keyed by it)
 MAX_ARENA = 16 << 20  # bytes of all arenas of a program that is still run (fuzz_replay.c)
 MAX_REGIONS = 64
