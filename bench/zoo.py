@@ -23,6 +23,7 @@ from mcutorch.errors import UnsupportedOpError
 from mcutorch.models import ZOO, build, example_input, published_check, zoo_cost
 
 from . import boards as board_bench
+from .__main__ import warm_up
 
 
 def first_refusal(err: UnsupportedOpError) -> str:
@@ -82,6 +83,7 @@ def main(argv=None) -> None:
     ap.add_argument("--models", default=",".join(ZOO))
     ap.add_argument("--no-boards", action="store_true", help="skip the M55 instruction counts")
     args = ap.parse_args(argv)
+    warm_up()
     print_table([measure(n, not args.no_boards) for n in args.models.split(",") if n])
 
 

@@ -130,14 +130,17 @@ def compile_zoo(name: str):
 
 def check_compiled(name: str) -> None:
     """Host C runtime == Python reference bit for bit; every layer within 1 LSB of PyTorch's
-    fake-quant on >= 99 % of its elements; end to end >= 99 % of the output elements."""
+    fake-quant on >= 99 % of its elements; end to end >= 99 % of the output elements; the
+    compiled program's MACs (the op registry's count) == ours (hooks on the float model)."""
     import numpy as np
 
     from mcutorch.compare import layer_by_layer
     from mcutorch.device import crt
+    from mcutorch.report import describe
 
     model, qmodel, program = compile_zoo(name)
     assert len(program.program.outputs) == len(ZOO[name].output_shapes)
+    assert describe(program.program)["total_macs"] == zoo_cost(name).macs
     for seed in (99, 100):
         x = example_input(model, seed=seed)
         xs = program.quantize_inputs([x])

@@ -1,11 +1,12 @@
 """1-D signal models of the zoo: TC-ResNet8 (keywords) and a 1-D CNN for activity recognition.
 
-Both take [N, channels, time] and use `nn.Conv1d`; weights are random from `seed`.
+Both take [N, channels, time] and use `nn.Conv1d`; weights are random from `seed`. The global
+average over time is `x.mean(-1)` (the same numbers as `AdaptiveAvgPool1d(1)` + flatten; it
+lowers to mcutorch's reduction, so conv1d is the only 1-D op these models need).
 """
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
 from mcutorch.models.vision import init_weights, seeded
@@ -47,19 +48,18 @@ class TCResNet8(nn.Module):
         widths = [int(c * k) for c in (16, 24, 32, 48)]
         self.stem = nn.Conv1d(mfcc, widths[0], 3, 1, 1, bias=False)
         self.blocks = nn.Sequential(*[TCBlock(a, b, 2) for a, b in zip(widths, widths[1:])])
-        self.pool = nn.AdaptiveAvgPool1d(1)
         self.classifier = nn.Linear(widths[-1], num_classes)
         self.softmax = nn.Softmax(dim=1)
 
     def forward(self, x):
-        x = self.pool(self.blocks(self.stem(x)))
-        return self.softmax(self.classifier(torch.flatten(x, 1)))
+        return self.softmax(self.classifier(self.blocks(self.stem(x)).mean(-1)))
 
 
 def tc_resnet8(mfcc: int = 40, frames: int = 49, num_classes: int = 12,
                seed: int = 0) -> TCResNet8:
     """TC-ResNet8 on [N, 40 MFCC, 49 frames] (12 keywords, softmax).
 
+    >>> import torch
     >>> tc_resnet8().eval()(torch.zeros(1, 40, 49)).shape
     torch.Size([1, 12])
     """
@@ -78,12 +78,11 @@ class HARCNN(nn.Module):
         self.input_range = (-1.0, 1.0)
         self.features = nn.Sequential(conv1d_bn(channels, 32, 5), conv1d_bn(32, 32, 5, 2),
                                       conv1d_bn(32, 64, 5, 2), conv1d_bn(64, 64, 3, 2))
-        self.pool = nn.AdaptiveAvgPool1d(1)
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(64, num_classes)
 
     def forward(self, x):
-        return self.classifier(self.dropout(torch.flatten(self.pool(self.features(x)), 1)))
+        return self.classifier(self.dropout(self.features(x).mean(-1)))
 
 
 def har_cnn(channels: int = 9, samples: int = 128, num_classes: int = 6,
