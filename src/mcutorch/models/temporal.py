@@ -89,6 +89,7 @@ def har_cnn(channels: int = 9, samples: int = 128, num_classes: int = 6,
             seed: int = 0) -> HARCNN:
     """1-D CNN for activity recognition on [N, 9, 128] (6 classes, logits).
 
+    >>> import torch
     >>> har_cnn().eval()(torch.zeros(1, 9, 128)).shape
     torch.Size([1, 6])
     """
