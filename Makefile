@@ -43,6 +43,7 @@ bench: setup toolchain
 	$(PY) -m bench
 	$(PY) -m bench.kernels --layers all
 	$(PY) -m bench.npu
+	$(PY) -m bench.zoo
 
 header: setup
 	$(PY) -m mcutorch.device.generate

@@ -1,5 +1,7 @@
-"""PyTorch definitions of the MLPerf Tiny networks and MobileNetV2, and a loader for the trained
-weights of the MLPerf Tiny int8 reference `.tflite` files.
+"""PyTorch definitions of the MLPerf Tiny networks, MobileNetV2 and the model zoo (models/zoo.py:
+MobileNetV3-Small, MBConv, ShuffleNetV2, SqueezeNet, TC-ResNet8, a HAR 1-D CNN, U-Net, a
+YOLO-style and a BlazeFace-style detector, a conv autoencoder), their parameter and MAC counts,
+and a loader for the trained weights of the MLPerf Tiny int8 reference `.tflite` files.
 
 >>> from mcutorch.models import ds_cnn_kws, example_input, load_tflite_weights
 >>> model = ds_cnn_kws()
@@ -8,16 +10,19 @@ torch.Size([1, 12])
 """
 
 from mcutorch.models.catalog import MODELS, REFERENCE_TFLITE, build, example_input
+from mcutorch.models.counting import Cost, Published, cost
 from mcutorch.models.mlperf_tiny import (
     DSCNNKWS, DSCNNSWW, FCAutoencoder, MobileNetV1VWW, ResNet8, ds_cnn_kws, ds_cnn_sww,
     fc_autoencoder, mobilenet_v1_vww, resnet8, same_padding,
 )
 from mcutorch.models.mobilenet_v2 import MobileNetV2, make_divisible, mobilenet_v2
 from mcutorch.models.tflite_weights import TfliteLayer, load_tflite_weights, read_tflite_layers
+from mcutorch.models.zoo import ZOO, ZooEntry, published_check, zoo_cost
 
 __all__ = [
     "MODELS", "REFERENCE_TFLITE", "build", "example_input",
     "DSCNNKWS", "DSCNNSWW", "FCAutoencoder", "MobileNetV1VWW", "ResNet8", "MobileNetV2",
     "ds_cnn_kws", "ds_cnn_sww", "fc_autoencoder", "mobilenet_v1_vww", "resnet8", "mobilenet_v2",
     "same_padding", "make_divisible", "TfliteLayer", "load_tflite_weights", "read_tflite_layers",
+    "Cost", "Published", "cost", "ZOO", "ZooEntry", "published_check", "zoo_cost",
 ]

@@ -11,6 +11,7 @@ from mcutorch.errors import McutorchError
 from mcutorch.models.mlperf_tiny import (ds_cnn_kws, ds_cnn_sww, fc_autoencoder, mobilenet_v1_vww,
                                          resnet8)
 from mcutorch.models.mobilenet_v2 import mobilenet_v2
+from mcutorch.models.zoo import ZOO
 
 MODELS: dict[str, Callable[..., nn.Module]] = {
     "ds_cnn_kws": ds_cnn_kws,
@@ -19,6 +20,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "fc_autoencoder": fc_autoencoder,
     "ds_cnn_sww": ds_cnn_sww,
     "mobilenet_v2": mobilenet_v2,
+    **{name: entry.builder for name, entry in ZOO.items()},  # the model zoo (models/zoo.py)
 }
 # MLPerf Tiny task name -> model name
 ALIASES = {"kws": "ds_cnn_kws", "vww": "mobilenet_v1_vww", "ic": "resnet8", "ad": "fc_autoencoder",
