@@ -92,6 +92,7 @@ def compare_mask(lf, n: FxNode) -> Tensor:
     lf.emit("compare", [a, b], out, {"kind": COMPARE_KINDS.index(kind)}, n)
     lf.values[n] = out
     lf.used.add(n)
+    lf.qnodes[out.name] = n.name  # layer_by_layer compares it with PyTorch's mask
     return out
 
 
@@ -112,7 +113,8 @@ def mask_refusal(node: FxNode) -> str:
              if str(u.target) not in WHERE_SOURCES or _mask_arg(u) is not node]
     if not users:
         return ""
-    return (f"its output is a torch.bool mask used by {users[0].format_node()}: mcutorch takes "
+    what = "the model output" if users[0].op == "output" else users[0].format_node()
+    return (f"its output is a torch.bool mask used by {what}: mcutorch takes "
             "comparisons only as the mask of torch.where / masked_fill (a mask is not a model "
             "output, nor the input of other ops)")
 
