@@ -203,3 +203,109 @@ def test_what_stays_refused_names_op_and_line(case):
 
     with pytest.raises(UnsupportedOpError, match=pattern):
         mcutorch.quantize(M(), (torch.randn(2, 6),))
+
+
+# ----------------------------------------------------------------------------- TOSA
+
+def _graph(op, acts, consts, attrs):
+    """One-node IR graph: activations (name, shape, dtype), constant arrays, the attributes."""
+    from mcutorch.ir import Graph, Node, Tensor
+    from mcutorch.ref import KERNELS
+
+    xs = [Tensor(n, s, dtype=d) for n, s, d in acts]
+    cs = [Tensor(f"c{i}", a.shape, dtype=str(a.dtype), data=a) for i, a in enumerate(consts)]
+    y = KERNELS[op](*(np.zeros(s, d) for _, s, d in acts), *consts, **attrs)
+    out = Tensor("y", y.shape, dtype=str(y.dtype))
+    return Graph([Node(op, xs + cs, [out], dict(attrs))], xs, [out])
+
+
+def _feeds(acts, rng):
+    return [rng.integers(0, 2, s, dtype=np.uint8) if d == "uint8" else
+            rng.integers(-128, 128, s, dtype=np.int8) for _, s, d in acts]
+
+
+TOSA_COMPARE = [((2, 8, 5), (2, 8, 5), (0.5, 0.25)), ((3, 7), (7,), (3.0, 7.0)),
+                ((1, 4, 4, 6), (1, 1, 1, 6), (0.02, 0.02)), ((), (5,), (1.0, 1e-9)),
+                ((2, 1, 3, 1, 2, 5), (1, 2, 1, 4, 1, 5), (0.1, 0.1))]
+
+
+@pytest.mark.parametrize("kind", range(6))
+@pytest.mark.parametrize("case", range(len(TOSA_COMPARE)))
+def test_tosa_compare_matches_the_reference(kind, case):
+    """RESCALE, GREATER / GREATER_EQUAL / EQUAL (LOGICAL_NOT), CAST on the TOSA reference model
+    = the reference, every kind, broadcasting, ties and a dominated ratio."""
+    from mcutorch.backends import tosa
+    from mcutorch.ref.elementwise import compare_attrs
+
+    sa, sb, (fa, fb) = *TOSA_COMPARE[case][:2], TOSA_COMPARE[case][2]
+    rng = np.random.default_rng(kind * 10 + case)
+    attrs = dict(kind=kind, a_zp=int(rng.integers(-128, 128)), b_zp=int(rng.integers(-128, 128)),
+                 **compare_attrs(fa, fb))
+    acts = [("a", sa, "int8"), ("b", sb, "int8")]
+    graph = _graph("compare", acts, [], attrs)
+    assert tosa.tosa_support(graph.nodes[0]) == (True, "")
+    for _ in range(3):
+        tosa.verify(graph, None, _feeds(acts, rng))
+    tosa.verify(graph, None, [np.full(s, 3, np.int8) for _, s, _ in acts])  # ties
+
+
+def test_tosa_compare_of_24_bit_ratios_stays_on_the_cpu():
+    """Scales whose exact ratio needs a factor >= 2^21 (two float32 mantissas of 24 bits) have
+    no exact int32 TOSA sequence: the node stays on the CPU, with the reason."""
+    from mcutorch.backends import tosa
+    from mcutorch.ref.elementwise import compare_attrs
+
+    attrs = dict(kind=2, a_zp=0, b_zp=0, **compare_attrs(0.1, 0.30000001))
+    graph = _graph("compare", [("a", (4,), "int8"), ("b", (4,), "int8")], [], attrs)
+    ok, why = tosa.tosa_support(graph.nodes[0])
+    assert not ok and "2^21" in why, why
+
+
+WHERE_SHAPES = [((5, 7), (5, 7), (5, 7)), ((1, 8, 8), (2, 8, 8), (1,)), ((8, 1), (1, 9), (8, 9)),
+                ((3, 1, 5), (1,), (2, 3, 4, 5)), ((4, 4), (2, 3, 4, 4), (3, 1, 1))]
+
+
+@pytest.mark.parametrize("ident", [True, False])
+@pytest.mark.parametrize("case", range(len(WHERE_SHAPES)))
+def test_tosa_where_matches_the_reference(case, ident):
+    """CAST mask -> bool, RESCALE each value (unless it has y's qparams), SELECT; a constant
+    mask and a constant value too."""
+    from mcutorch import quant
+    from mcutorch.backends import tosa
+
+    rng = np.random.default_rng(case)
+    ms, as_, bs = WHERE_SHAPES[case]
+    out_zp = int(rng.integers(-128, 128))
+    attrs = dict(out_zp=out_zp)
+    for k in "ab":
+        m, sh = (1 << 30, 30) if ident else quant.quantize_multiplier(
+            float(np.exp(rng.uniform(-3, 2))))
+        attrs.update({f"{k}_zp": out_zp if ident else int(rng.integers(-128, 128)),
+                      f"{k}_mult": m, f"{k}_shift": sh})
+    acts = [("m", ms, "uint8"), ("a", as_, "int8"), ("b", bs, "int8")]
+    graph = _graph("where", acts, [], attrs)
+    assert tosa.tosa_support(graph.nodes[0]) == (True, "")
+    for _ in range(3):
+        tosa.verify(graph, None, _feeds(acts, rng))
+    const_mask = rng.integers(0, 2, ms, dtype=np.uint8)
+    from mcutorch.ir import Graph, Node, Tensor
+    xa, xb = Tensor("a", as_), Tensor("b", bs)
+    node = graph.nodes[0]
+    mask_t = Tensor("mask", ms, dtype="uint8", data=const_mask)
+    y = Tensor("y", node.outputs[0].shape)
+    cgraph = Graph([Node("where", [mask_t, xa, xb], [y], dict(attrs))], [xa, xb], [y])
+    tosa.verify(cgraph, None, _feeds(acts[1:], rng))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_tosa_lowers_the_models(name):
+    """Every compare and where of the end-to-end models lowers and equals the reference on the
+    TOSA reference model (the softmax of the attention models stays on the CPU)."""
+    from mcutorch.backends import tosa
+    from mcutorch.compiler import build_graph
+
+    qmodel, _, cal = _compiled(name)
+    graph = build_graph(qmodel)
+    lowered = tosa.verify_program_graph(graph)
+    ops_done = {n.op for tg in lowered for n in tg.nodes}
+    assert "where" in ops_done, ops_done

@@ -199,8 +199,6 @@ OPS = (
           sources=tuple(Source(f"aten.{k}.{o}", "compare") for k in COMPARE_KINDS
                         for o in ("Tensor", "Scalar")),
           alias=("inplace",), since=4,
-          tosa="compare: its output is a uint8 0/1 mask; mcutorch lowers no mask tensors to "
-               "TOSA yet (its where stays on the CPU too)",
           doc="y = (sa (a - a_zp) KIND sb (b - b_zp)) as a uint8 0/1 mask, decided exactly in "
               "int64 from the scales' integer ratio; a constant scalar side is an int8 "
               "threshold on a's codes"),
@@ -209,8 +207,6 @@ OPS = (
                    Source("aten.where.ScalarSelf", "select"),
                    Source("aten.masked_fill.Scalar", "select")),
           alias=("inplace",), since=4,
-          tosa="where: its mask operand is a uint8 0/1 tensor, which mcutorch does not lower "
-               "to TOSA yet",
           doc="y = mask ? rescale(a) : rescale(b) into y's qparams (numpy broadcasting of all "
               "three); a scalar operand is an int8 constant in y's qparams"),
 )

@@ -80,9 +80,10 @@ def _describe(nodes: list[Node]) -> str:
 
 
 def _int8(t: Tensor, a) -> np.ndarray:
+    """The array of an int8 tensor (or of a uint8 0/1 mask, an int8 tensor in TOSA)."""
     a = np.asarray(a)
-    if a.dtype != np.int8 or a.shape != tuple(t.shape):
-        raise McutorchError(f"verify: {t.name} needs an int8 array of shape {list(t.shape)}, "
+    if a.dtype != np.dtype(t.dtype) or a.shape != tuple(t.shape):
+        raise McutorchError(f"verify: {t.name} needs an {t.dtype} array of shape {list(t.shape)}, "
                             f"got {a.dtype} {list(a.shape)}")
     return a
 
@@ -148,7 +149,8 @@ def verify(graph: Graph, nodes: list[Node] | None, inputs) -> None:
 
 
 def _random_feeds(tg: TosaGraph, rng: np.random.Generator) -> dict[int, np.ndarray]:
-    return {id(t): rng.integers(-128, 128, t.shape, dtype=np.int8) for t in tg.inputs}
+    return {id(t): rng.integers(0, 2, t.shape, dtype=np.uint8) if t.dtype == "uint8" else
+            rng.integers(-128, 128, t.shape, dtype=np.int8) for t in tg.inputs}
 
 
 def verify_program_graph(graph: Graph, rng_inputs: int = 3, inputs=None,
