@@ -185,7 +185,8 @@ def test_boards_run_the_programs(target, board):
 
 
 REFUSED = {
-    "mask_output": (lambda x: x > 0, r"test_where.py:\d+.*torch\.bool mask used by the model output"),
+    "mask_output": (lambda x: x > 0,
+                    r"test_where.py:\d+.*torch\.bool mask used by the model output"),
     "mask_of_two": (lambda x: torch.where((x > 0) & (x < 1), x, 0.0),
                     r"test_where.py:\d+.*\(aten\.gt\.Scalar\).*mask used by.*and"),
     "tensor_fill": (lambda x: x.masked_fill(x > 0, x.mean()),
@@ -309,3 +310,21 @@ def test_tosa_lowers_the_models(name):
     lowered = tosa.verify_program_graph(graph)
     ops_done = {n.op for tg in lowered for n in tg.nodes}
     assert "where" in ops_done, ops_done
+
+
+@pytest.mark.parametrize("target", ["cortex-m55+ethos-u55-128", "cortex-m55+ethos-u85-256"])
+def test_ethos_u_placement(target):
+    """Vela 5.2 takes compare and where on Ethos-U85 (delegated, outputs equal to the CPU-only
+    program); on Ethos-U55 constraints.py keeps them on the CPU with the reason (Vela refuses
+    GREATER_EQUAL, EQUAL and the CAST it makes a NotEqual)."""
+    for name in ("leaky", "padding_mask"):
+        qmodel, cpu, cal = _compiled(name)
+        npu = mcutorch.compile(qmodel, cal[0], target=target, board="mps3-an547")
+        rows = [r for r in npu.program.metadata["placement"] if r["op"] in ("compare", "where")]
+        assert {r["op"] for r in rows} == {"compare", "where"}, rows
+        want = "NPU" if "u85" in target else "CPU"
+        assert {r["on"] for r in rows} == {want}, rows
+        if want == "CPU":
+            assert all("Ethos-U55/U65" in r["why"] for r in rows), rows
+        for o, c in zip(npu.run(*cal[1]), cpu.run(*cal[1])):
+            assert torch.equal(o, c)

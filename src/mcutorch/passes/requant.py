@@ -204,7 +204,8 @@ def _compare(node: Node) -> None:
 
 
 def _where(node: Node) -> None:
-    """Each value rescaled into y's qparams (mult 2^30, shift 30, the identity, when it has them)."""
+    """Each value rescaled into y's qparams (mult 2^30, shift 30: the identity, when it has
+    them)."""
     y = node.outputs[0]
     node.attrs = {"out_zp": y.zero_point}
     for k, t in zip("ab", node.inputs[1:]):

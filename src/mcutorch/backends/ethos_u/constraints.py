@@ -85,7 +85,15 @@ def _gather(node: Node) -> str:
     return "gather: Ethos-U55/U65 have no GATHER (Vela refuses it); the U85 takes it"
 
 
+def _mask_ops(node: Node) -> str:
+    return (f"{node.op}: Vela 5.2 runs no comparison (GREATER, GREATER_EQUAL, EQUAL) nor the CAST "
+            "of a mask (its NotEqual) on Ethos-U55/U65; Ethos-U85 takes both")
+
+
 RULES: list[Rule] = [
+    Rule("mask_ops", ("u55", "u65"), ("compare", "where"), _mask_ops,
+         "Vela 5.2 on graphs of compare / where: 'Non-passthrough operation (GreaterEqual) could "
+         "not run on NPU' (and Equal, NotEqual for CAST)"),
     Rule("channels", ("u55", "u65", "u85"), MAC_OPS, _channels,
          "CONV2D: Tensor axis C in range 1..65536"),
     Rule("avg_pool_padded_kernel", ("u55", "u65"), ("avg_pool2d",), _padded_avg_pool,

@@ -136,12 +136,12 @@ def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
 # --- element-wise ---------------------------------------------------------------------------------
 
 def _equal_rank(b: Builder, node: Node, ins) -> list[str]:
-    """Both operands of a binary op (a constant one as a TOSA constant), of y's rank: TOSA
+    """The operands of an element-wise op (a constant one as a TOSA constant), of y's rank: TOSA
     broadcasts size-1 dims of equal-rank tensors, so leading 1s are added (RESHAPE)."""
     acts, r, xs = iter(ins), len(node.outputs[0].shape), []
     for t in node.inputs:
-        x = b.const(t.data.reshape((1,) * (r - t.data.ndim) + t.data.shape), "int8", t.name) \
-            if t.is_const else next(acts)
+        x = b.const(t.data.reshape((1,) * (r - t.data.ndim) + t.data.shape).view(np.int8),
+                    "int8", t.name) if t.is_const else next(acts)  # a uint8 mask: its bytes
         xs.append(x if len(b.shape(x)) == r else
                   b.reshape(x, (1,) * (r - len(b.shape(x))) + tuple(b.shape(x))))
     return xs
@@ -192,8 +192,8 @@ def lower_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:
 
 def lower_compare(b: Builder, node: Node, ins, out: str, notes) -> str:
     """RESCALE each side to int32, exactly (v - zp) * mult * 2^shift (mult' = mult * 2^(shift +
-    10), shift 10; support.check_compare bounds it) -> GREATER / GREATER_EQUAL / EQUAL (lt, le: operands swapped; ne: LOGICAL_NOT) ->
-    CAST bool -> int8 0/1 (the uint8 mask's bytes)."""
+    10), shift 10; support.check_compare bounds it) -> GREATER / GREATER_EQUAL / EQUAL (lt, le:
+    operands swapped; ne: LOGICAL_NOT) -> CAST bool -> int8 0/1 (the uint8 mask's bytes)."""
     a, shape = node.attrs, _out_shape(node)
     wide = [b.rescale(x, a[f"{s}_mult"] << (a[f"{s}_shift"] + 10), 10, a[f"{s}_zp"], 0, "int32")
             for x, s in zip(_equal_rank(b, node, ins), "ab")]
@@ -211,13 +211,7 @@ def lower_compare(b: Builder, node: Node, ins, out: str, notes) -> str:
 def lower_where(b: Builder, node: Node, ins, out: str, notes) -> str:
     """CAST the mask int8 -> bool (nonzero: true); RESCALE a and b into y's qparams unless they
     have them (mult 2^30, shift 30, zp = out_zp) -> SELECT."""
-    a, r = node.attrs, len(node.outputs[0].shape)
-    acts, xs = iter(ins), []
-    for t in node.inputs:
-        x = b.const(t.data.reshape((1,) * (r - t.data.ndim) + t.data.shape).view(np.int8),
-                    "int8", t.name) if t.is_const else next(acts)
-        xs.append(x if len(b.shape(x)) == r else
-                  b.reshape(x, (1,) * (r - len(b.shape(x))) + tuple(b.shape(x))))
+    a, xs = node.attrs, _equal_rank(b, node, ins)
     mask = b.op("CAST", [xs[0]], b.shape(xs[0]), "bool", attr("Cast"))
     vals = [x if (a[f"{s}_mult"], a[f"{s}_shift"], a[f"{s}_zp"]) == (1 << 30, 30, a["out_zp"])
             else b.rescale(x, a[f"{s}_mult"], rescale_shifts(a[f"{s}_mult"], a[f"{s}_shift"]),
