@@ -55,6 +55,10 @@ LAYERS = {
                        (914_839, None, None)),
     "resnet8_add_32x32x16": ("add", (1, 32, 32, 16), None, {}, None),
     "hswish_lut_24x24x16": ("lut", (1, 24, 24, 16), None, {}, None),  # a table function
+    "gt_threshold_24x24x16": ("compare", (1, 24, 24, 16), None, {}, None),  # x > 0.5
+    "gt_ratio_24x24x16": ("compare", (1, 24, 24, 16), None, {"ratio": True}, None),  # x > y
+    "masked_fill_24x24x16": ("where", (1, 24, 24, 16), None, {}, None),  # pure select
+    "where_rescale_24x24x16": ("where", (1, 24, 24, 16), None, {"ratio": True}, None),
 }
 # ResNet-8's first residual add (its compiled attributes: the left-shift scheme)
 RESNET8_ADD = dict(a_zp=-128, a_mult=1542954677, a_shift=13, b_zp=3, b_mult=1073741824,
@@ -86,6 +90,17 @@ def make_layer(name):
         return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "default"
     if op == "lut":
         return op, (x, _s8(rng, (256,))), {}, x.size, "default"
+    if op == "compare":  # a threshold (codes compared), or two tensors of scales 3:7
+        from mcutorch.ref.elementwise import compare_attrs
+        b = _s8(rng, xs) if kw else np.array([17], np.int8)
+        ratio = compare_attrs(3.0, 7.0) if kw else compare_attrs(1.0, 1.0)
+        return op, (x, b), dict(kind=2, a_zp=-3, b_zp=5 if kw else -3, **ratio), x.size, \
+            "default"
+    if op == "where":  # masked_fill (both sides in y's qparams) or two rescales
+        mask = rng.integers(0, 2, size=xs).astype(np.uint8)
+        m, sh = quant.quantize_multiplier(0.7) if kw else (1 << 30, 30)
+        attrs = dict(a_zp=4, a_mult=m, a_shift=sh, b_zp=4, b_mult=m, b_shift=sh, out_zp=4)
+        return op, (mask, x, np.array([-128], np.int8)), attrs, x.size, "default"
     if op == "avg_pool2d":
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
@@ -122,7 +137,7 @@ def case_bytes(op_name, inputs, attrs, variant="default") -> bytes:
     for a in (*inputs, y):
         a = np.ascontiguousarray(a)
         data = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        dtype = 0 if a.dtype == np.int8 else 3
+        dtype = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1}.get(a.dtype, 3)
         shape = list(a.shape) + [0] * (6 - a.ndim)
         out += struct.pack("<2I6Ii2I", dtype, a.ndim, *shape, 0, 0, len(data))
         out += data + b"\0" * (-len(data) % 4)

@@ -732,6 +732,7 @@ def differential(files: list[Path], bits=BITS, py_timeout: int = PY_TIMEOUT
     """Replay `files` through Python and the C builds; returns the findings and counts of
     what happened (verdicts, runs) for the report. A program the Python interpreter has not
     finished in `py_timeout` seconds is a python_crash finding."""
+    BUILD.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="replay-", dir=BUILD))
     names = []
     for i, src in enumerate(files):
