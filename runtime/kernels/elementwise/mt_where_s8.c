@@ -108,10 +108,21 @@ mt_status mt_where_s8(const mt_op_args *args)
                     mt_where_ident(attrs[MT_WHERE_B_ZP], attrs[MT_WHERE_B_MULT],
                                    attrs[MT_WHERE_B_SHIFT], attrs[MT_WHERE_OUT_ZP]);
   const uint8_t r = yt->rank;
-  const uint32_t run = r > 0 ? yt->shape[r - 1] : 1, total = mt_numel(yt);
-  uint32_t om = 0, oa = 0, ob = 0;
+  const uint32_t total = mt_numel(yt), nm = mt_numel(mt), na = mt_numel(at), nb = mt_numel(bt);
+  uint32_t run = r > 0 ? yt->shape[r - 1] : 1, om = 0, oa = 0, ob = 0;
   int8_t *y = (int8_t *)yt->data;
   if (total == 0) {
+    return MT_STATUS_OK;
+  }
+  /* every operand y's shape or one value (a scalar): one run over all of y */
+  if ((nm == total || nm == 1) && (na == total || na == 1) && (nb == total || nb == 1)) {
+    const mt_where_run_t w = {(const uint8_t *)mt->data,
+                              (const int8_t *)at->data,
+                              (const int8_t *)bt->data,
+                              nm != 1,
+                              na != 1,
+                              nb != 1};
+    mt_where_run(&w, y, total, attrs, ident);
     return MT_STATUS_OK;
   }
   for (uint32_t o = 0; o < total; o += run) {
