@@ -59,6 +59,10 @@ LAYERS = {
     # a YOLO neck's nearest x2 and a U-Net decoder's bilinear x2 (align_corners False)
     "yolo_nearest_x2_20x20x32": ("resize", (1, 20, 20, 32), None, {"mode": "nearest"}, None),
     "unet_bilinear_x2_16x16x32": ("resize", (1, 16, 16, 32), None, {"mode": "linear"}, None),
+    "gt_threshold_24x24x16": ("compare", (1, 24, 24, 16), None, {}, None),  # x > 0.5
+    "gt_ratio_24x24x16": ("compare", (1, 24, 24, 16), None, {"ratio": True}, None),  # x > y
+    "masked_fill_24x24x16": ("where", (1, 24, 24, 16), None, {}, None),  # pure select
+    "where_rescale_24x24x16": ("where", (1, 24, 24, 16), None, {"ratio": True}, None),
 }
 # attention's products between two activations (matmul) and fully_connected on the same sizes:
 # Q @ K^T is [T, d] x [d, T] (K read in place, transpose_b), P @ V is [T, T] x [T, d]
@@ -109,6 +113,17 @@ def make_layer(name):
                      scale_x_n=xn, scale_x_d=xd, offset_x=xo, border_x=xb, mult=mult,
                      shift=shift, act_min=-128, act_max=127)
         return op, (x,), attrs, 4 * x.size, "default"
+    if op == "compare":  # a threshold (codes compared), or two tensors of scales 3:7
+        from mcutorch.ref.elementwise import compare_attrs
+        b = _s8(rng, xs) if kw else np.array([17], np.int8)
+        ratio = compare_attrs(3.0, 7.0) if kw else compare_attrs(1.0, 1.0)
+        return op, (x, b), dict(kind=2, a_zp=-3, b_zp=5 if kw else -3, **ratio), x.size, \
+            "default"
+    if op == "where":  # masked_fill (both sides in y's qparams) or two rescales
+        mask = rng.integers(0, 2, size=xs).astype(np.uint8)
+        m, sh = quant.quantize_multiplier(0.7) if kw else (1 << 30, 30)
+        attrs = dict(a_zp=4, a_mult=m, a_shift=sh, b_zp=4, b_mult=m, b_shift=sh, out_zp=4)
+        return op, (mask, x, np.array([-128], np.int8)), attrs, x.size, "default"
     if op == "avg_pool2d":
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
@@ -152,7 +167,7 @@ def case_bytes(op_name, inputs, attrs, variant="default") -> bytes:
     for a in (*inputs, y):
         a = np.ascontiguousarray(a)
         data = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        dtype = 0 if a.dtype == np.int8 else 3
+        dtype = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1}.get(a.dtype, 3)
         shape = list(a.shape) + [0] * (6 - a.ndim)
         out += struct.pack("<2I6Ii2I", dtype, a.ndim, *shape, 0, 0, len(data))
         out += data + b"\0" * (-len(data) % 4)

@@ -174,6 +174,8 @@ typedef enum {
   MT_OP_NORM = 25,
   MT_OP_SUB = 26,
   MT_OP_DIV = 27,
+  MT_OP_COMPARE = 28,
+  MT_OP_WHERE = 29,
   MT_OP_RESIZE = 31,
   MT_OP_MATMUL = 32,
   MT_OP_COUNT = 33,
@@ -227,6 +229,8 @@ typedef enum {
   X(NORM, 25, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS, MT_NORM_N_VARIANTS, MT_NORM_ALIAS, MT_NORM_MAC) \
   X(SUB, 26, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS, MT_SUB_N_VARIANTS, MT_SUB_ALIAS, MT_SUB_MAC) \
   X(DIV, 27, MT_DIV_N_INPUTS, MT_DIV_N_OUTPUTS, MT_DIV_N_ATTRS, MT_DIV_N_VARIANTS, MT_DIV_ALIAS, MT_DIV_MAC) \
+  X(COMPARE, 28, MT_COMPARE_N_INPUTS, MT_COMPARE_N_OUTPUTS, MT_COMPARE_N_ATTRS, MT_COMPARE_N_VARIANTS, MT_COMPARE_ALIAS, MT_COMPARE_MAC) \
+  X(WHERE, 29, MT_WHERE_N_INPUTS, MT_WHERE_N_OUTPUTS, MT_WHERE_N_ATTRS, MT_WHERE_N_VARIANTS, MT_WHERE_ALIAS, MT_WHERE_MAC) \
   X(RESIZE, 31, MT_RESIZE_N_INPUTS, MT_RESIZE_N_OUTPUTS, MT_RESIZE_N_ATTRS, MT_RESIZE_N_VARIANTS, MT_RESIZE_ALIAS, MT_RESIZE_MAC) \
   X(MATMUL, 32, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS, MT_MATMUL_N_VARIANTS, MT_MATMUL_ALIAS, MT_MATMUL_MAC)
 
@@ -728,6 +732,45 @@ typedef enum {
 #define MT_DIV_ACT_MIN 5
 #define MT_DIV_ACT_MAX 6
 #define MT_DIV_VARIANT_DEFAULT 0
+
+/* compare: y = (sa (a - a_zp) KIND sb (b - b_zp)) as a uint8 0/1 mask, decided exactly in int64 from the scales' integer ratio; a constant scalar side is an int8 threshold on a's codes */
+#define MT_COMPARE_N_INPUTS 2
+#define MT_COMPARE_N_OUTPUTS 1
+#define MT_COMPARE_N_ATTRS 7
+#define MT_COMPARE_N_VARIANTS 1
+#define MT_COMPARE_ALIAS (MT_ALIAS_INPLACE)
+#define MT_COMPARE_MAC 0u
+#define MT_COMPARE_IN_A 0
+#define MT_COMPARE_IN_B 1
+#define MT_COMPARE_OUT_Y 0
+#define MT_COMPARE_KIND 0
+#define MT_COMPARE_A_ZP 1
+#define MT_COMPARE_A_MULT 2
+#define MT_COMPARE_A_SHIFT 3
+#define MT_COMPARE_B_ZP 4
+#define MT_COMPARE_B_MULT 5
+#define MT_COMPARE_B_SHIFT 6
+#define MT_COMPARE_VARIANT_DEFAULT 0
+
+/* where: y = mask ? rescale(a) : rescale(b) into y's qparams (numpy broadcasting of all three); a scalar operand is an int8 constant in y's qparams */
+#define MT_WHERE_N_INPUTS 3
+#define MT_WHERE_N_OUTPUTS 1
+#define MT_WHERE_N_ATTRS 7
+#define MT_WHERE_N_VARIANTS 1
+#define MT_WHERE_ALIAS (MT_ALIAS_INPLACE)
+#define MT_WHERE_MAC 0u
+#define MT_WHERE_IN_MASK 0
+#define MT_WHERE_IN_A 1
+#define MT_WHERE_IN_B 2
+#define MT_WHERE_OUT_Y 0
+#define MT_WHERE_A_ZP 0
+#define MT_WHERE_A_MULT 1
+#define MT_WHERE_A_SHIFT 2
+#define MT_WHERE_B_ZP 3
+#define MT_WHERE_B_MULT 4
+#define MT_WHERE_B_SHIFT 5
+#define MT_WHERE_OUT_ZP 6
+#define MT_WHERE_VARIANT_DEFAULT 0
 
 /* resize: TOSA RESIZE's coordinates: y = o * scale_d + offset, i = floor(y / scale_n); nearest copies x[i + (2 (y - i n) >= n)], bilinear rq's the 4-tap sum in units of 1/(scale_y_n scale_x_n); y shares x's qparams */
 #define MT_RESIZE_N_INPUTS 1

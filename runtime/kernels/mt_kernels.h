@@ -8,7 +8,7 @@
  * mcutorch.device.generate`; do not edit.
  *
  *   conv/        conv2d, depthwise_conv2d, fully_connected, matmul
- *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum, sub, div
+ *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum, sub, div, compare, where
  *   pool/        max_pool2d, avg_pool2d, resize
  *   softmax/     softmax, log_softmax
  *   movement/    transpose, concat, pad, copy, strided_slice, gather
@@ -51,6 +51,8 @@ mt_status mt_reduce_var_s8(const mt_op_args *args);
 mt_status mt_norm_s8(const mt_op_args *args);
 mt_status mt_sub_s8(const mt_op_args *args);
 mt_status mt_div_s8(const mt_op_args *args);
+mt_status mt_compare_s8(const mt_op_args *args);
+mt_status mt_where_s8(const mt_op_args *args);
 mt_status mt_resize_s8(const mt_op_args *args);
 mt_status mt_matmul_s8(const mt_op_args *args);
 

@@ -15,7 +15,8 @@ from mcutorch.ref import KERNELS
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs the converted module and keeps the int8 output of every quantize node."""
+    """Runs the converted module and keeps the int8 output of every quantize node (and the bool
+    mask of every comparison, as uint8 0/1)."""
 
     def __init__(self, gm):
         super().__init__(gm)
@@ -23,8 +24,10 @@ class _Recorder(torch.fx.Interpreter):
 
     def run_node(self, n):
         out = super().run_node(n)
-        if isinstance(out, torch.Tensor) and out.dtype == torch.int8 and n.op == "call_function":
-            self.values[n.name] = out.detach().numpy()
+        if (isinstance(out, torch.Tensor) and out.dtype in (torch.int8, torch.bool)
+                and n.op == "call_function"):
+            self.values[n.name] = out.detach().numpy().astype(np.int8 if out.dtype == torch.int8
+                                                              else np.uint8)
         return out
 
 

@@ -25,8 +25,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # (their requant rules, layout fixups, TOSA lowerings and the readers' gather index check);
 # 5,361 with resize (its requant rule, TOSA RESIZE lowering and bounds, the U55 Vela limit);
 # 5,411 with matmul (TOSA MATMUL lowering, layout fixup, requant rule, the readers' K bound,
-# the U55 width rule); 5,416 with adaptive max pooling's (values, indices) pair in lift
-BUDGET = 5416
+# the U55 width rule); 5,416 with adaptive max pooling's (values, indices) pair in lift;
+# 5,496 with compare / where (two quantizer rules, their requant rules and TOSA lowerings, uint8
+# masks through the TOSA verifier, the Ethos-U55 constraint)
+BUDGET = 5496
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -269,7 +269,11 @@ REFUSED = {  # case: (function of the conv output, what the message must say)
     "rfft": (lambda s, y: torch.fft.rfft(y).abs(), r"\(aten\.fft_rfft\): FFT"),
     "argmax": (lambda s, y: y.argmax(1), r"\(aten\.argmax\): its output is a torch\.int64"),
     "comparison": (lambda s, y: y > 0, r"\(aten\.gt\.Scalar\): its output is a torch\.bool"),
-    "where": (lambda s, y: torch.where(y > 0, y, s.b), r"\(aten\.gt\.Scalar\).*torch\.bool"),
+    "mask_and": (lambda s, y: torch.where((y > 0) & (y < 1), y, 0.0),
+                 r"\(aten\.gt\.Scalar\): its output is a torch\.bool mask used by .*and"),
+    "mask_not": (lambda s, y: torch.where(~(y > 0), y, 0.0),
+                 r"\(aten\.gt\.Scalar\): .*mask used by .*bitwise_not"),
+    "mask_float": (lambda s, y: y * (y > 0).float(), r"\(aten\.gt\.Scalar\): .*mask used by"),
     "int_cast": (lambda s, y: y.to(torch.int32).float(), r"\(aten\.to\.dtype\).*torch\.int32"),
     "scatter": (lambda s, y: y.scatter(1, torch.zeros(1, 1, 5, 6, dtype=torch.long), 1.0),
                 r"\(aten\.scatter\.value\): scatter / index_put"),
@@ -288,6 +292,24 @@ REFUSED = {  # case: (function of the conv output, what the message must say)
     "slice_7d": (lambda s, y: y[None, None, None][:, :, :, :, 1:],
                  r"\(aten\.slice\.Tensor\): strided_slice of a 7-D tensor"),
 }
+
+
+WHERES = {  # comparisons feeding where / masked_fill compile (what REFUSED keeps out)
+    "where_buffer": lambda s, y: torch.where(y > 0, y, s.b),
+    "where_leaky": lambda s, y: torch.where(y > 0, y, 0.1 * y),
+    "where_tensor_tensor": lambda s, y: torch.where(torch.gt(y, s.b), s.b, y),
+    "where_param_threshold": lambda s, y: torch.where(y <= s.w, y, 0.0),
+    "masked_fill_computed": lambda s, y: y.masked_fill(y < 0, 0.0),
+    "masked_fill_const": lambda s, y: y.masked_fill(torch.ones(5, 6).triu(1).bool(), -1e9),
+    "eq_ne_methods": lambda s, y: torch.where(y.eq(s.b), 1.0, y) + torch.where(y.ne(0.5), y, -2),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WHERES))
+def test_comparisons_feeding_where_compile(case):
+    program, lsb = compare(Net(WHERES[case]))
+    names = [op.name for op in program.program.ops]
+    assert "where" in names and lsb <= 1, (names, lsb)
 
 
 @pytest.mark.parametrize("case", sorted(REFUSED))

@@ -25,6 +25,7 @@ import pytest
 from mcutorch import ops, quant
 from mcutorch.backends import cortex_m
 from mcutorch.device import kernels as ck
+from mcutorch.ref import elementwise as ref_elementwise
 from mcutorch.ref import (concat_attrs, fold_bias, kernel_for, pad_attrs,
                           softmax_exp_table, transpose_attrs)
 
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
 MAGIC, VERSION, NONE = 0x434B544D, 1, 0xFFFFFFFF
 OK, BAD_ARGUMENT = 0, 64  # mt_status
-DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.int32): 3}
+DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int32): 3}
 FAST_RANDOM, SLOW_RANDOM = 8, 60  # random cases per op
 ARENA_LIMIT = 200 * 1024  # the board runner's arena is 256 KiB
 BOARD_BUILDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
@@ -601,6 +602,94 @@ def elementwise_cases(n_random):
     return cases
 
 
+def compare_case(name, shape_a, shape_b=None, kind=None, same=False, alias=None, scales=None):
+    """compare: random operands, zero points and float32 scales (same: a's qparams for b, as the
+    threshold form), the attributes compare_attrs makes of them."""
+    rng = rng_for(name)
+    sa, sb = scales or (float(np.exp(rng.uniform(-12, 4))) for _ in range(2))
+    a_zp = pick_zp(rng)
+    b_zp, sb = (a_zp, sa) if same else (pick_zp(rng), sb)
+    attrs = dict(kind=int(rng.integers(0, 6)) if kind is None else kind, a_zp=a_zp, b_zp=b_zp,
+                 **ref_elementwise.compare_attrs(sa, sb))
+    return Case(name, "compare", (s8(rng, shape_a), s8(rng, shape_b or shape_a)), attrs, alias)
+
+
+def where_case(name, shapes, ident=False, alias=None):
+    """where: a random 0/1 mask, operands and rescales (ident: both sides already in y's qparams,
+    the pure select)."""
+    rng = rng_for(name)
+    out_zp = pick_zp(rng)
+    attrs = dict(out_zp=out_zp)
+    for k in ("a", "b"):
+        zp = out_zp if ident else pick_zp(rng)
+        mult, shift = (1 << 30, 30) if ident else quant.quantize_multiplier(
+            float(np.exp(rng.uniform(-5, 3))))
+        attrs.update({f"{k}_zp": zp, f"{k}_mult": mult, f"{k}_shift": shift})
+    mask = rng.integers(0, 2, size=shapes[0]).astype(np.uint8)
+    return Case(name, "where", (mask, s8(rng, shapes[1]), s8(rng, shapes[2])), attrs, alias)
+
+
+BCAST3 = [((5, 7), (5, 7), (5, 7)), ((1, 8, 8), (2, 8, 8), (1,)), ((8, 1), (1, 9), (8, 9)),
+          ((3, 1, 5), (1,), (2, 3, 4, 5)), ((1, 1, 1, 1, 1, 33), (2, 1, 2, 1, 3, 33), (1, 33)),
+          ((4, 4), (2, 3, 4, 4), (3, 1, 1)), ((), (6,), (1,))]
+
+
+def select_cases():
+    """compare: every kind on every int8 pair (equal qparams, and scales 3:7 with other zero
+    points), ties at equal real values, scales whose ratio exceeds 255 (only signs matter),
+    MVE widths and tails, every broadcast pattern, in place; where: pure selects and rescales
+    on the same shapes and on three-way broadcasts of ranks 0..6."""
+    x = np.arange(-128, 128, dtype=np.int64)
+    a, b = np.repeat(x, 256).astype(np.int8), np.tile(x, 256).astype(np.int8)
+    cases = []
+    for kind in range(6):
+        part = slice((kind % 4) * 16384, (kind % 4 + 1) * 16384)
+        same = dict(kind=kind, a_zp=3, b_zp=3, a_mult=1, a_shift=0, b_mult=1, b_shift=0)
+        ratio = dict(kind=kind, a_zp=-5, b_zp=17, **ref_elementwise.compare_attrs(3.0, 7.0))
+        cases += [Case(f"compare_pairs_same_{kind}", "compare", (a[part], b[part]), same),
+                  Case(f"compare_pairs_ratio_{kind}", "compare", (a[part], b[part]), ratio)]
+        cases.append(compare_case(f"compare_ties_{kind}", (40,), kind=kind,
+                                  scales=(0.5, 0.25)))  # 2 (a - za) == b - zb often
+        cases.append(compare_case(f"compare_dominated_{kind}", (64,), kind=kind,
+                                  scales=(1e-9, 3.0)))
+    cases += [compare_case(f"compare_n{n}", (n,), same=n % 2 == 0) for n in MINMAX_TAILS]
+    bcast = [((2, 8, 5), (8, 5)), ((2, 8, 5), (2, 8, 1)), ((2, 1, 5), (2, 8, 5)),
+             ((8, 1), (1, 9)), ((2, 3, 4, 5), (3, 1, 1))]
+    for i, (sa, sb) in enumerate(bcast):
+        for same in (False, True):
+            cases.append(compare_case(f"compare_bcast{i}_{int(same)}", sa, sb, same=same))
+    cases += [compare_case("compare_scalar_b", (3, 17), (1,), same=True),
+              compare_case("compare_scalar_a", (1, 1), (4, 19), same=True),
+              compare_case("compare_rank6", (2, 1, 3, 1, 2, 5), (1, 2, 1, 4, 1, 5)),
+              compare_case("compare_inplace_0", (3, 7, 5), alias=0),
+              compare_case("compare_inplace_1", (3, 7, 5), same=True, alias=1)]
+    for n in MINMAX_TAILS:
+        cases += [where_case(f"where_ident_n{n}", ((n,),) * 3, ident=True),
+                  where_case(f"where_rq_n{n}", ((n,),) * 3)]
+    for i, shapes in enumerate(BCAST3):
+        cases += [where_case(f"where_bcast{i}_ident", shapes, ident=True),
+                  where_case(f"where_bcast{i}_rq", shapes)]
+    cases += [where_case(f"where_inplace_{k}", ((3, 7, 5),) * 3, ident=k == 1, alias=k)
+              for k in range(3)]
+    return cases
+
+
+def select_bad_cases():
+    cmp = compare_case("compare_base", (2, 5))
+    wh = where_case("where_base", ((2, 5),) * 3)
+    m, wa, wb = wh.inputs
+    return [bad(cmp, "kind6", kind=6), bad(cmp, "mult0", a_mult=0),
+            bad(cmp, "mult_big", b_mult=(1 << 24) + 1), bad(cmp, "shift32", a_shift=32),
+            bad(cmp, "shift_negative", b_shift=-1), bad(cmp, "zp128", b_zp=128),
+            bad(cmp, "shape", inputs=(cmp.inputs[0], cmp.inputs[1][:, :2])),
+            bad(cmp, "y_shape", ref_raises=False, out_shape=(5, 2)),
+            bad(wh, "mask_int8", inputs=(m.astype(np.int8), wa, wb)),
+            bad(wh, "zp", a_zp=-129), bad(wh, "out_zp", out_zp=128),
+            bad(wh, "shift1", b_shift=1), bad(wh, "overflow", a_mult=(1 << 31) - 1, a_shift=2),
+            bad(wh, "shape", inputs=(m, wa[:, :2], wb)),
+            bad(wh, "y_shape", ref_raises=False, out_shape=(5, 2))]
+
+
 def elem_speedup_cases():
     """add and mul at the edges of their fast paths (add: input shifts 8/9/31/32, output shifts
     32/33/54/55; mul: shifts 17/18/32/33/54/55), zero points -128/127, narrow activations,
@@ -1035,7 +1124,7 @@ def expected_output(case):
     if case.ref_raises:
         with pytest.raises(ValueError):
             kernel_for(case.op, case.variant)(*case.inputs, **case.attrs)
-    return np.zeros(case.out_shape, np.int8)
+    return np.zeros(case.out_shape, np.uint8 if case.op == "compare" else np.int8)
 
 
 def tensor_record(a, rng) -> bytes:
@@ -1063,7 +1152,7 @@ def all_cases(n_random):
     cases = (with_folded(conv_cases(n_random)) + elementwise_cases(n_random) +
              elem_speedup_cases() +
              pool_cases(n_random) + resize_cases() + softmax_cases(n_random) +
-             movement_cases(n_random) +
+             movement_cases(n_random) + select_cases() + select_bad_cases() +
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases() +

@@ -380,6 +380,77 @@ def test_minmax_all_pairs(op, fn, lo, hi):
         KERNELS[op](a, b, act_min=hi + 1, act_max=hi)
 
 
+COMPARE_SCALES = [(0.5, 0.25), (3.0, 7.0), (0.1, 0.1), (0.1, 0.30000001), (1e-9, 3.0),
+                  (3.0, 1e-9), (2.0**-30, 2.0**20), (0.0039215689, 0.0078431377), (1.0, 255.0),
+                  (1.0, 256.0), (255.0, 1.0), (6.1e-5, 0.0234), (1.5e-38, 1.0)]
+
+
+@pytest.mark.parametrize("sa,sb", COMPARE_SCALES)
+@pytest.mark.parametrize("a_zp,b_zp", [(0, 0), (-128, 127), (17, -3)])
+def test_compare_all_pairs(sa, sb, a_zp, b_zp):
+    """compare = the comparison of the exact real values (Fractions of the float32 scales), on
+    every int8 pair, for every kind: ties at equal real values included."""
+    from fractions import Fraction
+
+    from mcutorch.ref.elementwise import COMPARE_KINDS, compare_attrs
+    a, b = (v.astype(np.int8) for v in np.meshgrid(np.arange(-128, 128), np.arange(-128, 128)))
+    fa, fb = Fraction(float(np.float32(sa))), Fraction(float(np.float32(sb)))
+    ra = {int(q): fa * (int(q) - a_zp) for q in range(-128, 128)}
+    rb = {int(q): fb * (int(q) - b_zp) for q in range(-128, 128)}
+    sign = np.array([(ra[u] > rb[v]) - (ra[u] < rb[v]) for u, v in zip(a.ravel().tolist(),
+                                                                       b.ravel().tolist())])
+    want = {"eq": sign == 0, "ne": sign != 0, "gt": sign > 0, "ge": sign >= 0, "lt": sign < 0,
+            "le": sign <= 0}
+    attrs = compare_attrs(sa, sb)
+    assert all(0 <= attrs[k] <= 31 for k in ("a_shift", "b_shift"))
+    for kind, name in enumerate(COMPARE_KINDS):
+        got = KERNELS["compare"](a, b, kind=kind, a_zp=a_zp, b_zp=b_zp, **attrs)
+        assert got.dtype == np.uint8 and got.shape == a.shape
+        assert got.ravel().tolist() == want[name].astype(int).tolist(), name
+
+
+def test_compare_domain_and_broadcast():
+    x = np.arange(-128, 128, dtype=np.int8).reshape(16, 16)
+    base = dict(kind=2, a_zp=0, a_mult=1, a_shift=0, b_zp=0, b_mult=1, b_shift=0)
+    got = KERNELS["compare"](x, np.array([5], np.int8), **base)
+    assert got.ravel().tolist() == [int(v > 5) for v in range(-128, 128)]
+    got = KERNELS["compare"](x[:, :1], x[:1, :], **base)  # column against row
+    assert np.array_equal(got, (x[:, :1] > x[:1, :]).astype(np.uint8))
+    for bad in (dict(kind=6), dict(a_mult=0), dict(b_mult=(1 << 24) + 1), dict(a_shift=32),
+                dict(b_shift=-1), dict(a_zp=128)):
+        with pytest.raises(ValueError):
+            KERNELS["compare"](x, x, **{**base, **bad})
+    with pytest.raises(ValueError, match="do not broadcast"):
+        KERNELS["compare"](x, x[:3], **base)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_where_rescales_each_side(seed):
+    """where = per element, the chosen side rescaled (rq) into y's qparams; any nonzero mask
+    byte picks a; numpy broadcasting of all three operands."""
+    rng = np.random.default_rng(seed)
+    mask = rng.integers(0, 3, size=(4, 1, 6)).astype(np.uint8)
+    a, b = i8(rng, (1, 5, 6)), i8(rng, (6,))
+    attrs = {}
+    for k in ("a", "b"):
+        m, sh = quant.quantize_multiplier(float(np.exp(rng.uniform(-4, 3))))
+        attrs.update({f"{k}_zp": int(rng.choice(ZPS)), f"{k}_mult": m, f"{k}_shift": sh})
+    out_zp = int(rng.choice(ZPS))
+    got = KERNELS["where"](mask, a, b, **attrs, out_zp=out_zp)
+    mb, ab, bb = np.broadcast_arrays(mask, a, b)
+    want = [requant_py(int(u) - attrs["a_zp"], attrs["a_mult"], attrs["a_shift"], out_zp, -128,
+                       127) if m else
+            requant_py(int(v) - attrs["b_zp"], attrs["b_mult"], attrs["b_shift"], out_zp, -128,
+                       127) for m, u, v in zip(mb.ravel(), ab.ravel(), bb.ravel())]
+    assert got.shape == (4, 5, 6) and got.dtype == np.int8 and got.ravel().tolist() == want
+    with pytest.raises(ValueError):
+        KERNELS["where"](mask.astype(np.int8), a, b, **attrs, out_zp=out_zp)
+    with pytest.raises(ValueError):
+        KERNELS["where"](mask, a, b, **{**attrs, "a_shift": 1}, out_zp=out_zp)
+    with pytest.raises(ValueError, match="do not broadcast"):
+        KERNELS["where"](mask, a[..., :3], b, **attrs, out_zp=out_zp)
+
+
 def test_lut():
     rng = np.random.default_rng(6)
     table = i8(rng, 256)

@@ -29,7 +29,7 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "avg_pool2d", "clamp", "lut", "rescale", "softmax", "transpose", "concat",
                   "pad", "copy", "delegate", "maximum", "minimum", "strided_slice", "gather",
                   "reduce_sum", "reduce_max", "reduce_min", "log_softmax", "reduce_var", "norm",
-                  "sub", "div", None, None, None, "resize", "matmul")  # None: assigned on another branch
+                  "sub", "div", "compare", "where", None, "resize", "matmul")  # None: assigned on another branch
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,
@@ -108,7 +108,7 @@ def test_quantizer_rules_follow_the_registry():
             assert (ann.output_qspec.scale, ann.output_qspec.zero_point) == src.qparams
         elif rule == "mac":
             assert ann.input_qspec_map[w].qscheme == torch.per_channel_symmetric
-        assert ann.output_qspec is not None or rule in ("mac", "binary"), rule
+        assert ann.output_qspec is not None or rule in ("mac", "binary", "compare"), rule
 
 
 def test_generated_c_files_are_current():

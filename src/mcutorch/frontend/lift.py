@@ -36,7 +36,7 @@ import torch
 from torch.fx import GraphModule, Node as FxNode
 
 from mcutorch.errors import UnsupportedOpError
-from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, PRECHECKS, movement, pool
+from mcutorch.frontend.builders import ACT_BUILDERS, BUILDERS, PRECHECKS, movement, pool, select
 from mcutorch.frontend.builders._common import FULL, A, act_range, bounds
 from mcutorch.frontend.capture import module_of, remove_identities, source_of
 from mcutorch.frontend.fold import check_stateless
@@ -530,6 +530,8 @@ def _out_of_scope(node: FxNode) -> str:
         return ""
     if not all(isinstance(d, int) for d in val.shape):
         return "its output shape depends on the data (a boolean mask?): shapes must be static"
+    if val.dtype == torch.bool and select.is_comparison(node):
+        return select.mask_refusal(node)  # "" for the mask of a where / masked_fill
     if not (val.is_floating_point() or val.is_complex()):
         return (f"its output is a {val.dtype} tensor: integer and bool values (argmax, "
                 "comparisons, masks) cannot reach a quantized op or the model output, mcutorch "

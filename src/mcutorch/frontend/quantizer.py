@@ -8,6 +8,9 @@
   is observed over its finite values only (`function_spec`): log(0) = -inf saturates to -128,
   as the table does;
 - pooling, reshape, flatten, permute, pad, concat, maximum/minimum share their input's qparams;
+- comparisons (gt, ge, lt, le, eq, ne): inputs observed, the bool output not; where(mask, a, b)
+  observes a, b and its output; masked_fill and a where with one scalar value share the tensor
+  value's qparams (the scalar, -inf included, saturates into them);
 - ReLU/ReLU6/clamp after a conv, linear, add or mul is fused: only the activation's output is
   observed.
 Which rule an aten op gets is a fact of the op registry (`mcutorch.ops`, `Source.quant`); the
@@ -38,6 +41,7 @@ from torchao.quantization.pt2e.quantizer import (  # noqa: E402
 from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer  # noqa: E402
 
 KEY = "quantization_annotation"
+A = torch.ops.aten
 
 
 class FiniteMinMaxObserver(MinMaxObserver):
@@ -141,6 +145,13 @@ class Quantizer(_PT2EQuantizer):
             _set(node, {node.args[0]: act}, act)
         elif rule.quant == "shared":
             self._annotate_shared(node)
+        elif rule.quant == "compare":  # the bool output feeds a where's mask: no observer
+            _set(node, {a: self.input_spec(a, node) for a in _tensor_inputs(node)}, None)
+        elif rule.quant == "select":  # where(mask, a, b), masked_fill(x, mask, value)
+            values = node.args[:1] if node.target == A.masked_fill.Scalar else node.args[1:3]
+            tensors = [a for a in values if _is_float_tensor(a)]
+            _set(node, {a: self.input_spec(a, node) for a in tensors},
+                 self.activation_spec() if len(tensors) != 1 else _same_as(tensors[0], node))
         elif rule.quant in ("fixed", "free"):  # one tensor (pow.Scalar: its exponent)
             qmap = {a: self.input_spec(a, node) for a in _tensor_inputs(node)}
             out = (self.fixed_spec(*rule.qparams) if rule.quant == "fixed" else
@@ -148,9 +159,11 @@ class Quantizer(_PT2EQuantizer):
             _set(node, qmap, out)
 
     def input_spec(self, arg: Node, node: Node):
-        """Activation spec for an input edge; reuse a fixed-qparams producer's (no requant)."""
+        """Activation spec for an input edge; reuse a fixed-qparams or derived producer's (no
+        requant, and a masked_fill's -inf is not observed again)."""
         ann = arg.meta.get(KEY)
-        if ann is not None and isinstance(ann.output_qspec, FixedQParamsQuantizationSpec):
+        if ann is not None and isinstance(ann.output_qspec, (FixedQParamsQuantizationSpec,
+                                                             DerivedQuantizationSpec)):
             return SharedQuantizationSpec(arg)
         return self.activation_spec()
 
@@ -166,7 +179,8 @@ class Quantizer(_PT2EQuantizer):
     def _annotate_shared(self, node: Node) -> None:
         inputs = _tensor_inputs(node)
         first = inputs[0]
-        qmap, shared = {first: self.activation_spec()}, SharedQuantizationSpec((first, node))
+        qmap = {first: self.input_spec(first, node)}
+        shared = SharedQuantizationSpec((first, node))
         qmap.update({other: shared for other in inputs[1:]})
         if isinstance(node.meta.get("val"), tuple):  # (values, indices): its one getitem 0
             _set(node, qmap, None)
@@ -193,6 +207,15 @@ def _is_float_tensor(arg) -> bool:
         return False
     val = arg.meta.get("val")
     return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
+
+
+def _same_as(arg: Node, node: Node) -> DerivedQuantizationSpec:
+    """The qparams of the edge (arg, node), derived from its observer alone: a where's output
+    beside a scalar (masked_fill's fill value, -inf included) is not observed, it saturates."""
+    return DerivedQuantizationSpec(derived_from=[(arg, node)],
+                                   derive_qparams_fn=lambda obs: obs[0].calculate_qparams(),
+                                   dtype=torch.int8, quant_min=-128, quant_max=127,
+                                   qscheme=torch.per_tensor_affine)
 
 
 def _bias_qparams(observers):

@@ -19,6 +19,11 @@ QUANT_RULES = {
     "shared": "the output and every further tensor input share the first input's qparams",
     "fixed": "the output takes fixed qparams (Source.qparams); the input is observed",
     "free": "input and output each observed (a lut's output over its finite values only)",
+    "compare": "each float tensor input gets the activation spec; the bool output none (it "
+               "feeds where / masked_fill as their mask)",
+    "select": "where / masked_fill: each float tensor value input gets the activation spec, the "
+              "mask none; the output is observed when both values are tensors, else it shares "
+              "the tensor value's qparams (a scalar, -inf included, saturates into them)",
 }
 # How an IR op's output qparams relate to its inputs' (passes/requant.py enforces "shared").
 QPARAM_RULES = {

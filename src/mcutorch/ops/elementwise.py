@@ -146,6 +146,10 @@ LUT_SOURCES = (
     *_sources("remainder", lambda v, other: np.remainder(v, other), ("other",),
               overload="Scalar"),
 )
+# compare's kinds, in the order of its `kind` attribute (aten names)
+COMPARE_KINDS = ("eq", "ne", "gt", "ge", "lt", "le")
+COMPARE_ATTRS = ("kind", "a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift")
+WHERE_ATTRS = ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift", "out_zp")
 ACTIVATION_SOURCES = tuple(Source(f"aten.{name}", "activation") for name in (
     "relu.default", "relu_.default", "relu6.default", "hardtanh.default", "hardtanh_.default",
     "clamp.default"))
@@ -191,4 +195,18 @@ OPS = (
                "divides the 40-bit (a - a_zp) * mult and rounds half away from zero",
           doc="a / b: round((a - a_zp) * mult / (b - b_zp)) then rq's shift; b = b_zp gives "
               "127 / -128 / out_zp by the sign of a - a_zp"),
+    OpDef("compare", 28, ("a", "b"), ("y",), COMPARE_ATTRS, family="elementwise",
+          sources=tuple(Source(f"aten.{k}.{o}", "compare") for k in COMPARE_KINDS
+                        for o in ("Tensor", "Scalar")),
+          alias=("inplace",), since=4,
+          doc="y = (sa (a - a_zp) KIND sb (b - b_zp)) as a uint8 0/1 mask, decided exactly in "
+              "int64 from the scales' integer ratio; a constant scalar side is an int8 "
+              "threshold on a's codes"),
+    OpDef("where", 29, ("mask", "a", "b"), ("y",), WHERE_ATTRS, family="elementwise",
+          sources=(Source("aten.where.self", "select"), Source("aten.where.ScalarOther", "select"),
+                   Source("aten.where.ScalarSelf", "select"),
+                   Source("aten.masked_fill.Scalar", "select")),
+          alias=("inplace",), since=4,
+          doc="y = mask ? rescale(a) : rescale(b) into y's qparams (numpy broadcasting of all "
+              "three); a scalar operand is an int8 constant in y's qparams"),
 )

@@ -16,6 +16,7 @@ from mcutorch.ir import Graph, Node, Tensor, same_qparams
 from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
 from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, pad_attrs, slice_attrs,
                           softmax_exp_table, transpose_attrs)
+from mcutorch.ref.elementwise import compare_attrs
 from mcutorch.ref.reduce import norm_constants, sum_range, var_attrs
 from mcutorch.ref.softmax import log_softmax_tables
 
@@ -208,6 +209,22 @@ def _gather(node: Node) -> None:
     node.attrs = gather_attrs(node.attrs["axis"], len(node.outputs[0].shape))
 
 
+def _compare(node: Node) -> None:
+    a, b = node.inputs
+    node.attrs = {"kind": node.attrs["kind"], "a_zp": a.zero_point, "b_zp": b.zero_point,
+                  **compare_attrs(a.scale, b.scale)}
+
+
+def _where(node: Node) -> None:
+    """Each value rescaled into y's qparams (mult 2^30, shift 30: the identity, when it has
+    them)."""
+    y = node.outputs[0]
+    node.attrs = {"out_zp": y.zero_point}
+    for k, t in zip("ab", node.inputs[1:]):
+        mult, shift = quantize_multiplier(t.scale / y.scale)
+        node.attrs.update({f"{k}_zp": t.zero_point, f"{k}_mult": mult, f"{k}_shift": shift})
+
+
 def _act_attrs(node: Node) -> None:
     """Ops whose only attributes are the output clamp (clamp, maximum, minimum)."""
     node.attrs = _act(node)
@@ -224,7 +241,8 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add
          "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
          "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
-         "norm": _norm, "sub": _add, "div": _div, "resize": _resize, "matmul": _mul}
+         "norm": _norm, "sub": _add, "div": _div, "compare": _compare, "where": _where,
+         "resize": _resize, "matmul": _mul}
 
 
 def _share_qparams(node: Node) -> list[Node]:

@@ -1,4 +1,5 @@
-"""Element-wise ops: add, sub, mul, div, clamp, lut, rescale, maximum, minimum; and `make_lut`, the
+"""Element-wise ops: add, sub, mul, div, clamp, lut, rescale, maximum, minimum, compare, where; and
+`make_lut`, the
 compile-time table maker.
 
 Binary ops take two int8 tensors with numpy broadcasting (ranks up to 6; `broadcast_shape`).
@@ -185,3 +186,80 @@ def make_lut(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> 
         q = np.rint(val / np.float64(out_scale)) + out_zp  # np.rint rounds half to even
     q = np.where(np.isnan(q), out_zp, q)  # outside the domain: the real value 0
     return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)  # ±inf saturates
+
+
+# --- comparisons and selection --------------------------------------------------------------
+COMPARE_KINDS = ("eq", "ne", "gt", "ge", "lt", "le")  # compare's `kind` attribute (ops)
+COMPARE_MULT_MAX = 1 << 24  # compare's mults are float32 mantissas (odd, at most 24 bits)
+COMPARE_SHIFT_MAX = 31  # |(v - zp) * mult << shift| <= 255 * 2^24 * 2^31 < 2^63
+_COMPARE = (np.equal, np.not_equal, np.greater, np.greater_equal, np.less, np.less_equal)
+
+
+def _mantissa(scale: float) -> tuple[int, int]:
+    """(m, e) with float32(scale) == m * 2^e exactly, m odd (m > 0)."""
+    frac, exp = np.frexp(np.float32(scale))
+    m, e = int(np.float64(frac) * (1 << 24)), int(exp) - 24
+    while m % 2 == 0:
+        m, e = m // 2, e + 1
+    return m, e
+
+
+def compare_attrs(a_scale: float, b_scale: float) -> dict:
+    """compare's (a_mult, a_shift, b_mult, b_shift): the integer ratio of the two float32
+    scales, a_mult 2^a_shift : b_mult 2^b_shift == sa : sb exactly, reduced (equal scales give
+    1, 0, 1, 0). When one side's smallest nonzero step exceeds the other side's largest value
+    (ratio > 255), only signs matter and the ratio becomes 512 : 1, which decides every pair
+    the same way."""
+    check(np.float32(a_scale) > 0 and np.float32(b_scale) > 0, "compare: scales must be > 0")
+    (ma, ea), (mb, eb) = _mantissa(a_scale), _mantissa(b_scale)
+    g = np.gcd(ma, mb)
+    ma, mb, d = ma // g, mb // g, ea - eb
+    if d >= 0 and ma << min(d, 40) > 255 * mb:  # a's step dominates
+        return {"a_mult": 1, "a_shift": 9, "b_mult": 1, "b_shift": 0}
+    if d <= 0 and mb << min(-d, 40) > 255 * ma:
+        return {"a_mult": 1, "a_shift": 0, "b_mult": 1, "b_shift": 9}
+    return {"a_mult": int(ma), "a_shift": max(d, 0), "b_mult": int(mb), "b_shift": max(-d, 0)}
+
+
+def _check_compare_side(name: str, zp: int, mult: int, shift: int) -> None:
+    check_zp(f"{name}_zp", zp)
+    check(1 <= mult <= COMPARE_MULT_MAX and 0 <= shift <= COMPARE_SHIFT_MAX,
+          f"compare: {name}_mult {mult} / {name}_shift {shift} outside [1, 2^24] / [0, 31]")
+
+
+def compare(a, b, *, kind, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift):
+    """y = ((a - a_zp) * a_mult * 2^a_shift  KIND  (b - b_zp) * b_mult * 2^b_shift) as 0/1,
+    in int64 (exact: |each side| < 2^63). With compare_attrs' ratio this is the comparison of
+    the real values sa (a - a_zp) and sb (b - b_zp), decided exactly."""
+    # a, b: int8, numpy-broadcastable  ->  y: uint8 0/1 of the broadcast shape
+    a, b = _binary(a, b, "compare")
+    check(0 <= kind < len(COMPARE_KINDS), f"compare: kind {kind} not in 0..5")
+    _check_compare_side("a", a_zp, a_mult, a_shift)
+    _check_compare_side("b", b_zp, b_mult, b_shift)
+    va = ((a - a_zp) * a_mult) << a_shift
+    vb = ((b - b_zp) * b_mult) << b_shift
+    return _COMPARE[kind](va, vb).astype(np.uint8)
+
+
+def broadcast_shape3(m_shape, a_shape, b_shape, op: str) -> tuple[int, ...]:
+    """numpy's broadcast of three shapes (ranks up to 6)."""
+    return broadcast_shape(broadcast_shape(m_shape, a_shape, op), b_shape, op)
+
+
+def where(mask, a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp):
+    """y = mask ? clamp(rq(a - a_zp, a_mult, a_shift) + out_zp)
+                : clamp(rq(b - b_zp, b_mult, b_shift) + out_zp)  (each side a rescale); any
+    nonzero mask byte selects a (compare writes 0/1)."""
+    # mask: uint8 0/1, a, b: int8, all numpy-broadcastable  ->  y: int8 of the broadcast shape
+    as_array(mask, np.uint8, "mask")
+    as_array(a, np.int8, "a")
+    as_array(b, np.int8, "b")
+    shape = broadcast_shape3(mask.shape, a.shape, b.shape, "where")
+    check_zp("a_zp", a_zp)
+    check_zp("b_zp", b_zp)
+    _check_rq_range(INT8_MIN - a_zp, INT8_MAX - a_zp, a_mult, a_shift, "where a")
+    _check_rq_range(INT8_MIN - b_zp, INT8_MAX - b_zp, b_mult, b_shift, "where b")
+    ya = requantize(a.astype(np.int64) - a_zp, a_mult, a_shift, out_zp, INT8_MIN, INT8_MAX)
+    yb = requantize(b.astype(np.int64) - b_zp, b_mult, b_shift, out_zp, INT8_MIN, INT8_MAX)
+    return np.where(np.broadcast_to(mask, shape) != 0, np.broadcast_to(ya, shape),
+                    np.broadcast_to(yb, shape)).astype(np.int8)

@@ -102,7 +102,15 @@ def _resize(node: Node) -> str:
             f"scale_d, offset: y {axes[0]}, x {axes[1]}); the U85 takes it")
 
 
+def _mask_ops(node: Node) -> str:
+    return (f"{node.op}: Vela 5.2 runs no comparison (GREATER, GREATER_EQUAL, EQUAL) nor the CAST "
+            "of a mask (its NotEqual) on Ethos-U55/U65; Ethos-U85 takes both")
+
+
 RULES: list[Rule] = [
+    Rule("mask_ops", ("u55", "u65"), ("compare", "where"), _mask_ops,
+         "Vela 5.2 on graphs of compare / where: 'Non-passthrough operation (GreaterEqual) could "
+         "not run on NPU' (and Equal, NotEqual for CAST)"),
     Rule("channels", ("u55", "u65", "u85"), tuple(op for op in MAC_OPS if op != "matmul"),
          _channels, "CONV2D: Tensor axis C in range 1..65536"),
     Rule("matmul_channels", ("u55", "u65"), ("matmul",), _channels,  # N 65536 taken, 66000 not

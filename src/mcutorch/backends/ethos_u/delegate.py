@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from mcutorch.backends import tosa
+from mcutorch.backends.tosa.verify import random_array
 from mcutorch.ir import Graph, Node, Tensor
 
 from mcutorch.backends.ethos_u.partition import Partition, contracted_order, partition
@@ -159,8 +160,7 @@ def _verify(graph: Graph, groups: list[list[Node]], lowered: list[tosa.TosaGraph
     rng = np.random.default_rng(seed)
     for group, tg in zip(groups, lowered):
         for _ in range(2):
-            tosa.verify(graph, group, [rng.integers(-128, 128, t.shape, dtype=np.int8)
-                                       for t in tg.inputs])
+            tosa.verify(graph, group, [random_array(t, rng) for t in tg.inputs])
 
 
 def _emit(folder: Path, graphs: list[tosa.TosaGraph]) -> None:

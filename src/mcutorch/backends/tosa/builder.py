@@ -12,7 +12,7 @@ import numpy as np
 import tosa_serializer as ts
 
 DTYPES = {"int8": (ts.DType.INT8, np.int8), "int16": (ts.DType.INT16, np.int16),
-          "int32": (ts.DType.INT32, np.int32)}
+          "int32": (ts.DType.INT32, np.int32), "bool": (ts.DType.BOOL, np.bool_)}
 TOSA_VERSION = dict(targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
 
 

@@ -16,6 +16,7 @@ import tosa_serializer as ts
 
 from mcutorch.ir import Node, Tensor
 from mcutorch.quant import reciprocal_scale
+from mcutorch.ref.elementwise import COMPARE_KINDS
 
 from mcutorch.backends.tosa.builder import Builder, attr
 from mcutorch.backends.tosa import support as S
@@ -165,12 +166,12 @@ def lower_matmul(b: Builder, node: Node, ins, out: str, notes) -> str:
 # --- element-wise ---------------------------------------------------------------------------------
 
 def _equal_rank(b: Builder, node: Node, ins) -> list[str]:
-    """Both operands of a binary op (a constant one as a TOSA constant), of y's rank: TOSA
+    """The operands of an element-wise op (a constant one as a TOSA constant), of y's rank: TOSA
     broadcasts size-1 dims of equal-rank tensors, so leading 1s are added (RESHAPE)."""
     acts, r, xs = iter(ins), len(node.outputs[0].shape), []
     for t in node.inputs:
-        x = b.const(t.data.reshape((1,) * (r - t.data.ndim) + t.data.shape), "int8", t.name) \
-            if t.is_const else next(acts)
+        x = b.const(t.data.reshape((1,) * (r - t.data.ndim) + t.data.shape).view(np.int8),
+                    "int8", t.name) if t.is_const else next(acts)  # a uint8 mask: its bytes
         xs.append(x if len(b.shape(x)) == r else
                   b.reshape(x, (1,) * (r - len(b.shape(x))) + tuple(b.shape(x))))
     return xs
@@ -217,6 +218,36 @@ def lower_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:
     y = b.op(kind.upper(), wide, _out_shape(node), "int32", attr(kind, nan))
     a = node.attrs
     return _output_stage(b, y, 1 << 30, 30, 0, a["act_min"], a["act_max"], out)
+
+
+def lower_compare(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """RESCALE each side to int32, exactly (v - zp) * mult * 2^shift (mult' = mult * 2^(shift +
+    10), shift 10; support.check_compare bounds it) -> GREATER / GREATER_EQUAL / EQUAL (lt, le:
+    operands swapped; ne: LOGICAL_NOT) -> CAST bool -> int8 0/1 (the uint8 mask's bytes)."""
+    a, shape = node.attrs, _out_shape(node)
+    wide = [b.rescale(x, a[f"{s}_mult"] << (a[f"{s}_shift"] + 10), 10, a[f"{s}_zp"], 0, "int32")
+            for x, s in zip(_equal_rank(b, node, ins), "ab")]
+    kind = COMPARE_KINDS[a["kind"]]
+    args = wide[::-1] if kind in ("lt", "le") else wide
+    name = {"eq": "Equal", "ne": "Equal", "gt": "Greater", "lt": "Greater"}.get(kind,
+                                                                               "GreaterEqual")
+    mask = b.op({"Equal": "EQUAL", "Greater": "GREATER"}.get(name, "GREATER_EQUAL"), args, shape,
+                "bool", attr(name))
+    if kind == "ne":
+        mask = b.op("LOGICAL_NOT", [mask], shape, "bool", attr("LogicalNot"))
+    return b.op("CAST", [mask], shape, "int8", attr("Cast"), out)
+
+
+def lower_where(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """CAST the mask int8 -> bool (nonzero: true); RESCALE a and b into y's qparams unless they
+    have them (mult 2^30, shift 30, zp = out_zp) -> SELECT."""
+    a, xs = node.attrs, _equal_rank(b, node, ins)
+    mask = b.op("CAST", [xs[0]], b.shape(xs[0]), "bool", attr("Cast"))
+    vals = [x if (a[f"{s}_mult"], a[f"{s}_shift"], a[f"{s}_zp"]) == (1 << 30, 30, a["out_zp"])
+            else b.rescale(x, a[f"{s}_mult"], rescale_shifts(a[f"{s}_mult"], a[f"{s}_shift"]),
+                           a[f"{s}_zp"], a["out_zp"], "int8")
+            for x, s in zip(xs[1:], "ab")]
+    return b.op("SELECT", [mask, *vals], _out_shape(node), "int8", attr("Select"), out)
 
 
 def lower_lut(b: Builder, node: Node, ins, out: str, notes) -> str:
@@ -431,4 +462,6 @@ RULES = {
     "reduce_max": (S.exact, lower_reduce_minmax),
     "reduce_min": (S.exact, lower_reduce_minmax),
     "reshape": (S.check_movement, lower_reshape),
+    "compare": (S.check_compare, lower_compare),
+    "where": (S.check_where, lower_where),
 }

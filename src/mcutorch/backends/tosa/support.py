@@ -191,9 +191,30 @@ def exact(node: Node) -> str:
     return ""
 
 
+COMPARE_TOSA_FACTOR = 1 << 21  # RESCALE by M exactly: mult M * 2^10, shift 10 (|v - zp| < 2^9)
+
+
+def check_compare(node: Node) -> str:
+    """Each side's factor mult * 2^shift below 2^21: one exact RESCALE to int32 each."""
+    big = max(node.attrs[f"{s}_mult"] << node.attrs[f"{s}_shift"] for s in "ab")
+    return (f"compare: the scales' integer ratio has a factor {big} >= 2^21, more than one "
+            "exact TOSA RESCALE (mult < 2^31, shift >= 10) multiplies by" if
+            big >= COMPARE_TOSA_FACTOR else "")
+
+
+def check_where(node: Node) -> str:
+    a = node.attrs
+    return next((why for why in (_rescale_problem("where", *_delta_range(a[f"{s}_zp"]),
+                                                  a[f"{s}_mult"], a[f"{s}_shift"], f"{s} - zp")
+                                 for s in "ab") if why), "")
+
+
+MASKS = {"compare": "y", "where": "mask"}  # the uint8 0/1 operand (an int8 tensor in TOSA)
+
+
 def _int8_activations(node: Node) -> str:
     for t in (*node.inputs, *node.outputs):
-        if not t.is_const and t.dtype != "int8":
+        if not t.is_const and t.dtype != "int8" and not (t.dtype == "uint8" and node.op in MASKS):
             return f"{node.op}: activation {t.name} is {t.dtype}, the lowering handles int8 only"
     return ""
 

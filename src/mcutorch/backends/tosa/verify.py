@@ -55,7 +55,7 @@ def run_tosa(tg: TosaGraph, arrays) -> list[np.ndarray]:
         lines = [ln for ln in text.splitlines() if ln.strip() and "Different TOSA spec" not in ln]
         raise TosaMismatchError(f"TOSA reference model: {status.name} on "
                                 f"{_describe(tg.nodes)}:\n  " + "\n  ".join(lines[:6]))
-    return [np.asarray(o).reshape(t.shape) for o, t in zip(outputs, tg.outputs)]
+    return [np.asarray(o).reshape(t.shape).astype(t.dtype) for o, t in zip(outputs, tg.outputs)]
 
 
 def run_reference(nodes: list[Node], feeds: dict[int, np.ndarray]) -> dict[int, np.ndarray]:
@@ -80,9 +80,10 @@ def _describe(nodes: list[Node]) -> str:
 
 
 def _int8(t: Tensor, a) -> np.ndarray:
+    """The array of an int8 tensor (or of a uint8 0/1 mask, an int8 tensor in TOSA)."""
     a = np.asarray(a)
-    if a.dtype != np.int8 or a.shape != tuple(t.shape):
-        raise McutorchError(f"verify: {t.name} needs an int8 array of shape {list(t.shape)}, "
+    if a.dtype != np.dtype(t.dtype) or a.shape != tuple(t.shape):
+        raise McutorchError(f"verify: {t.name} needs an {t.dtype} array of shape {list(t.shape)}, "
                             f"got {a.dtype} {list(a.shape)}")
     return a
 
@@ -147,8 +148,15 @@ def verify(graph: Graph, nodes: list[Node] | None, inputs) -> None:
     check(tg, graph, _feeds(tg, inputs))
 
 
+def random_array(t: Tensor, rng: np.random.Generator) -> np.ndarray:
+    """Random int8 values for tensor t (0/1 for a uint8 mask)."""
+    if t.dtype == "uint8":
+        return rng.integers(0, 2, t.shape, dtype=np.uint8)
+    return rng.integers(-128, 128, t.shape, dtype=np.int8)
+
+
 def _random_feeds(tg: TosaGraph, rng: np.random.Generator) -> dict[int, np.ndarray]:
-    return {id(t): rng.integers(-128, 128, t.shape, dtype=np.int8) for t in tg.inputs}
+    return {id(t): random_array(t, rng) for t in tg.inputs}
 
 
 def verify_program_graph(graph: Graph, rng_inputs: int = 3, inputs=None,

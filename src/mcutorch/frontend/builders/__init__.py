@@ -3,9 +3,9 @@ calls the builder of an aten node's registry op, `ops.SOURCES`)."""
 from __future__ import annotations
 
 from mcutorch.frontend.builders import (conv, elementwise, matmul, movement, norm, pool, reduce,
-                                        softmax)
+                                        select, softmax)
 
-_FAMILIES = (conv, elementwise, pool, movement, softmax, reduce, norm, matmul)
+_FAMILIES = (conv, elementwise, pool, movement, softmax, reduce, norm, matmul, select)
 BUILDERS = {name: b for family in _FAMILIES for name, b in family.BUILDERS.items()}
 ACT_BUILDERS = set().union(*(family.ACT for family in _FAMILIES))  # builders that apply `act`
 # builder -> a check of the aten node run before calibration (UnsupportedOpError naming it)

@@ -45,7 +45,8 @@ def _rank4(lf, n: FxNode, t: Tensor) -> Tensor:
     if t.is_const:
         return lf.new_tensor(t.name + "_4d", shape, t.scale, t.zero_point, dtype=t.dtype,
                              data=t.data.reshape(shape))
-    t4 = lf.new_tensor(t.name + "_4d", shape, t.scale, t.zero_point, layout="NCHW")
+    t4 = lf.new_tensor(t.name + "_4d", shape, t.scale, t.zero_point, dtype=t.dtype,
+                       layout="NCHW")
     lf.emit("reshape", [t], t4, {}, n)
     return t4
 

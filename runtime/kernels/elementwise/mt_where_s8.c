@@ -1,0 +1,147 @@
+/*
+ * mt_where_s8.c - y = mask ? rescale(a) : rescale(b), each a rescale into y's qparams:
+ *   rescale(v) = clamp(rq(v - zp, mult, shift) + out_zp, -128, 127)
+ * Any nonzero mask byte selects a (compare writes 0/1). Numpy broadcasting of all three operands
+ * (ranks <= 6): an odometer over y's outer dims, each operand stepping by its own strides (0
+ * where it is broadcast), and an inner run over y's last dim. When both rescales are the
+ * identity (mult 2^30, shift 30, zp == out_zp: a scalar made in y's qparams, masked_fill's shared
+ * qparams) the run is a pure select: MVE 16 lanes per VPSEL. y may alias an operand of its size.
+ */
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+typedef struct {
+  const uint8_t *m;
+  const int8_t *a, *b;
+  uint32_t sm, sa, sb; /* element step along the run: 1, or 0 when broadcast */
+} mt_where_run_t;
+
+static inline int mt_where_ident(int32_t zp, int32_t mult, int32_t shift, int32_t out_zp)
+{
+  return mult == (1 << 30) && shift == 30 && zp == out_zp;
+}
+
+static void mt_where_run(const mt_where_run_t *r, int8_t *y, uint32_t n, const int32_t *at,
+                         int ident)
+{
+  uint32_t i = 0;
+  if (ident) {
+#if MT_MVE
+    if (r->sm == 1) {
+      const int8x16_t ca = vdupq_n_s8(r->a[0]), cb = vdupq_n_s8(r->b[0]);
+      for (; i < n; i += 16) {
+        const mve_pred16_t p = vctp8q(n - i);
+        const mve_pred16_t sel = vcmpneq_n_u8(vldrbq_z_u8(r->m + i, p), 0);
+        const int8x16_t va = r->sa ? vldrbq_z_s8(r->a + i, p) : ca;
+        const int8x16_t vb = r->sb ? vldrbq_z_s8(r->b + i, p) : cb;
+        vstrbq_p_s8(y + i, vpselq_s8(va, vb, sel), p);
+      }
+    }
+#endif /* MT_MVE */
+    for (; i < n; i++) {
+      y[i] = r->m[i * r->sm] ? r->a[i * r->sa] : r->b[i * r->sb];
+    }
+    return;
+  }
+  const int32_t out_zp = at[MT_WHERE_OUT_ZP];
+  for (; i < n; i++) {
+    y[i] = r->m[i * r->sm] ? mt_requantize(r->a[i * r->sa] - at[MT_WHERE_A_ZP], at[MT_WHERE_A_MULT],
+                                           at[MT_WHERE_A_SHIFT], out_zp, MT_S8_MIN, MT_S8_MAX)
+                           : mt_requantize(r->b[i * r->sb] - at[MT_WHERE_B_ZP], at[MT_WHERE_B_MULT],
+                                           at[MT_WHERE_B_SHIFT], out_zp, MT_S8_MIN, MT_S8_MAX);
+  }
+}
+
+/* Strides of t's elements along each dim of y (right-aligned; 0 where t's dim is 1 or absent);
+ * 0 when t does not broadcast to y. */
+static int mt_where_strides(const mt_tensor *t, const mt_tensor *y, uint32_t st[MT_MAX_RANK])
+{
+  uint32_t s = 1;
+  if (t->rank > y->rank) {
+    return 0;
+  }
+  for (uint8_t k = y->rank; k-- > 0;) {
+    const uint32_t d = k + t->rank < y->rank ? 1u : t->shape[k + t->rank - y->rank];
+    if (d != y->shape[k] && d != 1) {
+      return 0;
+    }
+    st[k] = d == 1 ? 0 : s;
+    s *= d;
+  }
+  return 1;
+}
+
+static int mt_where_ok(const mt_op_args *args)
+{
+  const int32_t *at = args->attrs;
+  const mt_tensor *m = &args->in[MT_WHERE_IN_MASK], *a = &args->in[MT_WHERE_IN_A];
+  const mt_tensor *b = &args->in[MT_WHERE_IN_B], *y = &args->out[MT_WHERE_OUT_Y];
+  const uint8_t r = m->rank > a->rank ? m->rank : a->rank;
+  return mt_tensor_ok(m, MT_DTYPE_UINT8, m->rank) && mt_tensor_ok(a, MT_DTYPE_INT8, a->rank) &&
+         mt_tensor_ok(b, MT_DTYPE_INT8, b->rank) && mt_tensor_ok(y, MT_DTYPE_INT8, y->rank) &&
+         y->rank <= MT_MAX_RANK && y->rank == (r > b->rank ? r : b->rank) &&
+         mt_zp_ok(at[MT_WHERE_A_ZP]) && mt_zp_ok(at[MT_WHERE_B_ZP]) &&
+         mt_zp_ok(at[MT_WHERE_OUT_ZP]) &&
+         mt_rq_range_ok(MT_S8_MIN - at[MT_WHERE_A_ZP], MT_S8_MAX - at[MT_WHERE_A_ZP],
+                        at[MT_WHERE_A_MULT], at[MT_WHERE_A_SHIFT]) &&
+         mt_rq_range_ok(MT_S8_MIN - at[MT_WHERE_B_ZP], MT_S8_MAX - at[MT_WHERE_B_ZP],
+                        at[MT_WHERE_B_MULT], at[MT_WHERE_B_SHIFT]);
+}
+
+// mask: uint8, a, b: int8, all numpy-broadcastable to y (rank <= 6)  ->  y: int8
+mt_status mt_where_s8(const mt_op_args *args)
+{
+  if (!mt_args_ok(args, MT_WHERE_N_INPUTS, MT_WHERE_N_OUTPUTS, MT_WHERE_N_ATTRS) ||
+      !mt_where_ok(args)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const mt_tensor *mt = &args->in[MT_WHERE_IN_MASK], *at = &args->in[MT_WHERE_IN_A];
+  const mt_tensor *bt = &args->in[MT_WHERE_IN_B], *yt = &args->out[MT_WHERE_OUT_Y];
+  const int32_t *attrs = args->attrs;
+  uint32_t sm[MT_MAX_RANK], sa[MT_MAX_RANK], sb[MT_MAX_RANK], idx[MT_MAX_RANK] = {0};
+  if (!mt_where_strides(mt, yt, sm) || !mt_where_strides(at, yt, sa) ||
+      !mt_where_strides(bt, yt, sb)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int ident = mt_where_ident(attrs[MT_WHERE_A_ZP], attrs[MT_WHERE_A_MULT],
+                                   attrs[MT_WHERE_A_SHIFT], attrs[MT_WHERE_OUT_ZP]) &&
+                    mt_where_ident(attrs[MT_WHERE_B_ZP], attrs[MT_WHERE_B_MULT],
+                                   attrs[MT_WHERE_B_SHIFT], attrs[MT_WHERE_OUT_ZP]);
+  const uint8_t r = yt->rank;
+  const uint32_t total = mt_numel(yt), nm = mt_numel(mt), na = mt_numel(at), nb = mt_numel(bt);
+  uint32_t run = r > 0 ? yt->shape[r - 1] : 1, om = 0, oa = 0, ob = 0;
+  int8_t *y = (int8_t *)yt->data;
+  if (total == 0) {
+    return MT_STATUS_OK;
+  }
+  /* every operand y's shape or one value (a scalar): one run over all of y */
+  if ((nm == total || nm == 1) && (na == total || na == 1) && (nb == total || nb == 1)) {
+    const mt_where_run_t w = {(const uint8_t *)mt->data,
+                              (const int8_t *)at->data,
+                              (const int8_t *)bt->data,
+                              nm != 1,
+                              na != 1,
+                              nb != 1};
+    mt_where_run(&w, y, total, attrs, ident);
+    return MT_STATUS_OK;
+  }
+  for (uint32_t o = 0; o < total; o += run) {
+    const mt_where_run_t w = {(const uint8_t *)mt->data + om, (const int8_t *)at->data + oa,
+                              (const int8_t *)bt->data + ob,  r > 0 ? sm[r - 1] != 0 : 0,
+                              r > 0 ? sa[r - 1] != 0 : 0,     r > 0 ? sb[r - 1] != 0 : 0};
+    mt_where_run(&w, y + o, run, attrs, ident);
+    for (uint8_t k = (uint8_t)(r > 0 ? r - 1 : 0); k-- > 0;) { /* odometer over outer dims */
+      om += sm[k];
+      oa += sa[k];
+      ob += sb[k];
+      if (++idx[k] < yt->shape[k]) {
+        break;
+      }
+      idx[k] = 0;
+      om -= sm[k] * yt->shape[k];
+      oa -= sa[k] * yt->shape[k];
+      ob -= sb[k] * yt->shape[k];
+    }
+  }
+  return MT_STATUS_OK;
+}
