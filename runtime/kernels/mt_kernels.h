@@ -7,7 +7,7 @@
  * Generated from the op registry (src/mcutorch/ops) by `python -m
  * mcutorch.device.generate`; do not edit.
  *
- *   conv/        conv2d, depthwise_conv2d, fully_connected
+ *   conv/        conv2d, depthwise_conv2d, fully_connected, conv_transpose2d
  *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum, sub, div
  *   pool/        max_pool2d, avg_pool2d
  *   softmax/     softmax, log_softmax
@@ -51,6 +51,7 @@ mt_status mt_reduce_var_s8(const mt_op_args *args);
 mt_status mt_norm_s8(const mt_op_args *args);
 mt_status mt_sub_s8(const mt_op_args *args);
 mt_status mt_div_s8(const mt_op_args *args);
+mt_status mt_conv_transpose2d_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

@@ -35,6 +35,7 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_NORM] = {{mt_norm_s8, NULL, NULL, NULL}},
     [MT_OP_SUB] = {{mt_sub_s8, NULL, NULL, NULL}},
     [MT_OP_DIV] = {{mt_div_s8, NULL, NULL, NULL}},
+    [MT_OP_CONV_TRANSPOSE2D] = {{mt_conv_transpose2d_s8, NULL, NULL, NULL}},
 };
 
 const mt_kernel_table mt_kernels_all = {mt_all_rows, MT_OP_COUNT};

@@ -28,7 +28,7 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "avg_pool2d", "clamp", "lut", "rescale", "softmax", "transpose", "concat",
                   "pad", "copy", "delegate", "maximum", "minimum", "strided_slice", "gather",
                   "reduce_sum", "reduce_max", "reduce_min", "log_softmax", "reduce_var", "norm",
-                  "sub", "div")
+                  "sub", "div", None, None, "conv_transpose2d")  # None: assigned elsewhere
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,
@@ -44,8 +44,8 @@ def _aten(name: str):
 
 
 def test_opcodes_are_append_only():
-    assert tuple(op.name for op in ops.OPS) == OPCODE_HISTORY
-    assert [op.opcode for op in ops.OPS] == list(range(len(OPCODE_HISTORY)))
+    assert tuple(op.name for op in ops.OPS) == tuple(n for n in OPCODE_HISTORY if n)
+    assert [op.opcode for op in ops.OPS] == [i for i, n in enumerate(OPCODE_HISTORY) if n]
 
 
 @pytest.mark.parametrize("d", ops.REGISTRY, ids=lambda d: d.name)

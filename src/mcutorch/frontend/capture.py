@@ -17,7 +17,7 @@ from mcutorch.errors import ExportError, UnsupportedOpError
 
 A = torch.ops.aten
 BATCH_NORMS = {A.batch_norm.default, A._native_batch_norm_legit_no_training.default}
-FOLDABLE = {A.conv2d.default, A.linear.default}
+FOLDABLE = {A.conv2d.default, A.linear.default, A.conv1d.default, A.conv1d.padding}
 DROPOUTS = {A.dropout.default, A.feature_dropout.default, A.alpha_dropout.default,
             A.feature_alpha_dropout.default}  # (input, p, train): the identity when not training
 IDENTITIES = {*DROPOUTS, A.contiguous.default, A.clone.default, A.alias.default,
@@ -137,7 +137,7 @@ def _param(gm: GraphModule, node) -> torch.Tensor | None:
 
 
 def fold_batch_norm(gm: GraphModule) -> None:
-    """Fold eval-mode BatchNorm into the conv2d/linear that feeds it (that producer only);
+    """Fold eval-mode BatchNorm into the conv1d/conv2d/linear that feeds it (that producer only);
     any other BatchNorm becomes a depthwise 1x1 conv2d (frontend/builders/norm.py)."""
     for bn in list(gm.graph.nodes):
         if bn.op != "call_function" or bn.target not in BATCH_NORMS:

@@ -112,7 +112,7 @@ def _mac(op: ops.OpDef) -> str:
 
 
 def _ops() -> list[str]:
-    items = [(op.name, op.opcode, "") for op in ops.OPS] + [("count", len(ops.OPS), "")]
+    items = [(op.name, op.opcode, "") for op in ops.OPS] + [("count", ops.OP_COUNT, "")]
     lines = ["/* ---- ops (src/mcutorch/ops) ---- */",
              *_enum("mt_opcode_t", "MT_OP_", items),
              "#define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */",

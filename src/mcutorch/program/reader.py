@@ -199,7 +199,7 @@ def _ops(v: memoryview, operands_v: memoryview, attrs_v: memoryview):
 def _op(i: int, r: dict, operands: tuple, attrs: tuple) -> OpInfo:
     require(r["opcode"] in ops.BY_OPCODE, "bad_op",
             f"op {i}: opcode {r['opcode']} is unknown to this mcutorch (format "
-            f"{S.VERSION_MAJOR}.{S.VERSION_MINOR} has opcodes 0..{len(ops.OPS) - 1}); a program "
+            f"{S.VERSION_MAJOR}.{S.VERSION_MINOR} has opcodes up to {ops.OP_COUNT - 1}); a program "
             "from a newer mcutorch needs that version to run")
     d = ops.BY_OPCODE[r["opcode"]]
     what = f"op {i} ({d.name})"

@@ -66,6 +66,8 @@ Version history:
     what they meant). transpose, concat and pad keep their 4-D records: the compiler lowers 5-D
     and 6-D ones to 4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2
     programs load.
+  * 1.4: opcode 30 `conv_transpose2d` (grouped transposed convolution, per-channel requant;
+    conv_transpose1d is it on [N, C, 1, L] views).
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
