@@ -74,29 +74,34 @@ static int ct_axis_init(ct_axis *ax, uint32_t size, int32_t kernel, int32_t stri
   return 1;
 }
 
-/* The taps of output position o that land inside the input (r->n == 0: none). */
+/* The taps of output position o that land inside the input (r->n == 0: none), in unsigned
+ * 32-bit arithmetic (t = o + pad0 < 2^31; no 64-bit division, a library call on Cortex-M). */
 static void ct_taps(const ct_axis *ax, int32_t o, ct_run *r)
 {
-  const int64_t t = (int64_t)o + ax->pad0; /* input i * stride == t - k * dilation */
-  int32_t k = 0;
+  const uint32_t t = (uint32_t)o + (uint32_t)ax->pad0, s = (uint32_t)ax->stride;
+  const uint32_t d = (uint32_t)ax->dilation, last = (uint32_t)ax->kernel - 1u;
+  uint32_t k = 0, kd = 0; /* kd = k * d <= t: input i * stride == t - kd */
   r->n = 0;
-  while (k < ax->step && k < ax->kernel && (t - (int64_t)k * ax->dilation) % ax->stride != 0) {
-    k++;
+  while ((t - kd) % s != 0) {
+    if (++k >= (uint32_t)ax->step || k > last || d > t - kd) {
+      return; /* no tap lands, or every landing one reads before the input */
+    }
+    kd += d;
   }
-  if (k == ax->step || k >= ax->kernel) {
-    return;
+  uint32_t i = (t - kd) / s; /* decreases by di per landing tap */
+  if (i >= (uint32_t)ax->size) { /* skip the taps reading past the end */
+    const uint32_t skip = (i - (uint32_t)ax->size) / (uint32_t)ax->di + 1u;
+    if (skip > (last - k) / (uint32_t)ax->step) {
+      return;
+    }
+    k += skip * (uint32_t)ax->step;
+    i -= skip * (uint32_t)ax->di; /* >= size - di: no wrap when it is negative is checked */
+    if (i >= (uint32_t)ax->size) {
+      return;
+    }
   }
-  int64_t i = (t - (int64_t)k * ax->dilation) / ax->stride; /* exact; decreases by di */
-  if (i >= ax->size) { /* skip the taps reading past the end: (i - size) / di + 1 steps */
-    const int64_t skip = (i - ax->size) / ax->di + 1;
-    k = (int64_t)k + skip * ax->step < ax->kernel ? k + (int32_t)skip * ax->step : ax->kernel;
-    i -= skip * ax->di;
-  }
-  if (k >= ax->kernel || i < 0) {
-    return;
-  }
-  const int64_t by_k = (ax->kernel - 1 - k) / ax->step + 1, by_i = i / ax->di + 1;
-  r->k0 = k;
+  const uint32_t by_k = (last - k) / (uint32_t)ax->step + 1u, by_i = i / (uint32_t)ax->di + 1u;
+  r->k0 = (int32_t)k;
   r->i0 = (int32_t)i;
   r->n = (int32_t)(by_k < by_i ? by_k : by_i);
 }
