@@ -152,3 +152,101 @@ def linear(lf, n: FxNode, out: Tensor, act) -> None:
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
 BUILDERS = {"conv2d": conv, "fully_connected": linear, "conv_transpose2d": conv_transpose}
 ACT = {conv, linear, conv_transpose}
+
+
+def conv3d_as_conv2d(gm) -> None:
+    """Before PT2E: conv3d(x [N, C, D, H, W]) as one conv2d, exactly (one accumulation).
+
+    x is zero-padded in depth (a pad: exact, the zero point), and for each output depth od the
+    KD input depth slices it reads, od * sd - pd + kd * dd, are concatenated along channels
+    (per group, kd-major), the Do results stacked along the batch: [Do * N, KD * C, H, W]. One
+    conv2d with the weight [Cout, Cin/G, KD, KH, KW] re-laid as [Cout, KD * Cin/G, KH, KW] (the
+    same order) and the conv's (h, w) attributes gives [Do * N, Cout, Ho, Wo], viewed and
+    permuted back to [N, Cout, Do, Ho, Wo]. Memory: the padded input plus the gathered
+    [Do * N, KD * C, H, W] int8 tensor (KD * Do / D times the input: ~KD / sd)."""
+    import torch
+
+    a = torch.ops.aten
+    for n in [n for n in gm.graph.nodes if n.op == "call_function" and n.target in
+              (a.conv3d.default, a.conv3d.padding)]:
+        x, wnode = n.args[0], n.args[1]
+        shape = tuple(x.meta["val"].shape)
+        if len(shape) != 5 or wnode.op != "get_attr":
+            raise UnsupportedOpError(f"{source_of(n)}: conv3d of a {len(shape)}-D input or with "
+                                     "a computed weight")
+        w = _get(gm, wnode.target).detach()
+        stride = pair(node_arg(n, 3, "stride", 1), 3)
+        padding = node_arg(n, 4, "padding", 0)
+        dilation = pair(node_arg(n, 5, "dilation", 1), 3)
+        groups = int(node_arg(n, 6, "groups", 1))
+        _, c, d, _, _ = shape
+        cout, cg, kd = w.shape[:3]
+        if isinstance(padding, str):
+            p = same_padding(shape[2:], w.shape[2:], stride, dilation, padding, n)
+            if padding == "same" and any(s != 1 for s in stride):
+                raise UnsupportedOpError(f"{source_of(n)}: padding='same' with stride > 1")
+            total = max((kd - 1) * dilation[0], 0) if padding == "same" else 0
+            pd0, pd1, hw_pad = total // 2, total - total // 2, (p[0], p[1])
+            if p[0] != p[2] or p[1] != p[3]:
+                raise UnsupportedOpError(f"{source_of(n)}: asymmetric 'same' padding of conv3d")
+        else:
+            pd, ph, pw = pair(padding, 3)
+            pd0, pd1, hw_pad = pd, pd, (ph, pw)
+        do = (d + pd0 + pd1 - dilation[0] * (kd - 1) - 1) // stride[0] + 1
+        if do < 1:
+            raise UnsupportedOpError(f"{source_of(n)}: conv3d window deeper than the input")
+        w2 = w.reshape(groups, cout // groups, cg, kd, *w.shape[3:]).transpose(2, 3)
+        name = f"_conv3d_w_{n.name}"
+        gm.register_parameter(name, torch.nn.Parameter(
+            w2.reshape(cout, kd * cg, *w.shape[3:]).contiguous(), requires_grad=False))
+        meta = {k: v for k, v in n.meta.items() if k not in ("val", "tensor_meta")}
+        fake = x.meta["val"].fake_mode
+
+        def call(target, *args):
+            node = gm.graph.call_function(target, tuple(args))
+            node.meta.update(meta)
+            with torch.no_grad():  # the shape on "meta" tensors, then a FakeTensor of it
+                shape = target(*[_stand_in(v) for v in args]).shape
+            node.meta["val"] = fake.from_tensor(torch.empty(shape), static_shapes=True)
+            return node
+
+        with gm.graph.inserting_before(n):
+            wn = gm.graph.get_attr(name)
+            wn.meta["val"] = fake.from_tensor(gm.get_parameter(name), static_shapes=True)
+            xp = call(a.constant_pad_nd.default, x, [0, 0, 0, 0, pd0, pd1], 0.0) \
+                if pd0 + pd1 else x
+            parts = []
+            for od in range(do):
+                for g in range(groups):
+                    xs = xp if groups == 1 else call(a.slice.Tensor, xp, 1, g * (c // groups),
+                                                     (g + 1) * (c // groups))
+                    parts += [call(a.select.int, xs, 2, od * stride[0] + k * dilation[0])
+                              for k in range(kd)]
+            per = kd * groups
+            rows = [call(a.cat.default, parts[i:i + per], 1) if per > 1 else parts[i]
+                    for i in range(0, len(parts), per)]
+            xb = call(a.cat.default, rows, 0) if do > 1 else rows[0]
+            bias = n.args[2] if len(n.args) > 2 else None
+            y = call(a.conv2d.default, xb, wn, bias, list(stride[1:]), list(hw_pad),
+                     list(dilation[1:]), groups)
+            ho, wo = y.meta["val"].shape[2:]
+            y = call(a.reshape.default, y, [do, shape[0], cout, ho, wo])
+            y = call(a.permute.default, y, [1, 2, 0, 3, 4])
+        n.replace_all_uses_with(y)
+        gm.graph.erase_node(n)
+
+
+def _stand_in(v):
+    """A "meta" tensor of a node's shape, lists element-wise."""
+    import torch
+
+    if isinstance(v, (list, tuple)):
+        return [_stand_in(u) for u in v]
+    return torch.empty(tuple(v.meta["val"].shape), device="meta") if isinstance(v, FxNode) else v
+
+
+def _get(gm, target: str):
+    try:
+        return gm.get_parameter(target)
+    except AttributeError:
+        return gm.get_buffer(target)
