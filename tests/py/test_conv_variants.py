@@ -177,3 +177,22 @@ def test_conv3d_rank_other_than_5_is_refused():
     x = torch.randn(3, 4, 4, 4)  # unbatched 4-D input
     with pytest.raises(UnsupportedOpError, match="conv3d"):
         mcutorch.quantize(Bad(), (x,), calibration=[x])
+
+
+@pytest.mark.parametrize("target", ["cortex-m55+ethos-u55-128", "cortex-m55+ethos-u85-256"])
+def test_conv_transpose_on_ethos_u(target):
+    """Vela 5.2 takes the decoder's transposed convs (stride 2, 1, 3 with dilation 1); the U55
+    stride rule (backends/ethos_u/constraints.py) keeps stride 3 on the CPU there, checked on
+    both sides of the limit; the program computes what the CPU-only one does."""
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.ConvTranspose2d(8, 8, 4, stride=2, padding=1), nn.ReLU(),
+                          nn.ConvTranspose2d(8, 4, 3, stride=1, padding=1), nn.ReLU(),
+                          nn.ConvTranspose2d(4, 4, 3, stride=3)).eval()
+    cal = [torch.randn(1, 8, 4, 4) for _ in range(4)]
+    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+    npu = mcutorch.compile(qmodel, (cal[0],), target=target)
+    rows = [r for r in npu.program.metadata["placement"] if r["op"] == "conv_transpose2d"]
+    want = ["NPU", "NPU", "CPU" if "u55" in target else "NPU"]
+    assert [r["on"] for r in rows] == want, rows
+    cpu = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55")
+    assert torch.equal(npu.run(cal[1]), cpu.run(cal[1]))
