@@ -22,8 +22,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # overlap rule and format limits; 5,318 with the load-time MAC accumulator bound; 5,143 with
 # lift's builders moved to frontend/builders/ (per-op code, not counted); 5,313 with the op
 # breadth of broadcasting, sub, div, strided_slice, gather, reductions, log_softmax, var, norm
-# (their requant rules, layout fixups, TOSA lowerings and the readers' gather index check)
-BUDGET = 5320
+# (their requant rules, layout fixups, TOSA lowerings and the readers' gather index check);
+# 5,364 with conv_transpose2d (its TOSA check and lowering, the U55 stride rule, the quantizer's
+# axis-1 weight spec), conv1d/conv3d BatchNorm folding, unused views dropped, opcode gaps
+BUDGET = 5364
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

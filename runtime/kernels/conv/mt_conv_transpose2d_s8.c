@@ -62,14 +62,14 @@ static int ct_axis_init(ct_axis *ax, uint32_t size, int32_t kernel, int32_t stri
       pad0 > MT_DIM_MAX || pad1 <= -most || pad1 > MT_DIM_MAX) {
     return 0;
   }
-  const int64_t len = ((int64_t)size - 1) * stride + (int64_t)dilation * (kernel - 1) + 1 -
-                      pad0 - pad1;
+  const int64_t len =
+      ((int64_t)size - 1) * stride + (int64_t)dilation * (kernel - 1) + 1 - pad0 - pad1;
   if (len < 1 || len > MT_DIM_MAX || (uint64_t)len != out) {
     return 0;
   }
   const int32_t g = ct_gcd(stride, dilation);
-  const ct_axis a = {(int32_t)size, kernel, stride, dilation, pad0, (int32_t)len, stride / g,
-                     dilation / g};
+  const ct_axis a = {(int32_t)size, kernel,       stride,     dilation,
+                     pad0,          (int32_t)len, stride / g, dilation / g};
   *ax = a;
   return 1;
 }

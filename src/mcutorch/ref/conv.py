@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcutorch.ref._common import (DIM_MAX, as_array, check, check_dims, check_zp, out_size, requantize,
-                                  tap_outputs, tap_slice)
+from mcutorch.ref._common import (DIM_MAX, as_array, check, check_dims, check_zp, out_size,
+                                  requantize, tap_outputs, tap_slice)
 
 
 def _mac_operands(bias, mult, shift, cout: int):

@@ -34,7 +34,7 @@ def _view4(lf, x: Tensor, n: FxNode) -> Tensor:
 
 
 def _as_2d(lf, n: FxNode, out: Tensor, x: Tensor, w: Tensor, b: Tensor, op: str, attrs: dict):
-    """Emit the 2-D op `op` of a 1-D node on [N, C, 1, L] views; weight [A, B, K] -> [A, B, 1, K]."""
+    """Emit the 2-D `op` of a 1-D node on [N, C, 1, L] views; weight [A, B, K] -> [A, B, 1, K]."""
     x4 = _view4(lf, x, n)
     w4 = lf.new_tensor(w.name + "_2d", (*w.shape[:2], 1, w.shape[2]), w.scale, 0, dtype="int8",
                        data=w.data.reshape(*w.shape[:2], 1, w.shape[2]))
