@@ -3,32 +3,30 @@
  * per-channel requantization.
  *
  * Output-stationary: input pixel (iy, ix) adds (x - in_zp) * w[o, ky, kx] to output pixel
- * (iy * stride_h - pad_top + ky * dilation_h, ix * stride_w - pad_left + kx * dilation_w), so
- * output row oy takes the taps ky with ky * dilation_h == oy + pad_top (mod stride_h) whose
- * input row lies inside the input: every `step` = stride / gcd(stride, dilation) taps, a run of
- * them (ct_taps). No zeros are inserted: each output pixel sums only the taps that land on it
- * (the true MAC count), each tap one run of Cin/groups input bytes against the chunk's weight
- * rows through mt_dot_rows_s8 (the MVE / DSP / C dot loops of mt_kernel_mac.h).
+ * (iy * stride_h - pad_top + ky * dilation_h, ...), so output row oy takes the taps ky with
+ * ky * dilation_h == oy + pad_top (mod stride_h): every `step` = stride / gcd(stride,
+ * dilation) taps (mt_conv_transpose_axis.h). No zeros are inserted between input pixels: each
+ * output sums only the taps of its phase (rows oy == ry, columns ox == rx mod stride).
  *
- * Zero point: the dot loops sum raw x * w; the pixel starts from base = bias + x_off * (sum
- * of the weights of its taps). Output pixels are visited phase by phase (rows oy == r mod
- * stride_h, then columns likewise), so neighbours share their tap set away from the borders and
- * base is recomputed (mt_wsum_rows_s8) only when the set changes.
+ * Pixels go phase by phase. A phase's weights (its taps, for up to CT_WP_MAX bytes of output
+ * channels) are re-laid once as rows of k_p = taps * Cg bytes; each pixel's window (the same
+ * taps, those reading outside the input filled with in_zp, which adds nothing) is gathered,
+ * and MT_PX pixels of a phase row run against every row at once (mt_dot_px_s8, the MVE / DSP /
+ * C loops of conv2d). Windows longer than CT_COL_MAX / MT_PX go tap by tap instead (ct_pixel:
+ * the taps inside the input only, one run of Cg bytes each, mt_dot_rows_s8).
+ *
+ * Zero point: the dot loops sum raw x * w; a pixel starts from base = bias + x_off * (sum of
+ * the weights of its taps), computed once per phase (tap by tap: when the set changes).
+ * Stack: 3.3 KiB (weights, windows, accumulators), as conv2d's gathered windows.
  */
+#include "mt_conv_transpose_axis.h"
 #include "mt_kernel_mac.h"
+#include "mt_kernel_mac_px.h"
 #include "mt_kernels.h"
 
-#define CT_CHUNK MT_MAC_CHUNK /* output channels per pass */
-
-/* One spatial axis: output o takes taps k0, k0 + step, ... (n of them), reading input
- * positions i0, i0 - di, ... */
-typedef struct {
-  int32_t size, kernel, stride, dilation, pad0, out, step, di;
-} ct_axis;
-
-typedef struct {
-  int32_t k0, n, i0;
-} ct_run;
+#define CT_CHUNK   MT_MAC_CHUNK /* output channels per pass */
+#define CT_WP_MAX  2048 /* bytes of a phase's re-laid weights (on the stack) */
+#define CT_COL_MAX 512 /* bytes of gathered windows: MT_PX of up to CT_COL_MAX / MT_PX */
 
 typedef struct {
   const int8_t *x, *w;
@@ -39,72 +37,6 @@ typedef struct {
   int32_t x_off, out_zp, act_min, act_max;
   size_t k; /* weights per output channel: KH * KW * Cin/groups */
 } ct_ctx;
-
-static int32_t ct_gcd(int32_t a, int32_t b)
-{
-  while (b != 0) {
-    const int32_t t = a % b;
-    a = b;
-    b = t;
-  }
-  return a;
-}
-
-/* 1 when the attributes are legal and `out` is the length they imply: (size - 1) * stride +
- * dilation * (kernel - 1) + 1 - pad0 - pad1, with pad0 >= 0 and pad1 > -max(stride, dilation)
- * (docs/numerics.md). */
-static int ct_axis_init(ct_axis *ax, uint32_t size, int32_t kernel, int32_t stride,
-                        int32_t dilation, int32_t pad0, int32_t pad1, uint32_t out)
-{
-  const int32_t most = stride > dilation ? stride : dilation;
-  if (size < 1 || size > MT_DIM_MAX || kernel < 1 || kernel > MT_DIM_MAX || stride < 1 ||
-      stride > MT_DIM_MAX || dilation < 1 || dilation > MT_DIM_MAX || pad0 < 0 ||
-      pad0 > MT_DIM_MAX || pad1 <= -most || pad1 > MT_DIM_MAX) {
-    return 0;
-  }
-  const int64_t len =
-      ((int64_t)size - 1) * stride + (int64_t)dilation * (kernel - 1) + 1 - pad0 - pad1;
-  if (len < 1 || len > MT_DIM_MAX || (uint64_t)len != out) {
-    return 0;
-  }
-  const int32_t g = ct_gcd(stride, dilation);
-  const ct_axis a = {(int32_t)size, kernel,       stride,     dilation,
-                     pad0,          (int32_t)len, stride / g, dilation / g};
-  *ax = a;
-  return 1;
-}
-
-/* The taps of output position o that land inside the input (r->n == 0: none), in unsigned
- * 32-bit arithmetic (t = o + pad0 < 2^31; no 64-bit division, a library call on Cortex-M). */
-static void ct_taps(const ct_axis *ax, int32_t o, ct_run *r)
-{
-  const uint32_t t = (uint32_t)o + (uint32_t)ax->pad0, s = (uint32_t)ax->stride;
-  const uint32_t d = (uint32_t)ax->dilation, last = (uint32_t)ax->kernel - 1u;
-  uint32_t k = 0, kd = 0; /* kd = k * d <= t: input i * stride == t - kd */
-  r->n = 0;
-  while ((t - kd) % s != 0) {
-    if (++k >= (uint32_t)ax->step || k > last || d > t - kd) {
-      return; /* no tap lands, or every landing one reads before the input */
-    }
-    kd += d;
-  }
-  uint32_t i = (t - kd) / s; /* decreases by di per landing tap */
-  if (i >= (uint32_t)ax->size) { /* skip the taps reading past the end */
-    const uint32_t skip = (i - (uint32_t)ax->size) / (uint32_t)ax->di + 1u;
-    if (skip > (last - k) / (uint32_t)ax->step) {
-      return;
-    }
-    k += skip * (uint32_t)ax->step;
-    i -= skip * (uint32_t)ax->di; /* >= size - di: no wrap when it is negative is checked */
-    if (i >= (uint32_t)ax->size) {
-      return;
-    }
-  }
-  const uint32_t by_k = (last - k) / (uint32_t)ax->step + 1u, by_i = i / (uint32_t)ax->di + 1u;
-  r->k0 = (int32_t)k;
-  r->i0 = (int32_t)i;
-  r->n = (int32_t)(by_k < by_i ? by_k : by_i);
-}
 
 static int ct_init(ct_ctx *c, const mt_op_args *a)
 {
@@ -212,32 +144,134 @@ static int ct_same(const ct_run *a, const ct_run *b)
   return a->n == b->n && (a->n == 0 || a->k0 == b->k0);
 }
 
+/* The taps of a phase's interior (its centre pixel), their weights re-laid for the channels
+ * [oc, oc + ns) as rows of k_p = taps * Cg bytes in gather order, base for them, and the
+ * gathered windows of up to MT_PX pixels waiting for one mt_dot_px_s8 call. */
+typedef struct {
+  ct_run rows, cols;
+  int32_t oc, ns, np, oy, ox;
+  uint32_t kp;
+  uint32_t base[CT_CHUNK];
+  int8_t w[CT_WP_MAX], col[CT_COL_MAX];
+} ct_phase;
+
+static void ct_relayout(const ct_ctx *c, ct_phase *ph)
+{
+  const int8_t *w_c = c->w + (size_t)ph->oc * c->k;
+  int8_t *wp = ph->w;
+  for (int32_t o = 0; o < ph->ns; o++, w_c += c->k) {
+    for (int32_t r = 0; r < ph->rows.n; r++) {
+      for (int32_t q = 0; q < ph->cols.n; q++, wp += c->cg) {
+        const size_t ky = (size_t)(ph->rows.k0 + r * c->ah.step);
+        const size_t kx = (size_t)(ph->cols.k0 + q * c->aw.step);
+        mt_fill_s8(wp, w_c + (ky * (size_t)c->kw + kx) * (size_t)c->cg, (size_t)c->cg, 0);
+      }
+    }
+  }
+  ct_base(c, &ph->rows, &ph->cols, ph->oc, ph->ns, ph->base);
+}
+
+/* y of the gathered pixels (a run of one phase row, outputs stride_w apart). */
+static void ct_flush(const ct_ctx *c, ct_phase *ph, int8_t *y_img)
+{
+  if (ph->np == 0) {
+    return;
+  }
+  const size_t cout = (size_t)c->groups * (size_t)c->cout_g;
+  if (!MT_MVE && ph->np == 1) { /* x + px_stride is read: a copy of the window */
+    mt_fill_s8(ph->col + ph->kp, ph->col, ph->kp, 0);
+  }
+  const mt_px_src src = {ph->col, ph->kp, ph->kp, ph->kp, 1, ph->np};
+  const mt_out_stage out = {c->mult + ph->oc,
+                            c->shift + ph->oc,
+                            c->out_zp,
+                            c->act_min,
+                            c->act_max,
+                            y_img + ((size_t)ph->oy * (size_t)c->aw.out + (size_t)ph->ox) * cout +
+                                (size_t)ph->oc};
+  mt_dot_px_s8(&src, ph->w, ph->ns, ph->base, &out, (size_t)c->aw.stride * cout);
+  ph->np = 0;
+}
+
+/* Append the pixel whose taps read rows iy0, iy0 - di, ... and columns ix0, ix0 - di, ... to
+ * the gathered windows; taps reading outside the input get in_zp (x + x_off == 0: nothing). */
+static void ct_gather(const ct_ctx *c, ct_phase *ph, const int8_t *x_g, int64_t iy0, int64_t ix0,
+                      int32_t oy, int32_t ox)
+{
+  int8_t *col = ph->col + (size_t)ph->np * ph->kp;
+  for (int32_t r = 0; r < ph->rows.n; r++) {
+    const int64_t iy = iy0 - (int64_t)r * c->ah.di;
+    for (int32_t q = 0; q < ph->cols.n; q++, col += c->cg) {
+      const int64_t ix = ix0 - (int64_t)q * c->aw.di;
+      if (iy < 0 || iy >= c->ah.size || ix < 0 || ix >= c->aw.size) {
+        mt_fill_s8(col, NULL, (size_t)c->cg, -c->x_off);
+        continue;
+      }
+      const size_t px = (size_t)iy * (size_t)c->aw.size + (size_t)ix;
+      mt_fill_s8(col, x_g + px * (size_t)c->cin, (size_t)c->cg, 0);
+    }
+  }
+  if (ph->np++ == 0) {
+    ph->oy = oy, ph->ox = ox;
+  }
+}
+
+/* One phase (rows oy == ry, columns ox == rx mod stride) of channels [oc0, oc0 + nc): with its
+ * windows short enough, every pixel through mt_dot_px_s8 on windows of all the phase's taps
+ * gathered (those outside the input as in_zp), else tap by tap (ct_pixel). */
+static void ct_phase_run(const ct_ctx *c, ct_phase *ph, const int8_t *x_g, int8_t *y_img,
+                         int32_t ry, int32_t rx, int32_t oc0, int32_t nc, uint32_t *base,
+                         uint32_t *acc)
+{
+  const size_t cout = (size_t)c->groups * (size_t)c->cout_g, w_out = (size_t)c->aw.out;
+  const int32_t sh = c->ah.stride, sw = c->aw.stride;
+  int64_t iy0, ix0;
+  ct_phase_taps(&c->ah, ry, &ph->rows, &iy0);
+  ct_phase_taps(&c->aw, rx, &ph->cols, &ix0);
+  ph->kp = (uint32_t)ph->rows.n * (uint32_t)ph->cols.n * (uint32_t)c->cg;
+  const int px = ph->kp > 0 && ph->kp <= CT_COL_MAX / MT_PX;
+  const int32_t per = px && CT_WP_MAX / (int32_t)ph->kp < nc ? CT_WP_MAX / (int32_t)ph->kp : nc;
+  for (int32_t sub = 0; sub < nc; sub += per) {
+    ct_run key_r = {0, -1, 0}, key_c = {0, -1, 0}; /* the taps base was computed for */
+    ph->oc = oc0 + sub, ph->ns = nc - sub < per ? nc - sub : per, ph->np = 0;
+    if (px) {
+      ct_relayout(c, ph);
+    }
+    for (int32_t oy = ry, j = 0; oy < c->ah.out; oy += sh, j++) {
+      ct_run rows, cols;
+      ct_taps(&c->ah, oy, &rows);
+      for (int32_t ox = rx, i = 0; ox < c->aw.out; ox += sw, i++) {
+        if (px) { /* the phase's taps read one input further per pixel */
+          ct_gather(c, ph, x_g, iy0 + j, ix0 + i, oy, ox);
+          if (ph->np == MT_PX) {
+            ct_flush(c, ph, y_img);
+          }
+          continue;
+        }
+        ct_taps(&c->aw, ox, &cols);
+        if (!ct_same(&rows, &key_r) || !ct_same(&cols, &key_c)) {
+          ct_base(c, &rows, &cols, ph->oc, ph->ns, base);
+          key_r = rows, key_c = cols;
+        }
+        ct_pixel(c, &rows, &cols, x_g, ph->oc, ph->ns, base, acc,
+                 y_img + ((size_t)oy * w_out + (size_t)ox) * cout);
+      }
+      ct_flush(c, ph, y_img);
+    }
+  }
+}
+
 /* Every output pixel of channels [oc0, oc0 + nc) of group g, phase by phase. */
-static void ct_chunk(const ct_ctx *c, int32_t g, int32_t oc0, int32_t nc, uint32_t *base,
-                     uint32_t *acc)
+static void ct_chunk(const ct_ctx *c, ct_phase *ph, int32_t g, int32_t oc0, int32_t nc,
+                     uint32_t *base, uint32_t *acc)
 {
   const size_t x_img = (size_t)c->ah.size * (size_t)c->aw.size * (size_t)c->cin;
-  const size_t cout = (size_t)c->groups * (size_t)c->cout_g, w_out = (size_t)c->aw.out;
-  ct_run key_r = {0, -1, 0}, key_c = {0, -1, 0}; /* the taps base was computed for */
+  const size_t y_img = (size_t)c->ah.out * (size_t)c->aw.out * (size_t)c->groups * c->cout_g;
   for (int32_t n = 0; n < c->batch; n++) {
     const int8_t *x_g = c->x + (size_t)n * x_img + (size_t)g * (size_t)c->cg;
-    int8_t *y_img = c->y + (size_t)n * (size_t)c->ah.out * w_out * cout;
     for (int32_t ry = 0; ry < c->ah.stride && ry < c->ah.out; ry++) {
       for (int32_t rx = 0; rx < c->aw.stride && rx < c->aw.out; rx++) {
-        for (int32_t oy = ry; oy < c->ah.out; oy += c->ah.stride) {
-          ct_run rows;
-          ct_taps(&c->ah, oy, &rows);
-          for (int32_t ox = rx; ox < c->aw.out; ox += c->aw.stride) {
-            ct_run cols;
-            ct_taps(&c->aw, ox, &cols);
-            if (!ct_same(&rows, &key_r) || !ct_same(&cols, &key_c)) {
-              ct_base(c, &rows, &cols, oc0, nc, base);
-              key_r = rows, key_c = cols;
-            }
-            ct_pixel(c, &rows, &cols, x_g, oc0, nc, base, acc,
-                     y_img + ((size_t)oy * w_out + (size_t)ox) * cout);
-          }
-        }
+        ct_phase_run(c, ph, x_g, c->y + (size_t)n * y_img, ry, rx, oc0, nc, base, acc);
       }
     }
   }
@@ -248,6 +282,7 @@ static void ct_chunk(const ct_ctx *c, int32_t g, int32_t oc0, int32_t nc, uint32
 mt_status mt_conv_transpose2d_s8(const mt_op_args *args)
 {
   ct_ctx c;
+  ct_phase ph;
   uint32_t base[CT_CHUNK], acc[CT_CHUNK];
   if (!ct_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;
@@ -255,7 +290,7 @@ mt_status mt_conv_transpose2d_s8(const mt_op_args *args)
   for (int32_t g = 0; g < c.groups; g++) {
     for (int32_t done = 0; done < c.cout_g; done += CT_CHUNK) {
       const int32_t nc = c.cout_g - done < CT_CHUNK ? c.cout_g - done : CT_CHUNK;
-      ct_chunk(&c, g, g * c.cout_g + done, nc, base, &acc[0]);
+      ct_chunk(&c, &ph, g, g * c.cout_g + done, nc, base, acc);
     }
   }
   return MT_STATUS_OK;
