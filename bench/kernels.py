@@ -54,6 +54,16 @@ LAYERS = {
     "vww_pw_8to16": ("conv2d", (1, 48, 48, 8), (16, 1, 1, 8), {}, (641_812, None, None)),
     "resnet8_3x3_16": ("conv2d", (1, 32, 32, 16), (16, 3, 3, 16), dict(pads=(1, 1, 1, 1)),
                        (914_839, None, None)),
+    # a decoder's transposed conv (8x8x32 -> 16x16x16, k4 s2 p1: 4 of the 16 taps land on each
+    # output pixel), the conv2d it is the adjoint of (16x16x16 -> 8x8x32), and a conv2d with
+    # the same output and the same taps per output pixel (2x2 x 32 channels, 16x16x16 out)
+    "convT_8x8x32_k4s2p1": ("conv_transpose2d", (1, 8, 8, 32), (16, 4, 4, 32),
+                            dict(stride=(2, 2), pads=(1, 1, 1, 1)), None),
+    "conv_16x16x16_k4s2p1": ("conv2d", (1, 16, 16, 16), (32, 4, 4, 16),
+                             dict(stride=(2, 2), pads=(1, 1, 1, 1)), None),
+    "conv_17x17x32_k2": ("conv2d", (1, 17, 17, 32), (16, 2, 2, 32), {}, None),
+    # TC-ResNet-style conv1d (k9, 16 -> 24 channels, L = 98) as conv2d on [N, 1, L, C]
+    "conv1d_98x16_k9": ("conv2d", (1, 1, 98, 16), (24, 1, 9, 16), dict(pads=(0, 4, 0, 4)), None),
     "resnet8_add_32x32x16": ("add", (1, 32, 32, 16), None, {}, None),
     "hswish_lut_24x24x16": ("lut", (1, 24, 24, 16), None, {}, None),  # a table function
     # a YOLO neck's nearest x2 and a U-Net decoder's bilinear x2 (align_corners False)
@@ -147,14 +157,15 @@ def make_layer(name):
         s, p = kw.get("stride", (1, 1)), kw.get("pads", (0, 0, 0, 0))
         attrs.update(stride_h=s[0], stride_w=s[1], dilation_h=1, dilation_w=1, pad_top=p[0],
                      pad_left=p[1], pad_bottom=p[2], pad_right=p[3])
-        attrs.update(groups=1) if op == "conv2d" else attrs.update(depth_multiplier=1)
+        attrs.update(depth_multiplier=1) if op == "depthwise_conv2d" else attrs.update(groups=1)
     y = kernel_for(op)(x, w, bias, mult, shift, **attrs)
     if op == "fully_connected":
         folded = fold_bias(w, bias, attrs["in_zp"]).astype(np.int32)
         attrs = {**attrs, "in_zp": 0}
         assert (kernel_for(op, "folded")(x, w, folded, mult, shift, **attrs) == y).all()
         return op, (x, w, folded, mult, shift), attrs, y.size * taps, "folded"
-    return op, (x, w, bias, mult, shift), attrs, y.size * taps, "default"
+    macs = ops.macs(op, [x.shape, w.shape], [y.shape], attrs)
+    return op, (x, w, bias, mult, shift), attrs, macs, "default"
 
 
 def case_bytes(op_name, inputs, attrs, variant="default") -> bytes:

@@ -37,6 +37,7 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_DIV] = {{mt_div_s8, NULL, NULL, NULL}},
     [MT_OP_COMPARE] = {{mt_compare_s8, NULL, NULL, NULL}},
     [MT_OP_WHERE] = {{mt_where_s8, NULL, NULL, NULL}},
+    [MT_OP_CONV_TRANSPOSE2D] = {{mt_conv_transpose2d_s8, NULL, NULL, NULL}},
     [MT_OP_RESIZE] = {{mt_resize_s8, NULL, NULL, NULL}},
     [MT_OP_MATMUL] = {{mt_matmul_s8, NULL, NULL, NULL}},
 };

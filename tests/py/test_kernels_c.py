@@ -148,7 +148,7 @@ def mac_case(name, op, x_shape, w_shape, *, stride=(1, 1), dil=(1, 1), pads=(0, 
         attrs.update(stride_h=stride[0], stride_w=stride[1], dilation_h=dil[0],
                      dilation_w=dil[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
                      pad_right=pads[3])
-        if op == "conv2d":
+        if op in ("conv2d", "conv_transpose2d"):
             attrs["groups"] = groups
         else:
             attrs["depth_multiplier"] = mult
@@ -200,6 +200,59 @@ CONV_EDGES = [  # name, x NHWC, w OHWI, stride, dilation, pads (t, l, b, r), gro
     ("kws_conv1", (1, 49, 10, 1), (64, 10, 4, 1), (2, 2), (1, 1), (4, 1, 5, 1), 1),
     ("kws_pointwise", (1, 25, 5, 64), (64, 1, 1, 64), (1, 1), (1, 1), (0, 0, 0, 0), 1),
 ]
+
+CONVT_EDGES = [  # name, x NHWC, w [Cout, KH, KW, Cin/g], stride, dilation, pads (t, l, b, r), g
+    ("k4s2p1", (1, 8, 8, 32), (16, 4, 4, 32), (2, 2), (1, 1), (1, 1, 1, 1), 1),
+    ("odd_outpad1", (1, 5, 7, 3), (4, 3, 3, 3), (2, 2), (1, 1), (1, 1, 0, 0), 1),
+    ("outpad_max_s3", (1, 4, 5, 2), (3, 3, 3, 2), (3, 3), (1, 1), (0, 0, -2, -2), 1),
+    ("stride_gt_kernel", (1, 4, 4, 3), (5, 2, 2, 3), (4, 3), (1, 1), (0, 0, 0, 0), 1),
+    ("stride_gt_kernel_pad", (1, 3, 4, 3), (5, 2, 1, 3), (3, 4), (1, 1), (1, 0, -1, -3), 1),
+    ("dilation2_s2", (1, 5, 5, 2), (3, 3, 3, 2), (2, 2), (2, 2), (1, 2, 1, -1), 1),
+    ("dilation3_s2", (1, 4, 6, 3), (2, 3, 2, 3), (2, 1), (3, 2), (2, 0, 0, 1), 1),
+    ("dilation_gt_stride", (1, 4, 4, 2), (3, 2, 3, 2), (1, 2), (3, 5), (0, 1, -2, -4), 1),
+    ("groups2", (1, 4, 4, 6), (4, 3, 3, 3), (2, 2), (1, 1), (1, 1, 1, 1), 2),
+    ("groups3_cout9", (1, 3, 5, 6), (9, 2, 3, 2), (1, 2), (1, 1), (0, 1, 1, 0), 3),
+    ("depthwise", (1, 5, 5, 5), (5, 4, 4, 1), (2, 2), (1, 1), (1, 1, 1, 1), 5),
+    ("depthwise_mult2", (1, 4, 3, 4), (8, 3, 3, 1), (2, 2), (1, 1), (1, 1, 0, 0), 4),
+    ("batch2", (2, 3, 4, 4), (6, 2, 3, 4), (1, 2), (1, 1), (0, 1, 0, 1), 1),
+    ("cout70", (1, 3, 3, 8), (70, 2, 2, 8), (2, 2), (1, 1), (0, 0, 0, 0), 1),
+    ("crop_heavy", (1, 6, 6, 2), (3, 3, 3, 2), (1, 1), (1, 1), (2, 3, 3, 2), 1),
+    ("stride1", (1, 5, 4, 7), (3, 3, 3, 7), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("one_d", (1, 1, 9, 5), (4, 1, 3, 5), (1, 2), (1, 1), (0, 1, 0, 0), 1),
+    ("one_d_s4_k8", (1, 1, 6, 12), (8, 1, 8, 12), (1, 4), (1, 1), (0, 2, 0, 2), 1),
+    ("pixel_1x1", (1, 1, 1, 3), (2, 3, 3, 3), (2, 2), (1, 1), (0, 0, 0, 0), 1),
+    ("kernel1", (1, 3, 3, 9), (5, 1, 1, 9), (2, 2), (1, 1), (0, 0, -1, -1), 1),
+]
+
+
+def convt_cases():
+    cases = [mac_case(f"convt_{n}", "conv_transpose2d", x, w, stride=s, dil=d, pads=p, groups=g)
+             for n, x, w, s, d, p, g in CONVT_EDGES]
+    cases += [mac_case(f"convt_simd_c{c}", "conv_transpose2d", (1, 3, 3, c), (6, 3, 3, c),
+                       stride=(2, 2), pads=(1, 1, 0, 0)) for c in SIMD_COUNTS]
+    cases += [mac_case("convt_zp_min", "conv_transpose2d", (1, 4, 4, 17), (5, 3, 3, 17),
+                       stride=(2, 2), pads=(1,) * 4, zp=(-128, 127)),
+              mac_case("convt_zp_max", "conv_transpose2d", (1, 4, 4, 5), (5, 3, 3, 5),
+                       stride=(2, 2), pads=(1,) * 4, zp=(127, -128)),
+              mac_case("convt_scales_extreme", "conv_transpose2d", (1, 3, 3, 5), (17, 2, 2, 5),
+                       stride=(2, 2), extreme=1.0),
+              mac_case("convt_bias_large", "conv_transpose2d", (1, 3, 3, 3), (5, 3, 3, 3),
+                       stride=(2, 2), bias_bits=28)]
+    base = mac_case("convt_base", "conv_transpose2d", (1, 4, 4, 4), (6, 3, 3, 2), stride=(2, 2),
+                    pads=(1,) * 4, groups=2)
+    x, w, b, m, s = base.inputs
+    cases += [bad(base, "groups3", groups=3), bad(base, "in_zp128", in_zp=128),
+              bad(base, "stride0", stride_h=0), bad(base, "dilation0", dilation_w=0),
+              bad(base, "pad_top_negative", pad_top=-1, pad_bottom=3),
+              bad(base, "pad_bottom_at_max", pad_bottom=-2, pad_top=4),
+              bad(base, "act_empty", act_min=5, act_max=4),
+              bad(base, "shift63", inputs=(x, w, b, m, i32([63] * 6))),
+              bad(base, "mult_negative", inputs=(x, w, b, i32([-1] * 6), s)),
+              bad(base, "bias_short", inputs=(x, w, b[:5], m, s)),
+              bad(base, "y_shape", ref_raises=False, out_shape=(1, 7, 6, 6)),
+              bad(base, "cropped_away", pad_top=5, pad_bottom=5, out_shape=(1, 7, 7, 6))]
+    return cases
+
 
 DW_EDGES = [  # name, x NHWC, weight, stride, dilation, pads, depth multiplier
     ("3x3_same", (1, 8, 8, 8), (3, 3, 8), (1, 1), (1, 1), (1, 1, 1, 1), 1),
@@ -1156,7 +1209,7 @@ def all_cases(n_random):
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases() +
-             matmul_cases(n_random))
+             matmul_cases(n_random) + convt_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

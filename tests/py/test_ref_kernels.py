@@ -192,6 +192,101 @@ def test_conv2d(seed, spec):
     check_requant(run, acc, mult, shift, out_zp, act_min, act_max)
 
 
+def convt_expected_sum(x, w_ohwi, in_zp, stride, dilation, pads, groups):
+    """torch conv_transpose2d of (x - in_zp) in float64, then cropped / extended as the pads
+    say (pad_bottom < 0: output_padding rows); x NHWC, w [Cout, KH, KW, Cin/g] -> NHWC int64."""
+    pt, pl, pb, pr = pads
+    cout, kh, kw, cg = w_ohwi.shape
+    wt = w_ohwi.reshape(groups, cout // groups, kh, kw, cg).transpose(0, 4, 1, 2, 3)
+    wt = torch.from_numpy(wt.reshape(groups * cg, cout // groups, kh, kw).astype(np.float64))
+    xt = torch.from_numpy(x.astype(np.float64) - in_zp).permute(0, 3, 1, 2)
+    op = (max(0, -pb), max(0, -pr))  # torch: output_padding < max(stride, dilation)
+    y = F.conv_transpose2d(xt, wt, stride=stride, dilation=dilation, groups=groups,
+                           output_padding=op)
+    ho, wo = y.shape[2] - op[0] - max(pb, 0) - pt, y.shape[3] - op[1] - max(pr, 0) - pl
+    y = y[:, :, pt:pt + ho + op[0], pl:pl + wo + op[1]]
+    acc = y.permute(0, 2, 3, 1).numpy()
+    assert np.all(acc == np.round(acc))
+    return acc.astype(np.int64)
+
+
+CONVT_EDGE = [  # (N, H, W, Cin, Cout, KH, KW, stride, dilation, pads(t, l, b, r), groups)
+    (1, 8, 8, 32, 16, 4, 4, (2, 2), (1, 1), (1, 1, 1, 1), 1),  # decoder k4 s2 p1
+    (1, 5, 7, 3, 4, 3, 3, (2, 2), (1, 1), (1, 1, 0, 0), 1),  # odd size, output_padding 1
+    (1, 4, 5, 2, 3, 3, 3, (3, 3), (1, 1), (0, 0, -2, -2), 1),  # output_padding = stride - 1
+    (2, 4, 4, 3, 5, 2, 2, (4, 3), (1, 1), (0, 0, 0, 0), 1),  # stride > kernel: gaps of bias
+    (1, 4, 6, 3, 2, 3, 2, (2, 1), (3, 2), (2, 0, 0, 1), 1),  # dilation, gcd(stride, dil) 1
+    (1, 4, 4, 2, 3, 2, 3, (1, 2), (3, 5), (0, 1, -2, -4), 1),  # output_padding = dilation - 1
+    (1, 4, 4, 6, 4, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1), 2),  # groups
+    (1, 5, 5, 5, 10, 4, 4, (2, 2), (1, 1), (1, 1, 1, 1), 5),  # depthwise, multiplier 2
+    (1, 6, 6, 2, 3, 3, 3, (1, 1), (1, 1), (2, 3, 3, 2), 1),  # padding crops into the interior
+    (1, 1, 9, 5, 4, 1, 3, (1, 2), (1, 1), (0, 1, 0, 0), 1),  # conv_transpose1d as [N, 1, L, C]
+    (1, 1, 1, 3, 2, 3, 3, (2, 2), (1, 1), (0, 0, 0, 0), 1),  # one input pixel
+]
+
+
+def random_convt_spec(rng):
+    groups = int(rng.choice([1, 1, 2, 3]))
+    cin, cout = groups * int(rng.choice([1, 3, 17])), groups * int(rng.choice([1, 2, 5]))
+    kh, kw = (int(v) for v in rng.integers(1, 6, 2))
+    stride = tuple(int(v) for v in rng.integers(1, 5, 2))
+    dilation = tuple(int(v) for v in rng.integers(1, 3, 2))
+    h, w = (int(v) for v in rng.integers(1, 8, 2))
+    pads = []
+    for size, k, s, d in ((h, kh, *stride[:1], dilation[0]), (w, kw, stride[1], dilation[1])):
+        full = (size - 1) * s + d * (k - 1) + 1
+        p0 = int(rng.integers(0, min(d * (k - 1), full - 1) + 1))
+        p1 = int(rng.integers(1 - max(s, d), max(2 - max(s, d), full - p0)))
+        pads.append((p0, p1))
+    return (int(rng.integers(1, 3)), h, w, cin, cout, kh, kw, stride, dilation,
+            (pads[0][0], pads[1][0], pads[0][1], pads[1][1]), groups)
+
+
+CONVT_CASES = [(i, spec) for i, spec in enumerate(CONVT_EDGE)]
+CONVT_CASES += [(200 + i, random_convt_spec(np.random.default_rng(200 + i))) for i in range(40)]
+
+
+@pytest.mark.parametrize("seed,spec", CONVT_CASES)
+def test_conv_transpose2d(seed, spec):
+    n, h, w, cin, cout, kh, kw, stride, dilation, pads, groups = spec
+    rng = np.random.default_rng(seed)
+    x = i8(rng, (n, h, w, cin))
+    weight = rng.integers(-127, 128, (cout, kh, kw, cin // groups), dtype=np.int8)
+    in_zp, out_zp = ZPS[seed % 5], ZPS[(seed // 5) % 5]
+    acc = convt_expected_sum(x, weight, in_zp, stride, dilation, pads, groups)
+    bias = centring_bias(rng, acc)
+    acc += bias
+    mult, shift = pick_scales(rng, acc, extreme=seed % 2 == 1)
+    act_min, act_max = pick_act(rng, out_zp)
+    attrs = dict(stride_h=stride[0], stride_w=stride[1], dilation_h=dilation[0],
+                 dilation_w=dilation[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
+                 pad_right=pads[3], groups=groups, in_zp=in_zp, out_zp=out_zp, act_min=act_min,
+                 act_max=act_max)
+    run = lambda: KERNELS["conv_transpose2d"](x, weight, bias, mult, shift, **attrs)  # noqa: E731
+    assert run().shape == acc.shape
+    check_requant(run, acc, mult, shift, out_zp, act_min, act_max)
+    # the MAC count is the true one: with all-ones operands, each output sums its MACs
+    got = ops.macs("conv_transpose2d", [x.shape, weight.shape], [acc.shape], attrs)
+    xt = torch.ones(1, cin, h, w, dtype=torch.float64)
+    ones = torch.ones(cin, cout // groups, kh, kw, dtype=torch.float64)
+    full = F.conv_transpose2d(xt, ones, stride=stride, dilation=dilation, groups=groups)
+    landed = full[:, :, pads[0]:pads[0] + acc.shape[1], pads[1]:pads[1] + acc.shape[2]]
+    assert got == n * int(landed.sum())
+
+
+def test_conv_transpose2d_domain():
+    x, w = np.zeros((1, 3, 3, 2), np.int8), np.zeros((4, 3, 3, 2), np.int8)
+    b, m, s = np.zeros(4, np.int32), np.full(4, 1 << 30, np.int32), np.full(4, 31, np.int32)
+    ok = dict(stride_h=2, stride_w=2, dilation_h=1, dilation_w=1, pad_top=0, pad_left=0,
+              pad_bottom=-1, pad_right=-1, groups=1, in_zp=0, out_zp=0, act_min=-128,
+              act_max=127)
+    assert KERNELS["conv_transpose2d"](x, w, b, m, s, **ok).shape == (1, 8, 8, 4)
+    for bad in (dict(pad_bottom=-2), dict(pad_top=-1), dict(pad_top=4, pad_bottom=4),
+                dict(groups=3), dict(stride_h=0), dict(in_zp=128)):
+        with pytest.raises(ValueError):
+            KERNELS["conv_transpose2d"](x, w, b, m, s, **{**ok, **bad})
+
+
 DW_EDGE = [  # (N, H, W, C, M, KH, KW, stride, dilation, pads)
     (1, 25, 5, 64, 1, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1)),  # KWS block
     (1, 7, 8, 3, 2, 3, 3, (2, 2), (1, 1), (1, 1, 1, 1)),  # stride 2 odd/even, M = 2

@@ -29,7 +29,7 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "avg_pool2d", "clamp", "lut", "rescale", "softmax", "transpose", "concat",
                   "pad", "copy", "delegate", "maximum", "minimum", "strided_slice", "gather",
                   "reduce_sum", "reduce_max", "reduce_min", "log_softmax", "reduce_var", "norm",
-                  "sub", "div", "compare", "where", None, "resize", "matmul")  # None: assigned on another branch
+                  "sub", "div", "compare", "where", "conv_transpose2d", "resize", "matmul")
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,
@@ -47,6 +47,7 @@ def _aten(name: str):
 def test_opcodes_are_append_only():
     assert tuple(ops.BY_OPCODE[k].name if k in ops.BY_OPCODE else None
                  for k in range(ops.OPCODE_END)) == OPCODE_HISTORY
+    assert sorted(ops.BY_OPCODE) == list(range(ops.OPCODE_END))  # dense: no gaps
 
 
 @pytest.mark.parametrize("d", ops.REGISTRY, ids=lambda d: d.name)

@@ -96,6 +96,39 @@ def test_conv2d(case):
              **conv_attrs(stride, dil, pads, izp, ozp, act))
 
 
+CONVT_CASES = [  # (N, H, W, Cin, Cout, (KH, KW), stride, (t, l, b, r), groups, zp, act)
+    (1, 8, 8, 32, 16, (4, 4), (2, 2), (1, 1, 1, 1), 1, (-5, 3), (-128, 127)),  # decoder k4 s2
+    (1, 5, 7, 3, 4, (3, 3), (2, 2), (1, 1, 0, 0), 1, (127, -128), (0, 127)),  # output_padding
+    (1, 4, 5, 2, 3, (3, 3), (3, 3), (0, 0, -2, -2), 1, (-128, 127), (-128, -40)),  # op = s - 1
+    (2, 4, 4, 3, 5, (2, 2), (4, 3), (0, 0, 0, 0), 1, (10, -10), (-20, 90)),  # stride > kernel
+    (1, 4, 4, 6, 4, (3, 3), (2, 2), (1, 1, 1, 1), 2, (0, 0), (-128, 127)),  # groups
+    (1, 5, 5, 4, 8, (4, 4), (2, 2), (1, 1, 1, 1), 4, (33, 77), (-100, 100)),  # depthwise, M 2
+    (1, 1, 9, 5, 4, (1, 3), (1, 2), (0, 1, 0, 0), 1, (-3, 4), (-128, 127)),  # 1-D
+]
+
+
+@pytest.mark.parametrize("case", CONVT_CASES, ids=lambda c: f"{c[1]}x{c[2]}x{c[3]}-{c[4]}g{c[8]}")
+def test_conv_transpose2d(case):
+    n, h, w, cin, cout, k, stride, pads, groups, (izp, ozp), act = case
+    rng = np.random.default_rng(h * 100 + cout)
+    consts = mac_consts(rng, (cout, *k, cin // groups), cout, k[0] * k[1] * cin // groups,
+                        zero_channel=cout > 3)
+    check_op("conv_transpose2d", [(n, h, w, cin)], consts, rng, groups=groups,
+             **conv_attrs(stride, (1, 1), pads, izp, ozp, act))
+
+
+def test_conv_transpose2d_reasons():
+    """Dilation and padding >= kernel stay on the CPU, with the reason `inspect` shows."""
+    rng = np.random.default_rng(1)
+    consts = mac_consts(rng, (3, 3, 3, 2), 3, 18)
+    for dil, pads, why in (((2, 1), (0, 0, 0, 0), "dilation"),
+                           ((1, 1), (3, 0, 0, 0), "padding >= kernel")):
+        graph = single_op("conv_transpose2d", [(1, 4, 4, 2)], consts, groups=1,
+                          **conv_attrs((2, 2), dil, pads, 0, 0, (-128, 127)))
+        ok, reason = tosa.tosa_support(graph.nodes[0])
+        assert not ok and why in reason, reason
+
+
 DW_CASES = [  # (H, W, C, M, (KH, KW), stride, dilation, pads, zp, act)
     (9, 9, 1, 1, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), (-128, 0), (-128, 127)),
     (8, 8, 3, 2, (3, 3), (2, 2), (1, 1), (0, 0, 1, 1), (127, 5), (0, 127)),

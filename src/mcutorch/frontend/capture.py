@@ -17,7 +17,8 @@ from mcutorch.errors import ExportError, UnsupportedOpError
 
 A = torch.ops.aten
 BATCH_NORMS = {A.batch_norm.default, A._native_batch_norm_legit_no_training.default}
-FOLDABLE = {A.conv2d.default, A.linear.default}
+FOLDABLE = {A.conv2d.default, A.linear.default, A.conv1d.default, A.conv1d.padding,
+            A.conv3d.default}
 DROPOUTS = {A.dropout.default, A.feature_dropout.default, A.alpha_dropout.default,
             A.feature_alpha_dropout.default}  # (input, p, train): the identity when not training
 IDENTITIES = {*DROPOUTS, A.contiguous.default, A.clone.default, A.alias.default,
@@ -60,6 +61,9 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     split_tuples(gm)  # split/chunk/unbind pieces as slices: each quantizes on its own
     fold_constants(gm, {*sig.parameters, *sig.lifted_tensor_constants})
     fold_batch_norm(gm)
+    from mcutorch.frontend.builders.conv import conv3d_as_conv2d
+
+    conv3d_as_conv2d(gm)  # one conv2d on the gathered depth slices
     from mcutorch.frontend.builders.reduce import max_values
 
     max_values(gm)  # max/min over a dim: their values only
@@ -140,7 +144,7 @@ def _param(gm: GraphModule, node) -> torch.Tensor | None:
 
 
 def fold_batch_norm(gm: GraphModule) -> None:
-    """Fold eval-mode BatchNorm into the conv2d/linear that feeds it (that producer only);
+    """Fold eval-mode BatchNorm into the conv1d/conv2d/linear that feeds it (that producer only);
     any other BatchNorm becomes a depthwise 1x1 conv2d (frontend/builders/norm.py)."""
     for bn in list(gm.graph.nodes):
         if bn.op != "call_function" or bn.target not in BATCH_NORMS:

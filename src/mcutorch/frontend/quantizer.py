@@ -1,7 +1,8 @@
 """mcutorch's PT2E Quantizer: the numerics contract of docs/numerics.md as annotations.
 
 - activations: int8 asymmetric per-tensor (MinMax observer by default);
-- weights of conv/linear: int8 symmetric per output channel, range [-127, 127];
+- weights of conv/linear: int8 symmetric per output channel, range [-127, 127] (a transposed
+  conv's: along axis 1 with groups 1, per tensor otherwise);
 - bias: int32, scale = input scale * weight scale of the channel, zero point 0;
 - softmax/sigmoid output (1/256, -128), tanh (1/128, 0);
 - the output of every other function made a table (exp, log, sqrt, x ** 2, ...: `lut` sources)
@@ -96,6 +97,13 @@ class Quantizer(_PT2EQuantizer):
                                 observer_or_fake_quant_ctr=PerChannelMinMaxObserver.with_args(
                                     eps=2**-20))
 
+    def transposed_weight_spec(self, groups: int) -> QuantizationSpec:
+        """A transposed conv's weight [Cin, Cout/G, *K]: per output channel along axis 1
+        (groups 1), else per tensor (axis 1 would give output channels of all groups one scale)."""
+        if groups == 1 and self.per_channel:
+            return dataclasses.replace(self.weight_spec(), ch_axis=1)
+        return Quantizer(per_channel=False).weight_spec()
+
     def bias_spec(self, node: Node) -> DerivedQuantizationSpec:
         x, w = node.args[0], node.args[1]
         return DerivedQuantizationSpec(
@@ -132,8 +140,9 @@ class Quantizer(_PT2EQuantizer):
             return
         act = self.activation_spec()
         if rule.quant == "mac":
-            qmap = {node.args[0]: self.input_spec(node.args[0], node),
-                    node.args[1]: self.weight_spec()}
+            w = (self.weight_spec() if "transpose" not in str(node.target) else
+                 self.transposed_weight_spec(int(node.args[6]) if len(node.args) > 6 else 1))
+            qmap = {node.args[0]: self.input_spec(node.args[0], node), node.args[1]: w}
             if len(node.args) > 2 and isinstance(node.args[2], Node):
                 qmap[node.args[2]] = self.bias_spec(node)
             self._annotate_with_activation(node, qmap)

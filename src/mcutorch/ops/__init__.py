@@ -47,8 +47,7 @@ BY_OPCODE = {op.opcode: op for op in OPS}
 IR_ONLY = tuple(d.name for d in REGISTRY if d.opcode is None)
 assert len(ALL) == len(REGISTRY), "op names must be unique"
 assert len(BY_OPCODE) == len(OPS), "opcodes must be unique"
-# Opcodes are assigned from 0 up; one assigned to an op of another branch leaves a gap until the
-# branches meet (a gap is an unknown opcode to both readers). MT_OP_COUNT = OPCODE_END.
+# Opcodes are assigned from 0 up, densely (tests/py/test_registry.py); MT_OP_COUNT = OPCODE_END.
 OPCODE_END = max(BY_OPCODE) + 1
 MAX_ATTRS = max(len(op.attrs) for op in OPS)
 SOURCES: dict[str, tuple[OpDef, Source]] = {}  # "aten.conv2d.default" -> (op, source)

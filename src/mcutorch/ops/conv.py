@@ -19,7 +19,8 @@ def _out(outputs) -> int:
 OPS = (
     OpDef("conv2d", 0, MAC_OPERANDS, ("y",), (*CONV_ATTRS, "groups", *OUT_ATTRS),
           {"x": "NHWC", "weight": "OHWI", "y": "NHWC"}, family="conv",
-          sources=(Source("aten.conv2d.default", "mac"), Source("aten.conv2d.padding", "mac")),
+          sources=(Source("aten.conv2d.default", "mac"), Source("aten.conv2d.padding", "mac"),
+                   Source("aten.conv1d.default", "mac"), Source("aten.conv1d.padding", "mac")),
           fusable=True, macs=lambda i, o, a: _out(o) * math.prod(i[1][1:]), mac_axis=0,
           doc="y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0"),
     OpDef("depthwise_conv2d", 1, MAC_OPERANDS, ("y",),
@@ -33,6 +34,13 @@ OPS = (
           macs=lambda i, o, a: _out(o) * i[1][1], mac_axis=0, zp_folded=("folded",),
           c_sources={"folded": ("conv/mt_fully_connected_s8.c",)},
           doc="folded: bias holds bias - in_zp * sum(w), in_zp is 0"),
+    OpDef("conv_transpose2d", 30, MAC_OPERANDS, ("y",), (*CONV_ATTRS, "groups", *OUT_ATTRS),
+          {"x": "NHWC", "weight": "OHWI: [Cout, KH, KW, Cin/groups]", "y": "NHWC"},
+          family="conv", sources=(Source("aten.conv_transpose2d.input", "mac"),
+                                  Source("aten.conv_transpose1d.default", "mac")),
+          fusable=True, macs=lambda i, o, a: _transposed_macs(i, o, a), mac_axis=0, since=4,
+          tosa="", doc="x[iy, ix] adds (x - in_zp) * w[o, ky, kx] to y[iy*s - pad0 + k*d] "
+          "(pad_bottom/right may be negative: output_padding); output-stationary kernel"),
     OpDef("matmul", 32, ("a", "b"), ("y",), MATMUL_ATTRS,
           {"a": "[..., M, K]", "b": "[..., K, N]; [..., N, K] when transpose_b",
            "y": "[..., M, N]; a, b, y of one rank 2..6, batch dims numpy-broadcast"},
@@ -42,3 +50,20 @@ OPS = (
           doc="y = clamp(rq(sum_k (a - a_zp) * (b - b_zp)) + out_zp), two int8 activations; "
               "K * 255 * 255 and its rq fit int32 (both readers check it at load)"),
 )
+
+
+def _taps_inside(size: int, out: int, kernel: int, stride: int, dilation: int, pad0: int) -> int:
+    """Input positions i and taps k of one axis with 0 <= i * stride - pad0 + k * dilation < out."""
+    total = 0
+    for k in range(kernel):
+        first = k * dilation - pad0
+        lo, hi = max(0, -(first // stride)), min(size, (out - 1 - first) // stride + 1)
+        total += max(0, hi - lo)
+    return total
+
+
+def _transposed_macs(i, o, a) -> int:
+    (n, h, w, _), (cout, kh, kw, cg) = i[0], i[1]
+    rows = _taps_inside(h, o[0][1], kh, a["stride_h"], a["dilation_h"], a["pad_top"])
+    cols = _taps_inside(w, o[0][2], kw, a["stride_w"], a["dilation_w"], a["pad_left"])
+    return n * rows * cols * cg * cout

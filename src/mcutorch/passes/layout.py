@@ -6,8 +6,9 @@
 - axis attributes (concat, pad, softmax, transpose, strided_slice, gather, the reductions' axes
   mask) are renumbered; a softmax over another dim than the last gets a transpose to the last and
   back around it;
-- a reshape is free when NCHW and NHWC orders agree (H*W == 1 or C == 1); a flatten feeding only
-  fully connected layers folds the NCHW order into their weights; any other reshape gets explicit
+- a reshape nothing reads is dropped; a reshape is free when NCHW and NHWC orders agree
+  (H*W == 1 or C == 1); a flatten feeding only fully connected layers folds the NCHW order
+  into their weights; any other reshape gets explicit
   transposes around it.
 """
 from __future__ import annotations
@@ -70,6 +71,8 @@ def _conv(node: Node, graph, consumers):
 
 def _reshape(node: Node, graph, consumers):
     x, y = node.inputs[0], node.outputs[0]
+    if y not in consumers and y not in graph.outputs:  # a view nothing reads (builders/conv.py)
+        return []
     out: list[Node] = []
     if x.layout == "NHWC" and not _orders_agree(_nchw_shape(x)):
         users = consumers.get(y, [])

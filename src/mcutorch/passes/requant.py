@@ -234,7 +234,8 @@ def _no_attrs(node: Node) -> None:
     """Ops whose program record has no attributes (reshape, copy)."""
 
 
-RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac, "add": _add,
+RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
+         "conv_transpose2d": _mac, "add": _add,
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,

@@ -66,12 +66,13 @@ Version history:
     what they meant). transpose, concat and pad keep their 4-D records: the compiler lowers 5-D
     and 6-D ones to 4-D ops on reshaped views (docs/numerics.md), so no record changed and 1.2
     programs load.
-  * 1.4: opcodes 28 `compare` (two int8 tensors -> a uint8 0/1 mask, the exact comparison of
-    their real values) and 29 `where` (mask, a, b -> y, each value rescaled into y's qparams),
-    both with numpy broadcasting; a uint8 TENSOR (DTYPES id 1, scale 1, zero point 0) holds a
-    mask; 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's scale, offset and
-    border per axis, shared qparams); 32 `matmul` (two int8 activations, batch dims
-    broadcast, `transpose_b` reads b as [..., N, K]). No record changed: 1.3 programs load.
+  * 1.4: opcodes 28 `compare` (two int8 tensors -> a uint8 0/1 mask, the exact comparison of their
+    real values) and 29 `where` (mask, a, b -> y, each value rescaled into y's qparams), both with
+    numpy broadcasting; a uint8 TENSOR (DTYPES id 1, scale 1, zero point 0) holds a mask; 30
+    `conv_transpose2d` (grouped transposed convolution, per-channel requant; conv_transpose1d is
+    it on [N, C, 1, L] views); 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's
+    scale, offset and border per axis, shared qparams); 32 `matmul` (two int8 activations, batch
+    dims broadcast, `transpose_b` reads b as [..., N, K]). No record changed: 1.3 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

@@ -20,8 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from mcutorch import quant
-from mcutorch.ref._common import (INT32_MAX, INT32_MIN, as_array, check, check_dims, check_scale,
-                                  check_zp, out_size, requantize, tap_outputs, tap_slice)
+from mcutorch.ref._common import (DIM_MAX, INT32_MAX, INT32_MIN, as_array, check, check_dims,
+                                  check_scale, check_zp, out_size, requantize, tap_outputs,
+                                  tap_slice)
 
 
 def _mac_operands(bias, mult, shift, cout: int):
@@ -236,3 +237,80 @@ def matmul(a, b, *, transpose_b, a_zp, b_zp, out_zp, mult, shift, act_min, act_m
         b64 = np.swapaxes(b64, -1, -2)
     acc = np.matmul(a64, b64) if a64.size and b64.size else np.zeros(shape, np.int64)
     return requantize(acc.reshape(shape), mult, shift, out_zp, act_min, act_max)
+
+
+def _transposed_axis(size: int, kernel: int, stride: int, dilation: int, pad0: int, pad1: int,
+                     what: str) -> int:
+    """Output length of a transposed window op: (size - 1) * stride + dilation * (kernel - 1)
+    + 1 - pad0 - pad1. Domain: kernel, stride, dilation in [1, 2^30), pad0 in [0, 2^30), pad1 in
+    (-max(stride, dilation), 2^30) (negative: PyTorch's output_padding), a length in [1, 2^30)."""
+    check(1 <= kernel <= DIM_MAX and 1 <= stride <= DIM_MAX and 1 <= dilation <= DIM_MAX,
+          f"{what}: kernel/stride/dilation {kernel}/{stride}/{dilation} outside [1, 2^30)")
+    check(0 <= pad0 <= DIM_MAX and -max(stride, dilation) < pad1 <= DIM_MAX,
+          f"{what}: padding {pad0}/{pad1} outside [0, 2^30) / (-max(stride, dilation), 2^30)")
+    out = (size - 1) * stride + dilation * (kernel - 1) + 1 - pad0 - pad1
+    check(1 <= out <= DIM_MAX, f"{what}: output length {out} outside [1, 2^30)")
+    return out
+
+
+def _transposed_rows(size: int, out: int, stride: int, pad0: int, offset: int):
+    """(input slice, output slice) of one tap: input i lands on output i * stride - pad0 + offset;
+    None when no input lands inside [0, out)."""
+    first = offset - pad0
+    lo, hi = max(0, -(first // stride)), min(size, (out - 1 - first) // stride + 1)
+    if lo >= hi:
+        return None
+    o0 = lo * stride + first
+    return slice(lo, hi), slice(o0, o0 + (hi - lo - 1) * stride + 1, stride)
+
+
+def conv_transpose2d_shape(x, weight, *_, stride_h, stride_w, dilation_h, dilation_w, pad_top,
+                           pad_left, pad_bottom, pad_right, **__):
+    """The (N, Ho, Wo, Cout) conv_transpose2d returns (ValueError outside the domain)."""
+    as_array(x, np.int8, "x", 4)
+    as_array(weight, np.int8, "weight", 4)
+    check_dims(x, "x", "conv_transpose2d")
+    check_dims(weight, "weight", "conv_transpose2d")
+    _, h, w, _ = x.shape
+    ho = _transposed_axis(h, weight.shape[1], stride_h, dilation_h, pad_top, pad_bottom,
+                          "conv_transpose2d height")
+    wo = _transposed_axis(w, weight.shape[2], stride_w, dilation_w, pad_left, pad_right,
+                          "conv_transpose2d width")
+    check(x.shape[0] * ho * wo < 1 << 31, "conv_transpose2d: N * Ho * Wo must be < 2^31")
+    return (x.shape[0], ho, wo, weight.shape[0])
+
+
+def conv_transpose2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dilation_w,
+                     pad_top, pad_left, pad_bottom, pad_right, groups, in_zp, out_zp, act_min,
+                     act_max):
+    """Grouped transposed 2-D convolution: input pixel (iy, ix) adds (x - in_zp) * w[o, ky, kx]
+    to output pixel (iy * stride_h - pad_top + ky * dilation_h, ix * stride_w - pad_left +
+    kx * dilation_w) when it lies inside the output; per-channel requantization."""
+    # x: (N, H, W, Cin) int8; weight: (Cout, KH, KW, Cin/groups) int8 (output channels first)
+    # bias, mult, shift: (Cout,) int32  ->  y: (N, Ho, Wo, Cout) int8
+    n, ho, wo, cout = conv_transpose2d_shape(
+        x, weight, stride_h=stride_h, stride_w=stride_w, dilation_h=dilation_h,
+        dilation_w=dilation_w, pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom,
+        pad_right=pad_right)
+    check_zp("in_zp", in_zp)
+    cin = x.shape[3]
+    _, kh, kw, cg = weight.shape
+    check(groups >= 1 and cg * groups == cin and cout % groups == 0,
+          f"conv_transpose2d: groups={groups} does not fit Cin={cin}, weight {weight.shape}")
+    bias64 = _mac_operands(bias, mult, shift, cout)
+
+    xc = x.astype(np.float64) - in_zp  # exact integer sums below 2^53, as in conv2d
+    wt = weight.astype(np.float64).reshape(groups, cout // groups, kh, kw, cg)
+    xg = xc.reshape(n, x.shape[1], x.shape[2], groups, cg)
+    acc = np.broadcast_to(bias64.astype(np.float64), (n, ho, wo, cout)).copy()
+    h, w = x.shape[1:3]
+    for i in range(kh):
+        rows = _transposed_rows(h, ho, stride_h, pad_top, i * dilation_h)
+        for j in range(kw):
+            cols = _transposed_rows(w, wo, stride_w, pad_left, j * dilation_w)
+            if rows is None or cols is None:
+                continue
+            slab = xg[:, rows[0], cols[0]]  # (n, r, c, G, Cg) @ (G, Cg, Cout/G)
+            part = np.einsum("nrcgi,goi->nrcgo", slab, wt[:, :, i, j, :])
+            acc[:, rows[1], cols[1], :] += part.reshape(slab.shape[:3] + (cout,))
+    return requantize(acc.astype(np.int64), mult, shift, out_zp, act_min, act_max)

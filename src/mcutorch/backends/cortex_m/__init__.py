@@ -36,8 +36,9 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
     """Planned scratch bytes the C kernel of (op, variant) needs for these operand shapes.
 
     The planner reserves this much in `mt_op_args.scratch`. Every kernel today (all ISA levels)
-    accumulates in registers or in bounded stack buffers (at most ~1.5 KiB, conv2d); only matmul
-    without transpose_b needs scratch: b transposed, one batch.
+    accumulates in registers or in bounded stack buffers (a few KiB at most: the gathered windows
+    of conv2d and conv_transpose2d, the latter's re-laid phase weights); only matmul without
+    transpose_b needs scratch: b transposed, one batch.
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
     0

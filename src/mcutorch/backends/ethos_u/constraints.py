@@ -107,6 +107,18 @@ def _mask_ops(node: Node) -> str:
             "of a mask (its NotEqual) on Ethos-U55/U65; Ethos-U85 takes both")
 
 
+def _transpose_stride(node: Node) -> str:
+    """U55/U65 TRANSPOSE_CONV2D strides (1, 1) or (2, 2); (1, 2) on a 1-row input and kernel,
+    (2, 1) on a 1-column one (conv_transpose1d's [N, 1, L, C] is the former)."""
+    a, (kh, kw) = node.attrs, node.inputs[1].shape[1:3]
+    _, h, w, _ = node.inputs[0].shape
+    s = (a["stride_h"], a["stride_w"])
+    if s in ((1, 1), (2, 2)) or (s == (1, 2) and h == kh == 1) or (s == (2, 1) and w == kw == 1):
+        return ""
+    return (f"conv_transpose2d: Ethos-U55/U65 TRANSPOSE_CONV2D takes strides (1, 1) and (2, 2) "
+            f"((1, 2) / (2, 1) on a one-row / one-column input and kernel), got {s}")
+
+
 RULES: list[Rule] = [
     Rule("mask_ops", ("u55", "u65"), ("compare", "where"), _mask_ops,
          "Vela 5.2 on graphs of compare / where: 'Non-passthrough operation (GreaterEqual) could "
@@ -122,6 +134,9 @@ RULES: list[Rule] = [
          "2, 4, 8, on both axes"),
     Rule("gather", ("u55", "u65"), ("gather",), _gather,
          "U55/U65: GATHER is not in the supported operators (Non-passthrough operation)"),
+    Rule("transpose_conv_stride", ("u55", "u65"), ("conv_transpose2d",), _transpose_stride,
+         "U55/U65 TRANSPOSE_CONV2D: stride combinations (1,1), (2,2); (1,2) only if IFM height "
+         "and kernel height are 1; (2,1) only if IFM width and kernel width are 1"),
 ]
 
 

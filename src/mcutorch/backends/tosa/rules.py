@@ -108,6 +108,39 @@ def _grouped(b: Builder, node: Node, x: str, w, bias, stride, dilation, pad) -> 
     return b.concat(accs, 3)
 
 
+def check_conv_transpose2d(node: Node) -> str:
+    """TRANSPOSE_CONV2D has no dilation, and its out_pad (= -pad) must exceed -kernel."""
+    a, (kh, kw) = node.attrs, node.inputs[1].shape[1:3]
+    if (a["dilation_h"], a["dilation_w"]) != (1, 1):
+        return "conv_transpose2d: dilation > 1 (TOSA 1.0 TRANSPOSE_CONV2D has no dilation)"
+    if max(a["pad_top"], a["pad_bottom"]) >= kh or max(a["pad_left"], a["pad_right"]) >= kw:
+        return "conv_transpose2d: padding >= kernel (TOSA 1.0 needs out_pad > -kernel)"
+    return S.check_mac(node)
+
+
+def lower_conv_transpose2d(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """TRANSPOSE_CONV2D (weight [Cout, KH, KW, Cin/G] as ours, out_pad = -pad); groups > 1 as
+    SLICE / TRANSPOSE_CONV2D / CONCAT per group."""
+    x, (w, bias, mult, shift), a = ins[0], (t.data for t in node.inputs[1:]), node.attrs
+    n, h, wd, cin = b.shape(x)
+    groups = a["groups"]
+    cg, og = cin // groups, w.shape[0] // groups
+    at = attr("TransposeConv2d", [-a["pad_top"], -a["pad_bottom"], -a["pad_left"],
+                                  -a["pad_right"]], [a["stride_h"], a["stride_w"]], False,
+              ts.DType.INT32)
+    accs = []
+    for g in range(groups):
+        xg = x if groups == 1 else b.slice(x, [0, 0, 0, g * cg], [n, h, wd, cg])
+        args = [xg, b.const(w[g * og:(g + 1) * og], "int8", "weight"),
+                b.const(bias[g * og:(g + 1) * og], "int32", "bias"),
+                b.const(a["in_zp"], "int8", "input_zp"), b.const(0, "int8", "weight_zp")]
+        accs.append(b.op("TRANSPOSE_CONV2D", args, _out_shape(node, og), "int32", at))
+    if groups > 1:
+        notes.append(f"groups={groups} -> SLICE / TRANSPOSE_CONV2D / CONCAT per group")
+    acc = accs[0] if groups == 1 else b.concat(accs, 3)
+    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
+
+
 def lower_depthwise_conv2d(b: Builder, node: Node, ins, out: str, notes) -> str:
     w, bias, mult, shift = (t.data for t in node.inputs[1:])
     a = node.attrs
@@ -442,6 +475,7 @@ RULES = {
     "depthwise_conv2d": (S.check_mac, lower_depthwise_conv2d),
     "fully_connected": (S.check_mac, lower_fully_connected),
     "matmul": (check_matmul, lower_matmul),
+    "conv_transpose2d": (check_conv_transpose2d, lower_conv_transpose2d),
     "add": (S.check_add, lower_add), "sub": (S.check_add, lower_add),
     "mul": (S.check_mul, lower_mul),
     "rescale": (S.check_rescale, lower_rescale),

@@ -67,7 +67,7 @@ def _mac_range(node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _conv_windows(node: Node) -> str:
     """'' unless, along an axis, every window lies in the padding (TOSA has no empty SLICE)."""
-    if node.op == "fully_connected":
+    if node.op not in ("conv2d", "depthwise_conv2d"):  # no window (transposed: every tap lands)
         return ""
     a, shape = node.attrs, node.inputs[0].shape
     kernel = node.inputs[1].shape[1:3] if node.op == "conv2d" else node.inputs[1].shape[-3:-1]
