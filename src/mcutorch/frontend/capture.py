@@ -18,7 +18,7 @@ from mcutorch.errors import ExportError, UnsupportedOpError
 A = torch.ops.aten
 BATCH_NORMS = {A.batch_norm.default, A._native_batch_norm_legit_no_training.default}
 FOLDABLE = {A.conv2d.default, A.linear.default, A.conv1d.default, A.conv1d.padding,
-            A.conv3d.default}
+            A.conv3d.default, A.conv_transpose2d.input, A.conv_transpose1d.default}
 DROPOUTS = {A.dropout.default, A.feature_dropout.default, A.alpha_dropout.default,
             A.feature_alpha_dropout.default}  # (input, p, train): the identity when not training
 IDENTITIES = {*DROPOUTS, A.contiguous.default, A.clone.default, A.alias.default,
@@ -144,8 +144,8 @@ def _param(gm: GraphModule, node) -> torch.Tensor | None:
 
 
 def fold_batch_norm(gm: GraphModule) -> None:
-    """Fold eval-mode BatchNorm into the conv1d/conv2d/linear that feeds it (that producer only);
-    any other BatchNorm becomes a depthwise 1x1 conv2d (frontend/builders/norm.py)."""
+    """Fold eval-mode BatchNorm into the conv, transposed conv or linear that feeds it (that
+    producer only); any other BatchNorm becomes a depthwise 1x1 conv2d (builders/norm.py)."""
     for bn in list(gm.graph.nodes):
         if bn.op != "call_function" or bn.target not in BATCH_NORMS:
             continue
@@ -167,11 +167,13 @@ def fold_batch_norm(gm: GraphModule) -> None:
 
 
 def _fold_into(gm, prod: Node, gamma, beta, mean, var, eps: float) -> None:
+    from mcutorch.frontend.builders.norm import scale_out_channels
+
     w = _param(gm, prod.args[1]).detach()
     bias_node = prod.args[2] if len(prod.args) > 2 else None
-    b = _param(gm, bias_node).detach() if bias_node is not None else torch.zeros(w.shape[0])
     inv = (gamma.detach() if gamma is not None else 1.0) / torch.sqrt(var.detach() + eps)
-    new_w = w * inv.reshape(-1, *([1] * (w.dim() - 1)))
+    b = _param(gm, bias_node).detach() if bias_node is not None else torch.zeros(inv.shape[0])
+    new_w = scale_out_channels(prod, w, inv)
     new_b = (b - mean.detach()) * inv + (beta.detach() if beta is not None else 0.0)
     wname, bname = f"_folded_w_{prod.name}", f"_folded_b_{prod.name}"
     gm.register_parameter(wname, torch.nn.Parameter(new_w, requires_grad=False))

@@ -6,7 +6,8 @@ the papers count "MAdds"/"FLOPs" for these networks:
 - `Conv1d`/`Conv2d`/`Conv3d`: every output element costs `in_channels / groups * prod(kernel)`
   MACs (a bias add is not counted);
 - `ConvTranspose1d/2d/3d`: every *input* element is scattered into `out_channels / groups *
-  prod(kernel)` outputs, one MAC each;
+  prod(kernel)` outputs, one MAC each, except the taps that land in the padding the layer
+  crops (`padding`), which produce nothing (without padding: inputs x out/groups x kernel);
 - `Linear`: every output element costs `in_features` MACs.
 
 Pooling, BatchNorm (folded at compile time), activations, element-wise products (the
@@ -37,10 +38,23 @@ def layer_macs(module: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
     if isinstance(module, CONV):
         return y.numel() * module.in_channels // module.groups * math.prod(module.kernel_size)
     if isinstance(module, CONV_T):
-        return x.numel() * module.out_channels // module.groups * math.prod(module.kernel_size)
+        spatial = len(module.kernel_size)
+        pairs = math.prod(
+            _landing(x.shape[-spatial + a], y.shape[-spatial + a], module.kernel_size[a],
+                     module.stride[a], module.dilation[a], module.padding[a])
+            for a in range(spatial))
+        batch_cin = x.numel() // math.prod(x.shape[-spatial:])
+        return batch_cin * module.out_channels // module.groups * pairs
     if isinstance(module, nn.Linear):
         return y.numel() * module.in_features
     return 0
+
+
+def _landing(size: int, out: int, kernel: int, stride: int, dilation: int, pad: int) -> int:
+    """(input position i, tap k) pairs of one axis whose output i * stride - pad + k * dilation
+    lies inside the `out` outputs."""
+    return sum(0 <= i * stride - pad + k * dilation < out for i in range(size)
+               for k in range(kernel))
 
 
 def count_params(model: nn.Module) -> int:

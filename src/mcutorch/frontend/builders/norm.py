@@ -1,6 +1,7 @@
 """Normalisation. Lift builders of layer_norm, group_norm and instance_norm (the `norm` op:
 mean, variance, an integer reciprocal square root, a per-channel affine; docs/numerics.md), and,
-before PT2E, a BatchNorm that does not follow a conv2d/linear becomes a
+before PT2E, the weight scaling of a BatchNorm folded into the conv, transposed conv or linear
+before it (`scale_out_channels`), and a BatchNorm that does not follow one becomes a
 per-channel affine, a depthwise 1x1 conv2d (weight gamma / sqrt(var + eps), bias
 beta - mean * weight, groups = C), so it quantizes and compiles as a conv: each channel's one
 weight is int8 +-127 exactly (per-channel symmetric), the bias int32 at s_in * s_w.
@@ -20,6 +21,21 @@ from mcutorch.ir import Tensor
 from mcutorch.ref.reduce import MAX_COUNT
 
 A = torch.ops.aten
+
+
+TRANSPOSED = {A.conv_transpose2d.input, A.conv_transpose1d.default}
+
+
+def scale_out_channels(prod: Node, w: torch.Tensor, inv: torch.Tensor) -> torch.Tensor:
+    """`w` with output channel o scaled by inv[o]: a BatchNorm folded into `prod`. Convs and
+    linears keep output channels in dim 0 ([O, I/g, k...]); a transposed conv's weight is
+    [I, O/g, k...], its output channel g * O/g + j in group g's dim-1 slice j."""
+    if prod.target not in TRANSPOSED:
+        return w * inv.reshape(-1, *([1] * (w.dim() - 1)))
+    groups = prod.args[6] if len(prod.args) > 6 else 1
+    grouped = w.reshape(groups, w.shape[0] // groups, *w.shape[1:])
+    scale = inv.reshape(groups, 1, w.shape[1], *([1] * (w.dim() - 2)))
+    return (grouped * scale).reshape(w.shape)
 
 
 def batch_norm_as_conv(gm: GraphModule, bn: Node, gamma, beta, mean, var, eps: float) -> Node:
