@@ -138,6 +138,35 @@ def test_batchnorm1d_folds_into_conv1d():
     assert [op.name for op in program.program.ops] == ["transpose", "conv2d", "transpose"]
 
 
+@pytest.mark.parametrize("conv,shape", [
+    (nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1, bias=False), (1, 4, 6, 6)),
+    (nn.ConvTranspose2d(4, 6, 3, stride=2, groups=2), (1, 4, 5, 5)),
+    (nn.ConvTranspose1d(4, 6, 5, stride=3, padding=2, groups=2), (1, 4, 9))],
+    ids=["convT2d", "convT2d_groups", "convT1d_groups"])
+def test_batchnorm_folds_into_transposed_convs(conv, shape):
+    """A BatchNorm after a transposed conv scales the weight's output channels (dim 1 of
+    [I, O/g, k...], per group): one conv_transpose2d, no depthwise 1x1 conv after it."""
+    from mcutorch.frontend.capture import capture
+
+    torch.manual_seed(5)
+    bn = (nn.BatchNorm2d if len(shape) == 4 else nn.BatchNorm1d)(6)
+    bn.running_mean.uniform_(-0.5, 0.5)
+    bn.running_var.uniform_(0.5, 2.0)
+    bn.weight.data.uniform_(-1.5, 1.5)
+    bn.bias.data.uniform_(-0.5, 0.5)
+    model = nn.Sequential(conv, bn, nn.ReLU()).eval()
+    cal = [torch.randn(*shape) for _ in range(4)]
+    gm = capture(model, (cal[0],))
+    calls = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+    assert not any("batch_norm" in c for c in calls), calls
+    torch.testing.assert_close(gm(cal[1]), model(cal[1]), rtol=1e-5, atol=1e-5)
+    program = mcutorch.compile(mcutorch.quantize(model, (cal[0],), calibration=cal), (cal[0],))
+    names = [op.name for op in program.program.ops]
+    assert names.count("conv_transpose2d") == 1 and "depthwise_conv2d" not in names, names
+    ins = program.quantize_inputs([cal[2]])
+    np.testing.assert_array_equal(crt.run_host(program, ins)[0], program.run_int8(ins)[0])
+
+
 def test_conv1d_chain_stays_channels_last():
     """Consecutive 1-D convs read each other's [N, C, 1, L] tensors: no transposes between."""
     model = nn.Sequential(nn.Conv1d(4, 8, 3), nn.ReLU(), nn.Conv1d(8, 8, 3, groups=8),
