@@ -46,12 +46,15 @@ LAYERS = {
                       (202_860, 1_064_880, 1_592_000)),
     "kws_avgpool_25x5": ("avg_pool2d", (1, 25, 5, 64), (25, 5), {}, (9_347, 50_983, 107_582)),
     # max pools: SqueezeNet 1.1's 3x3 s2 ceil mode (56 -> 28: the last window is cut by the
-    # edge; 32 channels so the case fits the board runner's arena) and BlazeFace's 2x2 s2
-    # shortcut pool; MACs: input elements
+    # edge; 32 channels so the case fits the board runner's 256 KiB arena) and BlazeFace's
+    # 2x2 s2 shortcut pool; MACs: input elements
     "sqz_maxpool_3x3s2_ceil_56x56x32": ("max_pool2d", (1, 56, 56, 32), (3, 3),
                                         dict(stride=(2, 2), pads=(0, 0, 1, 1)), None),
     "blaze_maxpool_2x2s2_48x48x16": ("max_pool2d", (1, 48, 48, 16), (2, 2),
                                      dict(stride=(2, 2)), None),
+    # a ShuffleNet stem's 3x3 s2 p1 pool (24 channels: a vector and a predicated tail)
+    "stem_maxpool_3x3s2p1_48x48x24": ("max_pool2d", (1, 48, 48, 24), (3, 3),
+                                      dict(stride=(2, 2), pads=(1, 1, 1, 1)), None),
     "kws_fc_64to12": ("fully_connected", (1, 64), (12, 64), {}, (652, 2_153, 3_124)),
     "kws_softmax_12": ("softmax", (1, 12), None, {}, (6_851, 6_389, 6_351)),
     "vww_conv1_3x3_s2": ("conv2d", (1, 96, 96, 3), (8, 3, 3, 3),

@@ -14,54 +14,104 @@
    MT_MAX_POOL2D_PAD_TOP == 4 && MT_MAX_POOL2D_PAD_RIGHT == 7)
 typedef char mt_max_pool_attr_order[MAX_ATTR_ORDER_OK ? 1 : -1];
 
+#if MT_MVE
+/* Channels [0, 16) (one = 1, under p) or [0, 32) (one = 0, the second vector under p) of one
+ * window: each vector's running maximum in a register over the taps. */
+static MT_ALWAYS_INLINE void max_vectors_mve(const int8_t *r, int32_t rows, int32_t cols,
+                                             size_t row_step, size_t c, int8x16_t vlo,
+                                             int8x16_t vhi, mve_pred16_t p, int one, int8_t *y)
+{
+  int8x16_t m0 = vlo, m1 = vlo;
+  for (int32_t ky = 0; ky < rows; ky++, r += row_step) {
+    const int8_t *t = r;
+    for (int32_t kx = 0; kx < cols; kx++, t += c) {
+      if (one) {
+        m0 = vmaxq_s8(m0, vldrbq_z_s8(t, p));
+      } else {
+        m0 = vmaxq_s8(m0, vldrbq_s8(t));
+        m1 = vmaxq_s8(m1, vldrbq_z_s8(t + 16, p));
+      }
+    }
+  }
+  if (one) {
+    vstrbq_p_s8(y, vminq_s8(m0, vhi), p);
+  } else {
+    vstrbq_s8(y, vminq_s8(m0, vhi));
+    vstrbq_p_s8(y + 16, vminq_s8(m1, vhi), p);
+  }
+}
+#endif /* MT_MVE */
+
+#if MT_DSP
+/* max of four int8 lanes: SSUB8 sets GE where v >= m, SEL takes v there */
+static MT_ALWAYS_INLINE uint32_t max4(uint32_t m, uint32_t v)
+{
+  (void)__ssub8((int32_t)v, (int32_t)m);
+  return (uint32_t)__sel((int32_t)v, (int32_t)m);
+}
+
+/* Channels [0, 4) (one = 1) or [0, 8) (one = 0) of one window, each word's running maximum in
+ * a register over the taps; then min(m, hi) per lane (SEL where hi >= m). */
+static MT_ALWAYS_INLINE void max_words_dsp(const int8_t *r, int32_t rows, int32_t cols,
+                                           size_t row_step, size_t c, uint32_t lo4, uint32_t hi4,
+                                           int one, int8_t *y)
+{
+  uint32_t m0 = lo4, m1 = lo4;
+  for (int32_t ky = 0; ky < rows; ky++, r += row_step) {
+    const int8_t *t = r;
+    for (int32_t kx = 0; kx < cols; kx++, t += c) {
+      m0 = max4(m0, mt_read_s8x4(t));
+      if (!one) {
+        m1 = max4(m1, mt_read_s8x4(t + 4));
+      }
+    }
+  }
+  for (int i = 0; i < (one ? 1 : 2); i++) {
+    uint32_t m = i ? m1 : m0;
+    (void)__ssub8((int32_t)hi4, (int32_t)m); /* GE where m <= hi */
+    m = (uint32_t)__sel((int32_t)m, (int32_t)hi4);
+    __builtin_memcpy(y + 4 * i, &m, 4);
+  }
+}
+#endif /* MT_DSP */
+
 /* y_px[c] = clamp(max over the window of x[.., c]) for C channels: the window's in-bounds taps
  * are rows x cols from xp (channel 0 of its first tap; rows row_step bytes apart, taps c). The
  * running maximum starts at act_min, so max(lo, taps...) is the max over the taps (there is at
  * least one: checked at entry) with the lower clamp fused; the upper clamp is one min at the end.
- * MVE: 16 channels per vector, the last block tail-predicated (VCTP); DSP: 4 channels per word
- * (SSUB8 sets GE where a tap is >= the maximum, SEL takes it), the channel tail one at a time;
- * pure C: the output pixel holds the running maximum (the first tap copied, then a max per tap
- * over contiguous channels), clamped at the end. */
+ * MVE: 32 channels per pass (two vectors, the second tail-predicated by VCTP), then 16 under a
+ * predicate; DSP: 8 channels per pass (two words), then 4, then one at a time; pure C: the output
+ * pixel holds the running maximum (the first tap copied, then a max per tap over contiguous
+ * channels), clamped at the end. */
 #if MT_MVE || MT_DSP
 #define MAX_WINDOW_INLINE MT_ALWAYS_INLINE /* few live registers: inlined into the row walk */
 #else
 #define MAX_WINDOW_INLINE MT_NOINLINE /* inlined, the row walk's registers spill in its loop */
 #endif
 static MAX_WINDOW_INLINE void max_window(const int8_t *xp, int32_t rows, int32_t cols,
-                                        size_t row_step, size_t c, int32_t lo, int32_t hi,
-                                        int8_t *y_px)
+                                         size_t row_step, size_t c, int32_t lo, int32_t hi,
+                                         int8_t *y_px)
 {
   size_t ch = 0;
 #if MT_MVE
   const int8x16_t vlo = vdupq_n_s8((int8_t)lo), vhi = vdupq_n_s8((int8_t)hi);
-  for (; ch < c; ch += 16) {
-    const mve_pred16_t p = vctp8q((uint32_t)(c - ch));
-    const int8_t *r = xp + ch;
-    int8x16_t m = vlo;
-    for (int32_t ky = 0; ky < rows; ky++, r += row_step) {
-      const int8_t *t = r;
-      for (int32_t kx = 0; kx < cols; kx++, t += c) {
-        m = vmaxq_s8(m, vldrbq_z_s8(t, p));
-      }
-    }
-    vstrbq_p_s8(y_px + ch, vminq_s8(m, vhi), p);
+  for (; ch + 16 < c; ch += 32) { /* more than 16 channels left: two vectors */
+    max_vectors_mve(xp + ch, rows, cols, row_step, c, vlo, vhi, vctp8q((uint32_t)(c - ch - 16)), 0,
+                    y_px + ch);
+  }
+  if (ch < c) {
+    max_vectors_mve(xp + ch, rows, cols, row_step, c, vlo, vhi, vctp8q((uint32_t)(c - ch)), 1,
+                    y_px + ch);
+    ch = c;
   }
 #elif MT_DSP
   const uint32_t lo4 = 0x01010101u * (uint8_t)lo, hi4 = 0x01010101u * (uint8_t)hi;
-  for (; ch + 4 <= c; ch += 4) {
-    const int8_t *r = xp + ch;
-    uint32_t m = lo4;
-    for (int32_t ky = 0; ky < rows; ky++, r += row_step) {
-      const int8_t *t = r;
-      for (int32_t kx = 0; kx < cols; kx++, t += c) {
-        const uint32_t v = mt_read_s8x4(t);
-        (void)__ssub8((int32_t)v, (int32_t)m); /* GE where v >= m */
-        m = (uint32_t)__sel((int32_t)v, (int32_t)m);
-      }
-    }
-    (void)__ssub8((int32_t)hi4, (int32_t)m); /* GE where m <= hi */
-    m = (uint32_t)__sel((int32_t)m, (int32_t)hi4);
-    __builtin_memcpy(y_px + ch, &m, 4);
+  for (; ch + 8 <= c; ch += 8) {
+    max_words_dsp(xp + ch, rows, cols, row_step, c, lo4, hi4, 0, y_px + ch);
+  }
+  if (ch + 4 <= c) {
+    max_words_dsp(xp + ch, rows, cols, row_step, c, lo4, hi4, 1, y_px + ch);
+    ch += 4;
   }
 #else /* Armv6-M / Armv7-M: the pixel holds the running maximum, channels innermost */
   memcpy(y_px, xp, c);
@@ -94,8 +144,8 @@ static MAX_WINDOW_INLINE void max_window(const int8_t *xp, int32_t rows, int32_t
 
 /* Output row oh of one image (C channels): the row's taps found once, a column's only near the
  * left and right edges (elsewhere all kernel_w of them). */
-static MT_NOINLINE void max_row(const mt_axis *ah, const mt_axis *aw, const int8_t *x_img, int32_t oh,
-                    size_t c, int32_t lo, int32_t hi, int8_t *y_row)
+static MT_NOINLINE void max_row(const mt_axis *ah, const mt_axis *aw, const int8_t *x_img,
+                                int32_t oh, size_t c, int32_t lo, int32_t hi, int8_t *y_row)
 {
   int32_t ky0, ky1, kx0 = 0, kx1 = aw->kernel;
   const int32_t iy = mt_axis_taps(ah, oh, &ky0, &ky1), w = aw->size;
