@@ -55,6 +55,8 @@ LAYERS = {
     # a ShuffleNet stem's 3x3 s2 p1 pool (24 channels: a vector and a predicated tail)
     "stem_maxpool_3x3s2p1_48x48x24": ("max_pool2d", (1, 48, 48, 24), (3, 3),
                                       dict(stride=(2, 2), pads=(1, 1, 1, 1)), None),
+    # a general (not global) average pool: 3x3 s1 over 24x24x16 (22x22 outputs)
+    "avgpool_3x3s1_24x24x16": ("avg_pool2d", (1, 24, 24, 16), (3, 3), {}, None),
     "kws_fc_64to12": ("fully_connected", (1, 64), (12, 64), {}, (652, 2_153, 3_124)),
     "kws_softmax_12": ("softmax", (1, 12), None, {}, (6_851, 6_389, 6_351)),
     "vww_conv1_3x3_s2": ("conv2d", (1, 96, 96, 3), (8, 3, 3, 3),
