@@ -45,6 +45,18 @@ LAYERS = {
     "kws_pw_64to64": ("conv2d", (1, 25, 5, 64), (64, 1, 1, 64), {},
                       (202_860, 1_064_880, 1_592_000)),
     "kws_avgpool_25x5": ("avg_pool2d", (1, 25, 5, 64), (25, 5), {}, (9_347, 50_983, 107_582)),
+    # max pools: SqueezeNet 1.1's 3x3 s2 ceil mode (56 -> 28: the last window is cut by the
+    # edge; 32 channels so the case fits the board runner's 256 KiB arena) and BlazeFace's
+    # 2x2 s2 shortcut pool; MACs: input elements
+    "sqz_maxpool_3x3s2_ceil_56x56x32": ("max_pool2d", (1, 56, 56, 32), (3, 3),
+                                        dict(stride=(2, 2), pads=(0, 0, 1, 1)), None),
+    "blaze_maxpool_2x2s2_48x48x16": ("max_pool2d", (1, 48, 48, 16), (2, 2),
+                                     dict(stride=(2, 2)), None),
+    # a ShuffleNet stem's 3x3 s2 p1 pool (24 channels: a vector and a predicated tail)
+    "stem_maxpool_3x3s2p1_48x48x24": ("max_pool2d", (1, 48, 48, 24), (3, 3),
+                                      dict(stride=(2, 2), pads=(1, 1, 1, 1)), None),
+    # a general (not global) average pool: 3x3 s1 over 24x24x16 (22x22 outputs)
+    "avgpool_3x3s1_24x24x16": ("avg_pool2d", (1, 24, 24, 16), (3, 3), {}, None),
     "kws_fc_64to12": ("fully_connected", (1, 64), (12, 64), {}, (652, 2_153, 3_124)),
     "kws_softmax_12": ("softmax", (1, 12), None, {}, (6_851, 6_389, 6_351)),
     "vww_conv1_3x3_s2": ("conv2d", (1, 96, 96, 3), (8, 3, 3, 3),
@@ -138,6 +150,11 @@ def make_layer(name):
         attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=1, stride_w=1, pad_top=0,
                      pad_left=0, pad_bottom=0, pad_right=0, count_include_pad=0, divisor=0,
                      in_zp=-5, out_zp=-5, act_min=-128, act_max=127)
+        return op, (x,), attrs, x.size, "default"
+    if op == "max_pool2d":
+        s, p = kw["stride"], kw.get("pads", (0, 0, 0, 0))
+        attrs = dict(kernel_h=ws[0], kernel_w=ws[1], stride_h=s[0], stride_w=s[1], pad_top=p[0],
+                     pad_left=p[1], pad_bottom=p[2], pad_right=p[3], act_min=-100, act_max=127)
         return op, (x,), attrs, x.size, "default"
     if op == "matmul":
         k = xs[-1]

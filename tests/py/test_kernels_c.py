@@ -833,8 +833,34 @@ POOL_EDGES = [  # name, x, kernel, stride, pads
 ]
 
 
-def pool_cases(n_random):
+# max_pool2d around the channel blocks of its paths (MVE 16 per vector, the last predicated;
+# DSP 4 per word, then a scalar tail): padded borders, ceil-mode windows cut by the bottom /
+# right edge, strides past the kernel, and the per-axis forms of dilated pools (kernel = stride
+# over gathered windows)
+MAXPOOL_WIDTHS = (1, 3, 4, 15, 16, 17, 33, 64)
+MAXPOOL_GEOMETRY = [  # name, (H, W), kernel, stride, pads
+    ("3x3s1_pad", (5, 6), (3, 3), (1, 1), (1, 1, 1, 1)),
+    ("3x3s2_ceil", (8, 7), (3, 3), (2, 2), (0, 0, 1, 2)),
+    ("2x2s3_gap", (8, 7), (2, 2), (3, 3), (0, 1, 1, 0)),
+    ("rows_3x1_gathered", (6, 3), (3, 1), (3, 1), (0, 0, 0, 0)),
+    ("cols_1x3_gathered", (3, 7), (1, 3), (1, 3), (0, 1, 0, 1)),
+]
+
+
+def maxpool_width_cases():
     cases = []
+    for name, hw, k, s, p in MAXPOOL_GEOMETRY:
+        for c in MAXPOOL_WIDTHS:
+            cases.append(pool_case(f"maxpool_{name}_c{c}", "max_pool2d", (1, *hw, c), k, s, p))
+    # every tap below act_min (the clamp's floor wins) and every tap above act_max
+    for c, lo, hi in ((17, 100, 127), (33, -128, -100)):
+        cases.append(pool_case(f"maxpool_clamped_c{c}", "max_pool2d", (1, 5, 5, c), (3, 3),
+                               (2, 2), (1, 1, 1, 1), act_min=lo, act_max=hi))
+    return cases
+
+
+def pool_cases(n_random):
+    cases = maxpool_width_cases()
     for name, x, k, s, p in POOL_EDGES:
         cases.append(pool_case(f"maxpool_{name}", "max_pool2d", x, k, s, p))
         for cip in (0, 1):
