@@ -76,6 +76,8 @@ LAYERS = {
     "conv_17x17x32_k2": ("conv2d", (1, 17, 17, 32), (16, 2, 2, 32), {}, None),
     # TC-ResNet-style conv1d (k9, 16 -> 24 channels, L = 98) as conv2d on [N, 1, L, C]
     "conv1d_98x16_k9": ("conv2d", (1, 1, 98, 16), (24, 1, 9, 16), dict(pads=(0, 4, 0, 4)), None),
+    # a conv2d of the same MACs: 98 output pixels (14x7) x 24 channels, 3x3 x 16 taps per pixel
+    "conv_16x9x16_k3": ("conv2d", (1, 16, 9, 16), (24, 3, 3, 16), {}, None),
     "resnet8_add_32x32x16": ("add", (1, 32, 32, 16), None, {}, None),
     "hswish_lut_24x24x16": ("lut", (1, 24, 24, 16), None, {}, None),  # a table function
     # a YOLO neck's nearest x2 and a U-Net decoder's bilinear x2 (align_corners False)

@@ -5,12 +5,12 @@
  * every pixel, and the output stage runs once per channel (MVE: one channel of four pixels in
  * four lanes) or per 2x2 block. Pixel p's window is `rows` runs of `run` bytes at
  * x + p * px_stride + r * row_stride (x + px_stride readable even when np == 1); a weight
- * row is those k = rows * run bytes, rows w + o * k.
+ * row is those k = rows * run bytes, rows w + o * w_stride (>= k).
  *
  *   MVE   4 pixels x 1 channel: per 16 bytes 5 VLDRB + 4 VMLADAVA, the four pixels' sums
  *         requantized in four lanes (one mult/shift); rows == 1 only
  *   DSP   2 pixels x 2 channels: per 4 bytes 4 LDR + 8 SXTB16 + 8 SMLAD; rows == 1,
- *         px_stride == k (the windows gathered back to back); else (nc == 1) the C loop
+ *         px_stride == w_stride (windows gathered as weight rows are); else (nc == 1) the C loop
  *   C     2 pixels x 2 channels, any runs; with a 32x32->64 multiply-accumulate (not Armv6-M /
  *         Armv8-M Baseline) the two pixels share one product: x0 + 2^23 * x1 times w summed on
  *         64 bits holds both sums exactly while at most 255 products are added (each sum stays
@@ -27,6 +27,7 @@ typedef struct {
   size_t px_stride, row_stride;
   uint32_t run;
   int32_t rows, np;
+  size_t w_stride; /* bytes from one weight row to the next (k: back to back) */
 } mt_px_src;
 
 #if MT_MVE
@@ -128,7 +129,7 @@ static MT_ALWAYS_INLINE void mt_dot_px_mve(const mt_px_src *s, const int8_t *w, 
                                            const uint32_t *base, const mt_out_stage *out,
                                            size_t y_stride)
 {
-  const size_t k = (size_t)s->rows * s->run;
+  const size_t k = (size_t)s->rows * s->run, ws = s->w_stride;
   const int32_t np = s->np;
   const size_t ps = s->px_stride;
   const int8_t *x0 = s->x, *x1 = x0 + (np > 1 ? ps : 0), *x2 = x0 + (np > 2 ? 2 * ps : 0);
@@ -139,7 +140,7 @@ static MT_ALWAYS_INLINE void mt_dot_px_mve(const mt_px_src *s, const int8_t *w, 
   const int32x4_t vlo = vdupq_n_s32(out->lo - out->zp), vhi = vdupq_n_s32(out->hi - out->zp);
   const int32_t *mult = out->mult, *shift = out->shift, zp = out->zp;
   int8_t *y = out->y;
-  for (int32_t o = 0; o < nc; o++, w += k) {
+  for (int32_t o = 0; o < nc; o++, w += ws) {
     int32x4_t v = mt_dot4_mve(w, x0, x1, x2, x3, (uint32_t)k);
     v = vaddq_n_s32(v, (int32_t)base[o]);
     v = mt_rq_n_v(v, mult[o], shift[o]);
@@ -152,10 +153,11 @@ static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, in
                                          const uint32_t *base, const mt_out_stage *out,
                                          size_t y_stride)
 {
-  const size_t k = (size_t)s->rows * s->run;
+  const size_t ws = s->w_stride;
   const int32_t np = s->np;
   const size_t ps = s->px_stride;
 #if MT_MUL64
+  const size_t k = (size_t)s->rows * s->run;
   int32_t xx[MT_PACK_MAX]; /* x0 + 2^23 * x1 over both windows, packed once for all channels */
   for (int32_t r = 0, j = 0; r < s->rows && k <= MT_PACK_MAX; r++) {
     const int8_t *x0 = s->x + (size_t)r * s->row_stride, *x1 = x0 + ps;
@@ -166,7 +168,7 @@ static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, in
 #endif /* MT_MUL64 */
   for (int32_t o = 0; o < nc; o += 2) {
     const int32_t ob = o + 1 < nc ? o + 1 : o, oa = ob - (ob > 0); /* odd nc: the last pairs back */
-    const int8_t *w0 = w + (size_t)oa * k, *w1 = w + (size_t)ob * k;
+    const int8_t *w0 = w + (size_t)oa * ws, *w1 = w + (size_t)ob * ws;
     uint32_t a[4] = {0, 0, 0, 0};
 #if MT_MUL64
     if (k <= MT_PACK_MAX) { /* per product one word load and two byte loads */

@@ -222,6 +222,11 @@ CONVT_EDGES = [  # name, x NHWC, w [Cout, KH, KW, Cin/g], stride, dilation, pads
     ("one_d_s4_k8", (1, 1, 6, 12), (8, 1, 8, 12), (1, 4), (1, 1), (0, 2, 0, 2), 1),
     ("pixel_1x1", (1, 1, 1, 3), (2, 3, 3, 3), (2, 2), (1, 1), (0, 0, 0, 0), 1),
     ("kernel1", (1, 3, 3, 9), (5, 1, 1, 9), (2, 2), (1, 1), (0, 0, -1, -1), 1),
+    # windows too long to gather (pixel by pixel on re-laid weights, 5 of 6 channels per
+    # re-layout) and a phase too big to re-lay (weights read in place)
+    ("long_window", (1, 3, 4, 40), (6, 3, 3, 40), (1, 1), (1, 1), (1, 1, 1, 1), 1),
+    ("phase_past_relayout", (1, 2, 3, 240), (3, 3, 3, 240), (1, 1), (1, 1), (0, 0, 0, 0), 1),
+    ("long_window_groups2", (1, 3, 3, 80), (4, 3, 3, 40), (1, 1), (1, 1), (1, 1, 1, 1), 2),
 ]
 
 

@@ -210,7 +210,7 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
   mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max, NULL};
   int32_t n = 0, oh = 0, ow = 0;
   for (int32_t q = 0; q < total; q += per) {
-    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per};
+    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per, k};
     const int direct = !MT_MVE && !MT_DSP && run >= 16 && ow + src.np <= c->aw.out &&
                        conv_inside(c, oh, ow) && conv_inside(c, oh, ow + src.np - 1);
     for (int32_t p = 0; p < src.np; p++) {
@@ -220,7 +220,8 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
       xr += inside ? ((size_t)iy * w_in + (size_t)ix) * cin : 0;
       if (direct && p == 0) {
         const mt_px_src d = {
-            xr, src.np > 1 ? (size_t)c->aw.stride * cin : 0, x_row, (uint32_t)run, c->kh, src.np};
+            xr, src.np > 1 ? (size_t)c->aw.stride * cin : 0, x_row, (uint32_t)run, c->kh, src.np,
+            k};
         src = d;
       } else if (inside) { /* KH copies */
         for (int32_t ky = 0; ky < c->kh; ky++, xr += x_row) {

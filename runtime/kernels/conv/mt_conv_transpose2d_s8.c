@@ -9,34 +9,21 @@
  * output sums only the taps of its phase (rows oy == ry, columns ox == rx mod stride).
  *
  * Pixels go phase by phase. A phase's weights (its taps, for up to CT_WP_MAX bytes of output
- * channels) are re-laid once as rows of k_p = taps * Cg bytes; each pixel's window (the same
- * taps, those reading outside the input filled with in_zp, which adds nothing) is gathered,
- * and MT_PX pixels of a phase row run against every row at once (mt_dot_px_s8, the MVE / DSP /
- * C loops of conv2d). Windows longer than CT_COL_MAX / MT_PX go tap by tap instead (ct_pixel:
- * the taps inside the input only, one run of Cg bytes each, mt_dot_rows_s8).
+ * channels) are re-laid once per call as rows of k_p = taps * Cg bytes in input order. With
+ * windows of up to CT_COL_MAX / MT_PX bytes, MT_PX pixels of a phase row run against every
+ * row at once (mt_dot_px_s8, the MVE / DSP / C loops of conv2d; mt_conv_transpose_px.h: the
+ * tap rows above or below the input skipped, interior windows gathered as row runs, border
+ * taps as in_zp). Longer windows go pixel by pixel (ct_pixel: the taps inside the input only,
+ * a tap row of re-laid weights as one run when groups == 1 and di == 1, mt_dot_rows_s8; the
+ * weights in place when a phase's do not fit CT_WP_MAX).
  *
  * Zero point: the dot loops sum raw x * w; a pixel starts from base = bias + x_off * (sum of
- * the weights of its taps), computed once per phase (tap by tap: when the set changes).
+ * the weights of its taps), computed once per phase (per slice of tap rows, per tap set
+ * pixel by pixel: when it changes).
  * Stack: 3.3 KiB (weights, windows, accumulators), as conv2d's gathered windows.
  */
-#include "mt_conv_transpose_axis.h"
-#include "mt_kernel_mac.h"
-#include "mt_kernel_mac_px.h"
+#include "mt_conv_transpose_px.h"
 #include "mt_kernels.h"
-
-#define CT_CHUNK   MT_MAC_CHUNK /* output channels per pass */
-#define CT_WP_MAX  2048 /* bytes of a phase's re-laid weights (on the stack) */
-#define CT_COL_MAX 512 /* bytes of gathered windows: MT_PX of up to CT_COL_MAX / MT_PX */
-
-typedef struct {
-  const int8_t *x, *w;
-  const int32_t *bias, *mult, *shift;
-  int8_t *y;
-  ct_axis ah, aw;
-  int32_t batch, cin, cg, cout_g, groups, kh, kw;
-  int32_t x_off, out_zp, act_min, act_max;
-  size_t k; /* weights per output channel: KH * KW * Cin/groups */
-} ct_ctx;
 
 static int ct_init(ct_ctx *c, const mt_op_args *a)
 {
@@ -89,51 +76,51 @@ static int ct_init(ct_ctx *c, const mt_op_args *a)
          (int64_t)c->batch * c->ah.out * c->aw.out <= INT32_MAX;
 }
 
-/* The chunk's output channels [oc0, oc0 + nc) of output pixel y_px from the taps rows x cols;
- * x_g: the image's group g input channel 0; base: bias + x_off * sum of those taps' weights. */
-static void ct_pixel(const ct_ctx *c, const ct_run *rows, const ct_run *cols, const int8_t *x_g,
-                     int32_t oc0, int32_t nc, const uint32_t *base, uint32_t *acc, int8_t *y_px)
+/* Where the weights of a pixel's taps are: tap (r, q) of its landing taps (rows x cols, r, q
+ * from 0) at w + r * dr + q * dq in output channel 0's row, channels `stride` bytes apart. */
+typedef struct {
+  const int8_t *w;
+  size_t stride;
+  ptrdiff_t dr, dq;
+} ct_wmap;
+
+/* Over the landing taps rows x cols of one output pixel, for nc output channels: with init,
+ * acc[o] = init[o] + sum x * w (later runs add to acc), the last run stored by `out`; with
+ * init NULL, acc[o] += sum w. The taps of a row form one run when they are adjacent and
+ * ascending in x and in w (groups == 1, di == 1, the re-laid weights), else one run each. */
+static void ct_runs(const ct_ctx *c, const ct_wmap *m, const ct_run *rows, const ct_run *cols,
+                    const int8_t *x_g, int32_t nc, const uint32_t *init, uint32_t *acc,
+                    const mt_out_stage *out)
 {
-  const mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp,
-                            c->act_min,    c->act_max,     y_px + oc0};
   const mt_out_stage keep = {NULL, NULL, 0, 0, 0, NULL};
-  const int8_t *w_c = c->w + (size_t)oc0 * c->k;
   const size_t cg = (size_t)c->cg, cin = (size_t)c->cin, w_in = (size_t)c->aw.size;
-  const int32_t taps = rows->n * cols->n;
-  const uint32_t *init = base;
-  int32_t done = 0;
-  if (taps == 0) { /* no input lands here: y = rq(bias) */
-    mt_dot_rows_s8(x_g, w_c, c->k, 0, nc, base, acc, &out);
-    return;
-  }
+  const int one = c->groups == 1 && c->aw.di == 1 && m->dq == -(ptrdiff_t)cg;
+  const int32_t n_runs = one ? 1 : cols->n;
+  const uint32_t run = (uint32_t)(one ? (size_t)cols->n * cg : cg);
   for (int32_t r = 0; r < rows->n; r++) {
-    const size_t ky = (size_t)(rows->k0 + r * c->ah.step);
     const size_t iy = (size_t)(rows->i0 - r * c->ah.di);
-    for (int32_t q = 0; q < cols->n; q++) {
-      const size_t kx = (size_t)(cols->k0 + q * c->aw.step);
-      const size_t ix = (size_t)(cols->i0 - q * c->aw.di);
-      const int8_t *xr = x_g + (iy * w_in + ix) * cin;
-      mt_dot_rows_s8(xr, w_c + (ky * (size_t)c->kw + kx) * cg, c->k, (uint32_t)cg, nc, init, acc,
-                     ++done == taps ? &out : &keep);
+    for (int32_t q = 0; q < n_runs; q++) {
+      const int32_t qq = one ? cols->n - 1 : q; /* the run's first tap (lowest in x) */
+      const size_t ix = (size_t)(cols->i0 - qq * c->aw.di);
+      const int8_t *wr = m->w + r * m->dr + qq * m->dq;
+      if (init == NULL) {
+        mt_wsum_rows_s8(wr, m->stride, run, nc, acc);
+        continue;
+      }
+      const int last = r == rows->n - 1 && q == n_runs - 1;
+      mt_dot_rows_s8(x_g + (iy * w_in + ix) * cin, wr, m->stride, run, nc, init, acc,
+                     last ? out : &keep);
       init = acc;
     }
   }
 }
 
 /* base[o] = bias + x_off * the sum of the weights of taps rows x cols, channels oc0 + o. */
-static void ct_base(const ct_ctx *c, const ct_run *rows, const ct_run *cols, int32_t oc0,
-                    int32_t nc, uint32_t *base)
+static void ct_base(const ct_ctx *c, const ct_wmap *m, const ct_run *rows, const ct_run *cols,
+                    int32_t oc0, int32_t nc, uint32_t *base)
 {
-  const int8_t *w_c = c->w + (size_t)oc0 * c->k;
   __builtin_memset(base, 0, (size_t)nc * sizeof base[0]);
-  for (int32_t r = 0; r < rows->n; r++) {
-    for (int32_t q = 0; q < cols->n; q++) {
-      const size_t ky = (size_t)(rows->k0 + r * c->ah.step);
-      const size_t kx = (size_t)(cols->k0 + q * c->aw.step);
-      mt_wsum_rows_s8(w_c + (ky * (size_t)c->kw + kx) * (size_t)c->cg, c->k, (uint32_t)c->cg, nc,
-                      base);
-    }
-  }
+  ct_runs(c, m, rows, cols, NULL, nc, NULL, base, NULL);
   for (int32_t o = 0; o < nc; o++) {
     base[o] = (uint32_t)c->bias[oc0 + o] + (uint32_t)c->x_off * base[o];
   }
@@ -144,119 +131,88 @@ static int ct_same(const ct_run *a, const ct_run *b)
   return a->n == b->n && (a->n == 0 || a->k0 == b->k0);
 }
 
-/* The taps of a phase's interior (its centre pixel), their weights re-laid for the channels
- * [oc, oc + ns) as rows of k_p = taps * Cg bytes in gather order, base for them, and the
- * gathered windows of up to MT_PX pixels waiting for one mt_dot_px_s8 call. */
-typedef struct {
-  ct_run rows, cols;
-  int32_t oc, ns, np, oy, ox;
-  uint32_t kp;
-  uint32_t base[CT_CHUNK];
-  int8_t w[CT_WP_MAX], col[CT_COL_MAX];
-} ct_phase;
-
-static void ct_relayout(const ct_ctx *c, ct_phase *ph)
+/* The weights of the landing taps rows x cols: in c->w, or re-laid in ph->w. */
+static void ct_map(const ct_ctx *c, const ct_phase *ph, const ct_run *rows, const ct_run *cols,
+                   ct_wmap *m)
 {
-  const int8_t *w_c = c->w + (size_t)ph->oc * c->k;
-  int8_t *wp = ph->w;
-  for (int32_t o = 0; o < ph->ns; o++, w_c += c->k) {
-    for (int32_t r = 0; r < ph->rows.n; r++) {
-      for (int32_t q = 0; q < ph->cols.n; q++, wp += c->cg) {
-        const size_t ky = (size_t)(ph->rows.k0 + r * c->ah.step);
-        const size_t kx = (size_t)(ph->cols.k0 + q * c->aw.step);
-        mt_fill_s8(wp, w_c + (ky * (size_t)c->kw + kx) * (size_t)c->cg, (size_t)c->cg, 0);
-      }
-    }
+  const ptrdiff_t cg = c->cg;
+  m->w = c->w + (size_t)ph->oc * c->k, m->stride = c->k, m->dr = 0, m->dq = 0;
+  if (rows->n == 0 || cols->n == 0) {
+    return; /* no tap: the weights are not read */
   }
-  ct_base(c, &ph->rows, &ph->cols, ph->oc, ph->ns, ph->base);
-}
-
-/* y of the gathered pixels (a run of one phase row, outputs stride_w apart). */
-static void ct_flush(const ct_ctx *c, ct_phase *ph, int8_t *y_img)
-{
-  if (ph->np == 0) {
+  if (!ph->relaid) {
+    m->w += ((size_t)rows->k0 * (size_t)c->kw + (size_t)cols->k0) * (size_t)cg;
+    m->dr = (ptrdiff_t)c->ah.step * c->kw * cg, m->dq = (ptrdiff_t)c->aw.step * cg;
     return;
   }
-  const size_t cout = (size_t)c->groups * (size_t)c->cout_g;
-  if (!MT_MVE && ph->np == 1) { /* x + px_stride is read: a copy of the window */
-    mt_fill_s8(ph->col + ph->kp, ph->col, ph->kp, 0);
-  }
-  const mt_px_src src = {ph->col, ph->kp, ph->kp, ph->kp, 1, ph->np};
-  const mt_out_stage out = {c->mult + ph->oc,
-                            c->shift + ph->oc,
-                            c->out_zp,
-                            c->act_min,
-                            c->act_max,
-                            y_img + ((size_t)ph->oy * (size_t)c->aw.out + (size_t)ph->ox) * cout +
-                                (size_t)ph->oc};
-  mt_dot_px_s8(&src, ph->w, ph->ns, ph->base, &out, (size_t)c->aw.stride * cout);
-  ph->np = 0;
+  const int32_t r0 = (rows->k0 - ph->rows.k0) / c->ah.step; /* phase tap of the first one */
+  const int32_t q0 = (cols->k0 - ph->cols.k0) / c->aw.step; /* (border pixels only) */
+  m->w =
+      ph->w + ((size_t)(ph->rows.n - 1 - r0) * (size_t)ph->cols.n + (size_t)(ph->cols.n - 1 - q0)) *
+                  (size_t)cg;
+  m->stride = ph->kp, m->dr = -(ptrdiff_t)ph->cols.n * cg, m->dq = -cg;
 }
 
-/* Append the pixel whose taps read rows iy0, iy0 - di, ... and columns ix0, ix0 - di, ... to
- * the gathered windows; taps reading outside the input get in_zp (x + x_off == 0: nothing). */
-static void ct_gather(const ct_ctx *c, ct_phase *ph, const int8_t *x_g, int64_t iy0, int64_t ix0,
-                      int32_t oy, int32_t ox)
+/* The chunk's channels [ph->oc, + ph->ns) of output pixel y_px, landing taps rows x cols. */
+static void ct_pixel(const ct_ctx *c, const ct_phase *ph, const ct_wmap *m, const ct_run *rows,
+                     const ct_run *cols, const int8_t *x_g, const uint32_t *base, uint32_t *acc,
+                     int8_t *y_px)
 {
-  int8_t *col = ph->col + (size_t)ph->np * ph->kp;
-  for (int32_t r = 0; r < ph->rows.n; r++) {
-    const int64_t iy = iy0 - (int64_t)r * c->ah.di;
-    for (int32_t q = 0; q < ph->cols.n; q++, col += c->cg) {
-      const int64_t ix = ix0 - (int64_t)q * c->aw.di;
-      if (iy < 0 || iy >= c->ah.size || ix < 0 || ix >= c->aw.size) {
-        mt_fill_s8(col, NULL, (size_t)c->cg, -c->x_off);
-        continue;
-      }
-      const size_t px = (size_t)iy * (size_t)c->aw.size + (size_t)ix;
-      mt_fill_s8(col, x_g + px * (size_t)c->cin, (size_t)c->cg, 0);
-    }
+  const mt_out_stage out = {c->mult + ph->oc, c->shift + ph->oc, c->out_zp,
+                            c->act_min,       c->act_max,        y_px + ph->oc};
+  if (rows->n == 0 || cols->n == 0) { /* no input lands here: y = rq(bias) */
+    mt_dot_rows_s8(x_g, m->w, m->stride, 0, ph->ns, base, acc, &out);
+    return;
   }
-  if (ph->np++ == 0) {
-    ph->oy = oy, ph->ox = ox;
-  }
+  ct_runs(c, m, rows, cols, x_g, ph->ns, base, acc, &out);
 }
 
-/* One phase (rows oy == ry, columns ox == rx mod stride) of channels [oc0, oc0 + nc): with its
- * windows short enough, every pixel through mt_dot_px_s8 on windows of all the phase's taps
- * gathered (those outside the input as in_zp), else tap by tap (ct_pixel). */
+/* One phase (rows oy == ry, columns ox == rx mod stride) of channels [oc0, oc0 + nc): windows
+ * short enough, MT_PX pixels at a time through mt_dot_px_s8 (ct_row_px), else pixel by pixel
+ * on their landing taps only (ct_pixel), both on weights re-laid once per phase when they fit. */
 static void ct_phase_run(const ct_ctx *c, ct_phase *ph, const int8_t *x_g, int8_t *y_img,
                          int32_t ry, int32_t rx, int32_t oc0, int32_t nc, uint32_t *base,
                          uint32_t *acc)
 {
   const size_t cout = (size_t)c->groups * (size_t)c->cout_g, w_out = (size_t)c->aw.out;
-  const int32_t sh = c->ah.stride, sw = c->aw.stride;
   int64_t iy0, ix0;
   ct_phase_taps(&c->ah, ry, &ph->rows, &iy0);
   ct_phase_taps(&c->aw, rx, &ph->cols, &ix0);
   ph->kp = (uint32_t)ph->rows.n * (uint32_t)ph->cols.n * (uint32_t)c->cg;
-  const int px = ph->kp > 0 && ph->kp <= CT_COL_MAX / MT_PX;
-  const int32_t per = px && CT_WP_MAX / (int32_t)ph->kp < nc ? CT_WP_MAX / (int32_t)ph->kp : nc;
+  ph->relaid = ph->kp > 0 && ph->kp <= CT_WP_MAX;
+  const int px = ph->relaid && ph->kp <= CT_COL_MAX / MT_PX;
+  const int32_t per =
+      ph->relaid && CT_WP_MAX / (int32_t)ph->kp < nc ? CT_WP_MAX / (int32_t)ph->kp : nc;
+  const int32_t n = (c->aw.out - rx - 1) / c->aw.stride + 1; /* pixels per phase row */
+  const int64_t back_h = (int64_t)(ph->rows.n - 1) * c->ah.di; /* first to last tap, in x */
+  const int64_t back_w = (int64_t)(ph->cols.n - 1) * c->aw.di, ix = ix0 - back_w;
+  const int32_t lo = -ix < 0 ? 0 : -ix < n ? (int32_t)-ix : n; /* columns inside: [lo, hi) */
+  const int64_t end = c->aw.size - ix0;
+  const int32_t hi = end < lo ? lo : end < n ? (int32_t)end : n;
   for (int32_t sub = 0; sub < nc; sub += per) {
     ct_run key_r = {0, -1, 0}, key_c = {0, -1, 0}; /* the taps base was computed for */
     ph->oc = oc0 + sub, ph->ns = nc - sub < per ? nc - sub : per, ph->np = 0;
-    if (px) {
+    if (ph->relaid) {
       ct_relayout(c, ph);
     }
-    for (int32_t oy = ry, j = 0; oy < c->ah.out; oy += sh, j++) {
+    for (int32_t oy = ry, j = 0; oy < c->ah.out; oy += c->ah.stride, j++) {
+      if (px) { /* the phase's taps read one input further per pixel */
+        ct_row_px(c, ph, x_g, y_img, oy, rx, n, lo, hi, iy0 + j - back_h, ix, base);
+        continue;
+      }
       ct_run rows, cols;
+      ct_wmap m;
       ct_taps(&c->ah, oy, &rows);
-      for (int32_t ox = rx, i = 0; ox < c->aw.out; ox += sw, i++) {
-        if (px) { /* the phase's taps read one input further per pixel */
-          ct_gather(c, ph, x_g, iy0 + j, ix0 + i, oy, ox);
-          if (ph->np == MT_PX) {
-            ct_flush(c, ph, y_img);
-          }
-          continue;
-        }
+      for (int32_t ox = rx; ox < c->aw.out; ox += c->aw.stride) {
         ct_taps(&c->aw, ox, &cols);
+        ct_map(c, ph, &rows, &cols, &m);
         if (!ct_same(&rows, &key_r) || !ct_same(&cols, &key_c)) {
-          ct_base(c, &rows, &cols, ph->oc, ph->ns, base);
+          ct_base(c, &m, &rows, &cols, ph->oc, ph->ns, base);
           key_r = rows, key_c = cols;
         }
-        ct_pixel(c, &rows, &cols, x_g, ph->oc, ph->ns, base, acc,
+        ct_pixel(c, ph, &m, &rows, &cols, x_g, base, acc,
                  y_img + ((size_t)oy * w_out + (size_t)ox) * cout);
       }
-      ct_flush(c, ph, y_img);
     }
   }
 }

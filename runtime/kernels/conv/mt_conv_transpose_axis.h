@@ -88,14 +88,19 @@ static void ct_taps(const ct_axis *ax, int32_t o, ct_run *r)
  * position i0 of tap k0 (may lie outside the input). */
 static void ct_phase_taps(const ct_axis *ax, int32_t o, ct_run *r, int64_t *i0)
 {
-  const int64_t t = (int64_t)o + ax->pad0;
-  int32_t k = 0;
-  while (k < ax->step && k < ax->kernel && (t - (int64_t)k * ax->dilation) % ax->stride != 0) {
+  const uint32_t t = (uint32_t)o + (uint32_t)ax->pad0, s = (uint32_t)ax->stride;
+  const uint32_t dm = (uint32_t)ax->dilation % s; /* (t - k * d) mod s, 32-bit: */
+  uint32_t k = 0, res = t % s;
+  while (k < (uint32_t)ax->step && k < (uint32_t)ax->kernel && res != 0) {
+    res = res >= dm ? res - dm : res + s - dm;
     k++;
   }
-  r->k0 = k;
-  r->n = k < ax->step && k < ax->kernel ? (ax->kernel - 1 - k) / ax->step + 1 : 0;
-  *i0 = (t - (int64_t)k * ax->dilation) / ax->stride; /* exact when r->n > 0 */
+  r->k0 = (int32_t)k;
+  r->n = k < (uint32_t)ax->step && k < (uint32_t)ax->kernel
+             ? (ax->kernel - 1 - r->k0) / ax->step + 1
+             : 0;
+  const uint64_t kd = (uint64_t)k * (uint32_t)ax->dilation; /* i0 exact when r->n > 0 */
+  *i0 = kd <= t ? (int64_t)((t - (uint32_t)kd) / s) : -(int64_t)((kd - t) / s);
 }
 
 #endif /* MT_CONV_TRANSPOSE_AXIS_H */
