@@ -3,7 +3,7 @@
  * with unit dims prepended (perm must keep those in place). The output is written in order, one
  * innermost run at a time; outer output dims that continue the innermost run in x (or are 1)
  * are merged into it first, so a run is as long as the layout allows.
- * A run of x stride 1 is a copy (MVE: 16 bytes per VLDRB/VSTRB pair, tail-predicated). Strided
+ * A run of x stride 1 is a copy (MVE: 16 bytes per VLDRB/VSTRB pair, a predicated tail). Strided
  * runs on MVE: one byte gather (VLDRB gather, offsets k * stride) per 16 output bytes while the
  * offsets fit in u8 (stride <= 17), per 8 in u16 lanes, else per 4 in u32 lanes, each stored
  * narrowed by one predicated VSTRB. Cores with unaligned word access (and the host): four bytes
@@ -60,45 +60,51 @@ static void transpose_merge(uint32_t yd[4], size_t step[4])
   }
 }
 
+#if MT_MVE
+/* y[0..n) = x[0], x[s], x[2 s], ... (s >= 1); y and x do not overlap. The u32 offsets of the
+ * active lanes (k s for k < n) stay inside x, so they never wrap. */
+static MT_NOINLINE void transpose_run(int8_t *y, const int8_t *x, uint32_t n, size_t s)
+{
+  uint32_t i = 0;
+  if (s == 1) {
+    for (; i + 16 <= n; i += 16) {
+      vstrbq_s8(y + i, vldrbq_s8(x + i));
+    }
+    const mve_pred16_t p = vctp8q(n - i);
+    vstrbq_p_s8(y + i, vldrbq_z_s8(x + i, p), p);
+  } else if (s <= 17) { /* offsets 0 .. 15 s fit in u8 */
+    const uint8x16_t at = vmulq_n_u8(vidupq_n_u8(0, 1), (uint8_t)s);
+    for (; i + 16 <= n; i += 16, x += 16 * s) {
+      vstrbq_s8(y + i, vldrbq_gather_offset_s8(x, at));
+    }
+    const mve_pred16_t p = vctp8q(n - i);
+    vstrbq_p_s8(y + i, vldrbq_gather_offset_z_s8(x, at, p), p);
+  } else if (s <= 65535 / 7) { /* offsets 0 .. 7 s fit in u16 */
+    const uint16x8_t at = vmulq_n_u16(vidupq_n_u16(0, 1), (uint16_t)s);
+    for (; i + 8 <= n; i += 8, x += 8 * s) {
+      vstrbq_u16((uint8_t *)y + i, vldrbq_gather_offset_u16((const uint8_t *)x, at));
+    }
+    const mve_pred16_t p = vctp16q(n - i);
+    vstrbq_p_u16((uint8_t *)y + i, vldrbq_gather_offset_z_u16((const uint8_t *)x, at, p), p);
+  } else {
+    const uint32x4_t at = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)s);
+    for (; i + 4 <= n; i += 4, x += 4 * s) {
+      vstrbq_u32((uint8_t *)y + i, vldrbq_gather_offset_u32((const uint8_t *)x, at));
+    }
+    const mve_pred16_t p = vctp32q(n - i);
+    vstrbq_p_u32((uint8_t *)y + i, vldrbq_gather_offset_z_u32((const uint8_t *)x, at, p), p);
+  }
+}
+#else /* !MT_MVE */
 /* y[0..n) = x[0], x[s], x[2 s], ... (s >= 1); y and x do not overlap. */
 static void transpose_run(int8_t *y, const int8_t *x, uint32_t n, size_t s)
 {
   uint32_t i = 0;
-#if MT_MVE
-  if (s == 1) {
-    for (; i < n; i += 16) {
-      const mve_pred16_t p = vctp8q(n - i);
-      vstrbq_p_s8(y + i, vldrbq_z_s8(x + i, p), p);
-    }
-  } else if (s <= 17) { /* offsets 0 .. 15 s fit in u8 */
-    const uint8x16_t at = vmulq_n_u8(vidupq_n_u8(0, 1), (uint8_t)s);
-    for (; i < n; i += 16, x += 16 * s) {
-      const mve_pred16_t p = vctp8q(n - i);
-      vstrbq_p_s8(y + i, vldrbq_gather_offset_z_s8(x, at, p), p);
-    }
-  } else if (s <= 65535 / 7) { /* offsets 0 .. 7 s fit in u16 */
-    const uint16x8_t at = vmulq_n_u16(vidupq_n_u16(0, 1), (uint16_t)s);
-    for (; i < n; i += 8, x += 8 * s) {
-      const mve_pred16_t p = vctp16q(n - i);
-      vstrbq_p_u16((uint8_t *)y + i, vldrbq_gather_offset_z_u16((const uint8_t *)x, at, p), p);
-    }
-  } else if (s <= 0xFFFFFFFFu / 3) { /* offsets 0 .. 3 s fit in u32 */
-    const uint32x4_t at = vmulq_n_u32(vidupq_n_u32(0, 1), (uint32_t)s);
-    for (; i < n; i += 4, x += 4 * s) {
-      const mve_pred16_t p = vctp32q(n - i);
-      vstrbq_p_u32((uint8_t *)y + i, vldrbq_gather_offset_z_u32((const uint8_t *)x, at, p), p);
-    }
-  }
-  if (i >= n) {
-    return;
-  }
-  i = 0;
-#endif /* MT_MVE */
   if (s == 1) {
     memcpy(y, x, n);
     return;
   }
-#if !MT_MVE && (defined(__ARM_FEATURE_UNALIGNED) || !defined(__arm__))
+#if defined(__ARM_FEATURE_UNALIGNED) || !defined(__arm__)
   for (; i + 4 <= n; i += 4, x += 4 * s) {
     const uint8_t *b = (const uint8_t *)x;
     const uint32_t w = (uint32_t)b[0] | (uint32_t)b[s] << 8 | (uint32_t)b[2 * s] << 16 |
@@ -117,6 +123,7 @@ static void transpose_run(int8_t *y, const int8_t *x, uint32_t n, size_t s)
     y[i] = *x;
   }
 }
+#endif /* MT_MVE */
 
 // x: rank r <= 4, int8  ->  y: rank r, int8, y4.shape[k] = x4.shape[perm_k]
 mt_status mt_transpose_s8(const mt_op_args *args)
