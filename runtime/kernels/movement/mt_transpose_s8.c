@@ -61,12 +61,17 @@ static void transpose_merge(uint32_t yd[4], size_t step[4])
 }
 
 #if MT_MVE
-/* y[0..n) = x[0], x[s], x[2 s], ... (s >= 1); y and x do not overlap. The u32 offsets of the
+/* y[0..n) = x[0], x[s], x[2 s], ... (n, s >= 1); y and x do not overlap. The u32 offsets of the
  * active lanes (k s for k < n) stay inside x, so they never wrap. */
 static MT_NOINLINE void transpose_run(int8_t *y, const int8_t *x, uint32_t n, size_t s)
 {
   uint32_t i = 0;
-  if (s == 1) {
+  if (n <= 2) { /* a vector set-up costs more than these byte copies */
+    y[0] = x[0];
+    if (n == 2) {
+      y[1] = x[s];
+    }
+  } else if (s == 1) {
     for (; i + 16 <= n; i += 16) {
       vstrbq_s8(y + i, vldrbq_s8(x + i));
     }
