@@ -6,7 +6,8 @@
  * A run of x stride 1 is a copy (MVE: 16 bytes per VLDRB/VSTRB pair, a predicated tail). Strided
  * runs on MVE: one byte gather (VLDRB gather, offsets k * stride) per 16 output bytes while the
  * offsets fit in u8 (stride <= 17), per 8 in u16 lanes, else per 4 in u32 lanes, each stored
- * narrowed by one predicated VSTRB. Cores with unaligned word access (and the host): four bytes
+ * narrowed by one VSTRB; the tail of a run is one predicated gather and store, a run of 1-2
+ * bytes is copied without vectors. Cores with unaligned word access (and the host): four bytes
  * read, one word written. Armv6-M: four byte copies per step.
  */
 #include <string.h>
