@@ -113,8 +113,8 @@ static void transpose_run(int8_t *y, const int8_t *x, uint32_t n, size_t s)
 #if defined(__ARM_FEATURE_UNALIGNED) || !defined(__arm__)
   for (; i + 4 <= n; i += 4, x += 4 * s) {
     const uint8_t *b = (const uint8_t *)x;
-    const uint32_t w = (uint32_t)b[0] | (uint32_t)b[s] << 8 | (uint32_t)b[2 * s] << 16 |
-                       (uint32_t)b[3 * s] << 24;
+    const uint32_t w =
+        (uint32_t)b[0] | (uint32_t)b[s] << 8 | (uint32_t)b[2 * s] << 16 | (uint32_t)b[3 * s] << 24;
     __builtin_memcpy(y + i, &w, 4); /* little-endian: y[i] = x[0] */
   }
 #endif /* unaligned word access */
