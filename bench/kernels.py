@@ -26,7 +26,7 @@ from mcutorch import ops, quant
 from mcutorch.device import toolchain
 from mcutorch.device import kernels as ck
 from mcutorch.device.exact import exact_counts
-from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table
+from mcutorch.ref import fold_bias, kernel_for, softmax_exp_table, transpose_attrs
 from mcutorch.ref.pool import resize_axis
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,6 +87,13 @@ LAYERS = {
     "gt_ratio_24x24x16": ("compare", (1, 24, 24, 16), None, {"ratio": True}, None),  # x > y
     "masked_fill_24x24x16": ("where", (1, 24, 24, 16), None, {}, None),  # pure select
     "where_rescale_24x24x16": ("where", (1, 24, 24, 16), None, {"ratio": True}, None),
+    # layout switches: NHWC -> NCHW (ShuffleNet's round trips around its channel shuffles),
+    # TC-ResNet's [1, C, 1, L] -> [1, 1, L, C] between 1-D convs, a channel shuffle in NCHW
+    # (groups 2 x 24 channels of 14x14: 196-byte runs) and the same shuffle in NHWC (2-byte runs)
+    "nhwc_nchw_24x24x32": ("transpose", (1, 24, 24, 32), None, {"perm": (0, 3, 1, 2)}, None),
+    "conv1d_switch_64x49": ("transpose", (1, 64, 1, 49), None, {"perm": (0, 2, 3, 1)}, None),
+    "shuffle_nchw_2x24x196": ("transpose", (1, 2, 24, 196), None, {"perm": (0, 2, 1, 3)}, None),
+    "shuffle_nhwc_196x2x24": ("transpose", (1, 196, 2, 24), None, {"perm": (0, 1, 3, 2)}, None),
 }
 # attention's products between two activations (matmul) and fully_connected on the same sizes:
 # Q @ K^T is [T, d] x [d, T] (K read in place, transpose_b), P @ V is [T, T] x [T, d]
@@ -114,7 +121,7 @@ def _s8(rng, shape, lo=-128, hi=127):
 
 def make_layer(name):
     """(op, inputs, attrs, MACs, variant) of one benchmark layer, operands seeded by its name
-    (MACs: elements for the pools, the add and the lut, output elements for resize, 0 for
+    (MACs: elements for the pools, the add, the lut and transpose, output elements for resize, 0 for
     softmax; matmul: M * N * K).
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
@@ -128,6 +135,8 @@ def make_layer(name):
         return op, (x, softmax_exp_table(0.1).astype(np.int32)), {}, 0, "default"
     if op == "lut":
         return op, (x, _s8(rng, (256,))), {}, x.size, "default"
+    if op == "transpose":
+        return op, (x,), transpose_attrs(kw["perm"]), x.size, "default"
     if op == "resize":
         (yn, yd, yo, yb), (xn, xd, xo, xb) = (resize_axis(n, 2 * n, kw["mode"], False, 2.0)
                                               for n in xs[1:3])

@@ -994,6 +994,7 @@ def movement_cases(n_random):
               Case("pad_none", "pad", (s8(rng, (1, 3, 3, 2)),), pad_attrs([(0, 0)] * 4, 5)),
               Case("pad_nhwc_spatial", "pad", (s8(rng, (1, 5, 4, 17)),),
                    pad_attrs([(0, 0), (1, 2), (2, 1), (0, 0)], -3))]
+    cases += transpose_cases(rng)
     for i, (a, b) in enumerate((((2, 3, 4), (24,)), ((5,), (5,)), ((1, 4, 4, 3), (1, 48)))):
         cases.append(Case(f"copy_{i}", "copy", (s8(rng, a),), {}, out_shape=b))
     for i in range(n_random):
@@ -1006,6 +1007,34 @@ def movement_cases(n_random):
                   Case(f"pad_random_{i:03d}", "pad", (x,),
                        pad_attrs([tuple(int(v) for v in r.integers(0, 4, 2)) for _ in shape],
                                  int(r.integers(-128, 128))))]
+    return cases
+
+
+def transpose_cases(rng):
+    """Runs around the 16-byte vector (and 4-byte word) widths with their tails, x strides at
+    the edges of the u8 / u16 / u32 gather offsets (17 | 18, 9362 | 9363), merged outer dims,
+    every permutation of odd-sized and of size-1 4-D shapes, and an empty tensor."""
+    cases = []
+    for n in (1, 3, 4, 5, 15, 16, 17, 31, 32, 33, 47):  # run length n, x stride 1 or m
+        for m in (2, 3, 17, 18):
+            cases += [Case(f"transpose_run{n}_s{m}", "transpose", (s8(rng, (m, n)),),
+                           transpose_attrs((1, 0))),
+                      Case(f"transpose_copy{n}_r{m}", "transpose", (s8(rng, (m, 2, n)),),
+                           transpose_attrs((1, 0, 2)))]
+    for m, n in ((1000, 41), (9362, 5), (9363, 5), (9362 * 2, 2), (20000, 1)):  # u16 / u32
+        cases.append(Case(f"transpose_wide_s{m}_n{n}", "transpose", (s8(rng, (n, m)),),
+                          transpose_attrs((1, 0))))
+    for shape in ((3, 5, 7, 9), (1, 5, 1, 17), (5, 1, 1, 3), (1, 1, 19, 1)):
+        x = s8(rng, shape)
+        for perm in itertools.permutations(range(4)):
+            tag = "x".join(map(str, shape)) + "_" + "".join(map(str, perm))
+            cases.append(Case(f"transpose_{tag}", "transpose", (x,), transpose_attrs(perm)))
+    cases += [Case("transpose_nhwc_nchw_6x7x33", "transpose", (s8(rng, (1, 6, 7, 33)),),
+                   transpose_attrs((0, 3, 1, 2))),
+              Case("transpose_nchw_nhwc_33x6x7", "transpose", (s8(rng, (1, 33, 6, 7)),),
+                   transpose_attrs((0, 2, 3, 1))),
+              Case("transpose_empty", "transpose", (s8(rng, (2, 0, 3)),),
+                   transpose_attrs((2, 0, 1)))]
     return cases
 
 
