@@ -47,7 +47,9 @@ def test_fuzzed_programs_reach_the_validator(short):
     named = {("ok", *S.ERRORS)[c]: n for c, n in verdicts.items()}
     print(f"{len(files)} fuzzed programs, Python verdicts: {named}")
     assert S.ERROR_CODES["bad_crc"] not in verdicts
-    assert verdicts[0] >= len(files) // 5
+    # libFuzzer keeps the inputs that reach new code, and most of the readers' code refuses:
+    # with format 1.4's five more attribute domains 16-18 % of the kept files load (was > 20 %)
+    assert verdicts[0] >= len(files) // 10
     assert len(verdicts) >= 8, named
 
 
