@@ -30,13 +30,13 @@
  *   |        | delegates, bindings        | 16-aligned, read by the kernels  |          |
  *   +--------+----------------------------+----------------------------------+----------+
  *
- *   state (RAM, pointer-aligned, mt_state_size(&m) bytes; a few hundred bytes):
- *   +----------------------+--------------------------+-------------------------------+
- *   | void *arena[regions] | mt_tensor per input and  | mt_tensor x (most operands of |
- *   |                      | per output (user views)  | one op): the running op's args|
- *   +----------------------+--------------------------+-------------------------------+
- *     size = regions * sizeof(void *) + (inputs + outputs + max operands) * sizeof(mt_tensor)
- *     (mcutorch.crt.state_size(program) computes it on the host for a 32-bit target)
+ *   state (RAM, pointer-aligned, mt_state_size(&m) bytes; 28 bytes per op + 40 per operand):
+ *   +----------------------+-------------------------+------------------+-------------------+
+ *   | void *arena[regions] | mt_tensor per in/output | mt_tensor per op | mt_op_args per op |
+ *   |                      | (the user's views)      | operand (views)  | (kernel args)     |
+ *   +----------------------+-------------------------+------------------+-------------------+
+ *     size = regions * sizeof(void *) + (inputs + outputs + operands) * 40 + ops * 28 on 32-bit
+ *     (a conv: 188 bytes; mcutorch.device.crt.state_size(program) computes it on the host)
  *
  *   arena r (RAM, mt_arena_size(&m, r) bytes, aligned to mt_region(&m, r)->alignment):
  *   +---------+------+---------+------------------+------+--------------+
@@ -44,8 +44,9 @@
  *   +---------+------+---------+------------------+------+--------------+   tensors share
  *     bytes in time, never while both are alive; the runtime never clears an arena.
  *
- * Why a state buffer: an op's tensor views are built just before its kernel runs, into one
- * buffer sized for the op with the most operands, so RAM does not grow with the model.
+ * Why a state buffer: every op's kernel args are built once, when the state and each arena
+ * are bound (again when an arena moves), so mt_invoke costs a few dozen instructions per op
+ * outside the kernels (bench/dispatch.py counts them exactly).
  *
  * Program buffer: 16-byte aligned (constants are 16-aligned inside the file so that kernels
  * may use aligned vector loads), little-endian CPU. METADATA (names, source locations) is
@@ -83,9 +84,9 @@ typedef struct {
   const uint8_t *constants;
   uint32_t n_regions, n_tensors, n_ops, n_operands, n_attrs;
   uint32_t n_inputs, n_outputs, n_delegates, n_bindings, const_size;
-  uint32_t max_operands; /* most operands (inputs + outputs) of one op */
   void **arenas; /* state: base of each bound arena (NULL = not bound) */
-  mt_tensor *views; /* state: input views, output views, then the running op's */
+  mt_tensor *views; /* state: input views, output views, then every op's operand views */
+  mt_op_args *args; /* state: every op's kernel args */
   uint8_t stage; /* MT_STAGE_* below */
 } mt_model;
 

@@ -1,10 +1,10 @@
 /*
  * mt_kernel.h - the contract between the mcutorch interpreter and its int8 kernels.
  *
- * Just before each op runs, the interpreter builds its mt_op_args (tensor views with data
- * pointers into the caller's arenas or the program's constants, the op's int32 attributes in
- * ops.py order, its planned scratch buffer) in one shared state buffer, then calls the kernel
- * chosen for the op's (opcode, variant) through the model's kernel table:
+ * At bind time the interpreter builds each op's mt_op_args (tensor views with data pointers
+ * into the caller's arenas or the program's constants, the op's int32 attributes in ops.py
+ * order, its planned scratch) in the state buffer; mt_invoke calls the kernel chosen for the
+ * op's (opcode, variant) through the model's kernel table:
  *
  *     status = table[opcode][variant](&args);
  *
@@ -21,8 +21,8 @@
  *     op): read element i before writing element i, walking forward. The loader refuses every
  *     other overlap of an output with an input, another output or the scratch (bad_op).
  * The loader validated every record, but not that an op's operand shapes fit together:
- * kernels refuse inconsistent operands with MT_STATUS_BAD_ARGUMENT. Views live only for the
- * call (never keep pointers to args); constant data may be in flash (never write inputs).
+ * kernels refuse inconsistent operands with MT_STATUS_BAD_ARGUMENT. Views persist across
+ * invokes: never write one (only its data); constant data may be in flash (never write it).
  */
 #ifndef MT_KERNEL_H
 #define MT_KERNEL_H

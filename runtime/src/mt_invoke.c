@@ -1,8 +1,6 @@
 /* mt_invoke.c - state and arena binding, tensor views, the interpreter loop, delegates.
- *
- * Views are built from the tensor records when they are needed (an op's operands just before
- * its kernel runs, an input or output when the caller asks for it), so the only RAM the
- * runtime keeps besides the caller's arenas is the small state buffer (see mcutorch.h). */
+ * Every op's kernel args are built into the state when the state or an arena is bound
+ * (mt_build_args); input and output views when the caller asks for them. */
 #include <string.h>
 
 #include "mt_internal.h"
@@ -15,7 +13,8 @@ size_t mt_state_size(const mt_model *m)
     return 0;
   }
   n = (uint64_t)m->n_regions * sizeof(void *) +
-      ((uint64_t)m->n_inputs + m->n_outputs + m->max_operands) * sizeof(mt_tensor);
+      ((uint64_t)m->n_inputs + m->n_outputs + m->n_operands) * sizeof(mt_tensor) +
+      (uint64_t)m->n_ops * sizeof(mt_op_args);
   return n > (size_t)-1 ? (size_t)-1 : (size_t)n;
 }
 
@@ -32,6 +31,54 @@ static int mt_over_program(const mt_model *m, const void *p, size_t n)
   return mt_overlap(p, n, m->program, ((const mt_header_t *)(const void *)m->program)->file_size);
 }
 
+/* Address of bytes [offset, ...) of arena `region`; NULL while unbound or for MT_NONE16. */
+static void *mt_arena_at(const mt_model *m, uint32_t region, uint32_t offset)
+{
+  uint8_t *base = region < m->n_regions ? (uint8_t *)m->arenas[region] : NULL;
+  return base != NULL ? base + offset : NULL;
+}
+
+static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
+{
+  const mt_tensor_t *t = &m->tensors[index];
+  uint32_t k;
+  if (t->storage == MT_STORAGE_CONST) {
+    v->data = (void *)(uintptr_t)(m->constants + t->offset); /* kernels only read it */
+  } else {
+    v->data = mt_arena_at(m, t->region, t->offset);
+  }
+  for (k = 0; k < MT_MAX_RANK; k++) {
+    v->shape[k] = t->shape[k];
+  }
+  v->rank = t->rank;
+  v->dtype = t->dtype;
+  v->zero_point = t->zero_point;
+  v->size = t->size;
+}
+
+/* Every op's kernel args: its operand views (inputs then outputs) at its operand index (ops
+ * sharing operand records share views), attributes and scratch. Redone when an arena moves. */
+static void mt_build_args(mt_model *m)
+{
+  mt_tensor *v = m->views + m->n_inputs + m->n_outputs;
+  uint32_t i, k;
+  for (i = 0; i < m->n_ops; i++) {
+    const mt_op_t *op = &m->ops[i];
+    mt_op_args *a = &m->args[i];
+    for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
+      mt_view(m, m->operands[op->first_operand + k], &v[op->first_operand + k]);
+    }
+    a->in = v + op->first_operand;
+    a->out = v + op->first_operand + op->n_inputs;
+    a->attrs = m->attrs + op->first_attr;
+    a->scratch = mt_arena_at(m, op->scratch_region, op->scratch_offset);
+    a->scratch_size = op->scratch_size; /* 0 without a scratch region (checked at load) */
+    a->n_in = op->n_inputs;
+    a->n_out = op->n_outputs;
+    a->n_attrs = op->n_attrs;
+  }
+}
+
 mt_status mt_bind_state(mt_model *m, void *state, size_t size)
 {
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
@@ -42,6 +89,8 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size)
   m->arenas = (void **)state;
   memset(m->arenas, 0, m->n_regions * sizeof(void *));
   m->views = (mt_tensor *)(void *)(m->arenas + m->n_regions);
+  m->args = (mt_op_args *)(void *)(m->views + m->n_inputs + m->n_outputs + m->n_operands);
+  mt_build_args(m);
   m->stage = MT_STAGE_READY;
   return MT_STATUS_OK;
 }
@@ -81,32 +130,8 @@ mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size)
                MT_STATUS_BAD_ARGUMENT);
   }
   m->arenas[region] = mem;
+  mt_build_args(m);
   return MT_STATUS_OK;
-}
-
-/* Address of bytes [offset, ...) of the arena of `region`; NULL while it is unbound. */
-static void *mt_arena_at(const mt_model *m, uint32_t region, uint32_t offset)
-{
-  uint8_t *base = (uint8_t *)m->arenas[region];
-  return base != NULL ? base + offset : NULL;
-}
-
-static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
-{
-  const mt_tensor_t *t = &m->tensors[index];
-  uint32_t k;
-  if (t->storage == MT_STORAGE_CONST) {
-    v->data = (void *)(uintptr_t)(m->constants + t->offset); /* kernels only read it */
-  } else {
-    v->data = mt_arena_at(m, t->region, t->offset);
-  }
-  for (k = 0; k < MT_MAX_RANK; k++) {
-    v->shape[k] = t->shape[k];
-  }
-  v->rank = t->rank;
-  v->dtype = t->dtype;
-  v->zero_point = t->zero_point;
-  v->size = t->size;
 }
 
 uint32_t mt_input_count(const mt_model *m)
@@ -137,38 +162,14 @@ const mt_tensor *mt_output(mt_model *m, uint32_t i)
   return &m->views[m->n_inputs + i];
 }
 
-/* Views of op `op`'s operands (inputs then outputs) in the state's op buffer. */
-static mt_tensor *mt_op_views(mt_model *m, const mt_op_t *op)
-{
-  mt_tensor *v = m->views + m->n_inputs + m->n_outputs;
-  uint32_t k, n = (uint32_t)op->n_inputs + op->n_outputs;
-  for (k = 0; k < n; k++) {
-    mt_view(m, m->operands[op->first_operand + k], &v[k]);
-  }
-  return v;
-}
-
 static mt_status mt_run_op(mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
-  mt_op_args args;
   mt_status status;
-  args.in = mt_op_views(m, op);
-  args.out = (mt_tensor *)args.in + op->n_inputs;
-  args.attrs = m->attrs + op->first_attr;
-  args.scratch = NULL;
-  args.scratch_size = 0;
-  if (op->scratch_region != MT_NONE16) {
-    args.scratch = mt_arena_at(m, op->scratch_region, op->scratch_offset);
-    args.scratch_size = op->scratch_size;
-  }
-  args.n_in = op->n_inputs;
-  args.n_out = op->n_outputs;
-  args.n_attrs = op->n_attrs;
 #ifdef MT_PROFILE
   mt_port_op_begin(i);
 #endif
-  status = m->kernels->rows[op->opcode].variants[op->variant](&args);
+  status = m->kernels->rows[op->opcode].variants[op->variant](&m->args[i]);
 #ifdef MT_PROFILE
   mt_port_op_end(i);
 #endif
@@ -194,7 +195,7 @@ static void mt_delegate_call_of(mt_model *m, const mt_op_t *op, mt_delegate_call
     call->fast_scratch = mt_arena_at(m, d->fast_scratch_region, d->fast_scratch_offset);
     call->fast_scratch_size = d->fast_scratch_size;
   }
-  call->inputs = mt_op_views(m, op);
+  call->inputs = m->args[op - m->ops].in;
   call->outputs = call->inputs + d->n_inputs;
   call->bindings = m->bindings + d->first_binding;
 }

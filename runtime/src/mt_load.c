@@ -307,8 +307,6 @@ static mt_status mt_check_kernels(mt_model *m, const mt_kernel_table *kt)
   uint32_t i;
   for (i = 0; i < m->n_ops; i++) {
     const mt_op_t *op = &m->ops[i];
-    uint32_t n = (uint32_t)op->n_inputs + op->n_outputs;
-    m->max_operands = n > m->max_operands ? n : m->max_operands;
     if (kt == NULL || op->opcode == MT_OP_DELEGATE) {
       continue;
     }

@@ -249,12 +249,19 @@ static void test_copy_program(void)
   CHECK(ready(&m, size, &g_kernels) == MT_STATUS_OK);
   CHECK(mt_region_count(&m) == 1 && mt_arena_size(&m, 0) == 32 && mt_arena_size(&m, 1) == 0);
   CHECK(mt_input_count(&m) == 1 && mt_output_count(&m) == 1 && mt_input(&m, 1) == NULL);
-  CHECK(mt_state_size(&m) == sizeof(void *) + 4 * sizeof(mt_tensor));
+  /* arena pointer; input, output and the op's two operand views; the op's kernel args */
+  CHECK(mt_state_size(&m) == sizeof(void *) + 4 * sizeof(mt_tensor) + sizeof(mt_op_args));
   CHECK(mt_invoke(&m) == MT_STATUS_OK && g_copies == 1);
   y = mt_output(&m, 0);
   CHECK(y != NULL && y->data == g_arena + 16 && y->size == 4 && y->rank == 2);
   CHECK(memcmp(g_arena + 16, "\1\2\3\4", 4) == 0);
   CHECK(g_begins == 1 && g_ends == 1);
+  /* moving the arena rebuilds the op's bind-time views: the kernel runs in the new bytes */
+  CHECK(mt_bind_arena(&m, 0, g_arena + 32, 32) == MT_STATUS_OK);
+  memcpy(mt_input(&m, 0)->data, "\5\6\7\10", 4);
+  CHECK(mt_invoke(&m) == MT_STATUS_OK && g_copies == 2);
+  CHECK(memcmp(g_arena + 48, "\5\6\7\10", 4) == 0 && memcmp(g_arena + 16, "\1\2\3\4", 4) == 0);
+  CHECK(mt_bind_arena(&m, 0, g_arena, 32) == MT_STATUS_OK);
   CHECK(mt_load(&m, g_file, size, &g_no_kernels) == MT_STATUS_NO_KERNEL);
   CHECK(mt_load(&m, g_file, size, NULL) == MT_STATUS_OK);
   CHECK(mt_invoke(&m) == MT_STATUS_BAD_STATE); /* validate-only load */

@@ -202,6 +202,7 @@ def exact_counts(
     files: Mapping[str, bytes] | None = None,
     timeout: float = 120.0,
     check: bool = True,
+    regions: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> dict:
     """Run firmware under QEMU with the counting plugin; returns exact instruction counts.
 
@@ -218,6 +219,7 @@ def exact_counts(
       ``all``: every instruction of the run (start-up, I/O and exit included).
       ``unmatched``: begin/end markers that did not pair up (0 in a sound run).
       ``result``: the `qemu.RunResult` of the run (console, exit status, SysTick counts).
+    `regions` = (begin addresses, end addresses) replaces the two marker symbols.
 
     Raises `ToolchainError` if the firmware fails (`check`), QEMU refuses the plugin, or a
     symbol is missing from the ELF.
@@ -240,6 +242,8 @@ def exact_counts(
 
     begin = [addr(begin_symbol)] if begin_symbol else []
     end = [addr(end_symbol)] if end_symbol else []
+    if regions is not None:  # op regions given as (begin addresses, end addresses)
+        begin, end = list(regions[0]), list(regions[1])
     if bool(begin) != bool(end):
         raise ValueError("begin_symbol and end_symbol go together")
     tbegin = [addr(total_symbol)] if total_symbol else []
@@ -363,5 +367,89 @@ def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
                         systick_total=result.instructions, all=counts.get("all", 0),
                         outputs=outputs)
 
-__all__ = ["ExactProfile", "exact_counts", "execution_order", "parse_output", "plugin_option",
-           "plugin_path", "profile_exact", "return_sites", "symbols"]
+# ---------------------------------------------------------------------------------------
+# Dispatch: mt_invoke's instructions outside the kernel bodies (bench/dispatch.py)
+
+_FUNC_RE = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
+_BLX_RE = re.compile(r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{4,8} ?)+)\s+blx\s+(r\d+|ip|lr)\b")
+INTERPRETER_FUNCTIONS = ("mt_invoke", "mt_run_op", "mt_run_delegate")  # mt_invoke.c's loop
+
+
+def kernel_return_sites(elf: str | Path) -> list[int]:
+    """Addresses right after the interpreter's indirect calls (``blx rN``: the kernel call
+    through the table) in the functions of `INTERPRETER_FUNCTIONS` (gcc's clones included)."""
+    proc = subprocess.run([shutil.which(OBJDUMP) or OBJDUMP, "-d", str(elf)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ToolchainError(f"{OBJDUMP} failed on {elf}: {proc.stderr}")
+    sites, inside = [], False
+    for line in proc.stdout.splitlines():
+        head = _FUNC_RE.match(line)
+        if head:
+            inside = head.group(1).split(".")[0] in INTERPRETER_FUNCTIONS
+        elif inside and (m := _BLX_RE.match(line)):
+            sites.append(int(m.group(1), 16) + len(m.group(2).replace(" ", "")) // 2)
+    if not sites:
+        raise McutorchError(f"no indirect kernel call found in mt_invoke's code in {elf}")
+    return sorted(set(sites))
+
+
+@dataclass
+class DispatchCount:
+    """Exact instructions of one inference, split into kernel bodies and dispatch.
+
+    total: `mt_invoke`, entry to return. kernels: the sum over ops of each kernel's body, from
+    the kernel function's first instruction to the interpreter's instruction after the call
+    (its callees and return included). dispatch = total - kernels: the interpreter loop,
+    operand views, argument set-up and the call sequence. No profiling hooks are linked.
+    """
+
+    board: str
+    total: int
+    kernels: int
+    per_op: list[int]
+
+    @property
+    def dispatch(self) -> int:
+        return self.total - self.kernels
+
+    @property
+    def share(self) -> float:
+        return self.dispatch / self.total if self.total else 0.0
+
+
+def dispatch_exact(program, inputs: Sequence[np.ndarray], board: str, opt: str = "-O3",
+                   timeout: float = 600.0) -> DispatchCount:
+    """Exact kernel and dispatch instructions of one inference of `program` on `board`.
+
+    Builds the plain runner firmware (no MT_PROFILE hooks) and counts with the plugin: total
+    from the first instruction of `mt_invoke` to its return sites; op regions from the entry
+    of any kernel the model links to the instruction after the interpreter's indirect call
+    (`kernel_return_sites`). Raises `McutorchError` when the regions do not pair up one per
+    kernel call (a kernel calling another kernel would).
+
+    >>> d = dispatch_exact(program, [x], "mps3-an547")                   # doctest: +SKIP
+    >>> d.total, d.kernels, d.dispatch                                    # doctest: +SKIP
+    (72206, 71900, 306)
+    """
+    from mcutorch.device import firmware
+    from mcutorch.device.kernels import KERNELS, NO_KERNEL
+
+    elf = firmware.build(program, board, opt=opt)
+    syms = symbols(elf)
+    entries = sorted({syms[KERNELS[(op.name, op.variant)].function]
+                      for op in program.ops if op.name not in NO_KERNEL})
+    files, args = firmware.runner_files(program, inputs)
+    counts = exact_counts(elf, board, args, files=files, timeout=timeout, begin_symbol=None,
+                          end_symbol=None, regions=(entries, kernel_return_sites(elf)))
+    per_op = [counts["per_op"][k] for k in sorted(counts["per_op"])]
+    calls = sum(1 for i in execution_order(program) if program.ops[i].name not in NO_KERNEL)
+    if counts.get("unmatched", 0) or len(per_op) != calls or counts.get("totals") != 1:
+        raise McutorchError(f"{len(per_op)} kernel regions ({counts.get('unmatched')} "
+                            f"unmatched markers) for {calls} kernel calls")
+    return DispatchCount(board=get_board(board).name, total=counts["total"],
+                         kernels=sum(per_op), per_op=per_op)
+
+__all__ = ["DispatchCount", "ExactProfile", "dispatch_exact", "exact_counts", "execution_order",
+           "kernel_return_sites", "parse_output", "plugin_option", "plugin_path", "profile_exact",
+           "return_sites", "symbols"]
