@@ -125,12 +125,16 @@ class CompiledModel:
 
     # --- reports ------------------------------------------------------------------------------
     def summary(self) -> dict:
-        """Sizes for reports: program bytes, constants, arena per region, plan lower bound."""
+        """Sizes for reports: program bytes, constants, arena per region, the C runtime's
+        bind-time state on a 32-bit CPU (`mcutorch.device.crt.state_size`), plan lower bound."""
+        from mcutorch.device.crt import state_size
+
         p = self.program
         return {
             "program_bytes": len(self.to_bytes()),
             "const_bytes": len(p.constants),
             "regions": {r.name: r.size for r in p.regions if r.size},
+            "state_bytes": state_size(p, 4),
             "lower_bound": (p.metadata or {}).get("plan", {}).get("lower_bound", 0),
             "ops": len(p.ops),
         }

@@ -261,3 +261,40 @@ def test_model_per_op_exact_counts_agree_with_systick(kws):
     for i in order:
         assert abs(p.per_op[i] - systick.per_op.get(i, 0)) <= tolerance, (i, p.per_op[i],
                                                                          systick.per_op.get(i))
+
+
+def test_dispatch_exact_splits_mt_invoke_into_kernel_bodies_and_dispatch(kws):
+    """dispatch_exact's kernel regions (kernel entry .. the instruction after the interpreter's
+    call) are exactly the kernel bodies: on the same -Os code, each MT_PROFILE hook region
+    (profile_exact) is that body plus one constant hook overhead, the same for every op."""
+    program, inputs = kws
+    board = "mps3-an547"
+    d = exact.dispatch_exact(program, inputs, board, opt="-Os")
+    p = exact.profile_exact(program, inputs, board)
+    assert len(d.per_op) == len(p.occurrences) == len(program.ops) and min(d.per_op) > 0
+    assert d.kernels == sum(d.per_op) and d.dispatch == d.total - d.kernels > 0
+    overhead = {hooked - body for hooked, body in zip(p.occurrences, d.per_op)}
+    assert len(overhead) == 1 and 0 < overhead.pop() < 64, overhead
+    fast = exact.dispatch_exact(program, inputs, board)  # the -O3 build the bench counts
+    assert len(fast.per_op) == len(program.ops) and 0 < fast.dispatch < fast.total
+
+
+def test_state_size_is_the_c_runtimes_exactly(kws, monkeypatch):
+    """crt.state_size (the firmware's MT_STATE_SIZE) is mt_state_size on a 32-bit board: the
+    runner binds a buffer of exactly that many bytes; with 4 bytes less its mt_run_state has
+    no buffer to give (NULL: mt_bind_state's bad_argument; a short size is arena_too_small,
+    tests/c/test_loader.c). Both sizes are multiples of 4, so they are equal."""
+    from mcutorch.device import crt, firmware
+    from mcutorch.errors import McutorchError
+
+    program, inputs = kws
+    need = crt.state_size(program, 4)
+    assert need % 4 == 0
+    defines = firmware.firmware_defines
+    monkeypatch.setattr(firmware, "firmware_defines",
+                        lambda p, b: {**defines(p, b), "MT_STATE_SIZE": need - 4})
+    with pytest.raises(McutorchError, match="bad_argument"):
+        firmware.run(program, inputs, "mps3-an547")
+    monkeypatch.setattr(firmware, "firmware_defines",
+                        lambda p, b: {**defines(p, b), "MT_STATE_SIZE": need})
+    firmware.run(program, inputs, "mps3-an547")

@@ -371,24 +371,30 @@ def profile_exact(program, inputs: Sequence[np.ndarray], board: str,
 # Dispatch: mt_invoke's instructions outside the kernel bodies (bench/dispatch.py)
 
 _FUNC_RE = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
-_BLX_RE = re.compile(r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{4,8} ?)+)\s+blx\s+(r\d+|ip|lr)\b")
+_INDIRECT_RE = re.compile(
+    r"^\s*([0-9a-f]+):\s+((?:[0-9a-f]{4,8} ?)+)\s+(blx|bx)\s+(r\d+|ip)\s*$")
 INTERPRETER_FUNCTIONS = ("mt_invoke", "mt_run_op", "mt_run_delegate")  # mt_invoke.c's loop
 
 
 def kernel_return_sites(elf: str | Path) -> list[int]:
-    """Addresses right after the interpreter's indirect calls (``blx rN``: the kernel call
-    through the table) in the functions of `INTERPRETER_FUNCTIONS` (gcc's clones included)."""
+    """Where a kernel called through the table returns to: the address after each indirect
+    call (``blx rN``) in the functions of `INTERPRETER_FUNCTIONS` (gcc's clones included), or,
+    where such a function tail-calls the kernel (``bx rN``), its own return sites."""
     proc = subprocess.run([shutil.which(OBJDUMP) or OBJDUMP, "-d", str(elf)],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise ToolchainError(f"{OBJDUMP} failed on {elf}: {proc.stderr}")
-    sites, inside = [], False
+    sites, function = [], None
     for line in proc.stdout.splitlines():
         head = _FUNC_RE.match(line)
         if head:
-            inside = head.group(1).split(".")[0] in INTERPRETER_FUNCTIONS
-        elif inside and (m := _BLX_RE.match(line)):
-            sites.append(int(m.group(1), 16) + len(m.group(2).replace(" ", "")) // 2)
+            name = head.group(1)
+            function = name if name.split(".")[0] in INTERPRETER_FUNCTIONS else None
+        elif function and (m := _INDIRECT_RE.match(line)):
+            if m.group(3) == "blx":
+                sites.append(int(m.group(1), 16) + len(m.group(2).replace(" ", "")) // 2)
+            else:
+                sites += return_sites(elf, function)
     if not sites:
         raise McutorchError(f"no indirect kernel call found in mt_invoke's code in {elf}")
     return sorted(set(sites))
