@@ -1,4 +1,4 @@
-"""`python -m bench.dispatch`: the interpreter's cost outside the kernels, exact, per model and board.
+"""`python -m bench.dispatch`: the interpreter's cost outside the kernels, exact, per model, board.
 
     python -m bench.dispatch [--models resnet8,digits,...] [--boards cortex-m55,...]
 

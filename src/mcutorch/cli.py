@@ -225,7 +225,8 @@ def cmd_compile(args) -> int:
     s = program.summary()
     ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
     print(f"{out}: {s['ops']} ops, {s['program_bytes']:,} B program, RAM {ram} "
-          f"(lower bound {s['lower_bound']:,} B), {time.perf_counter() - t0:.2f} s")
+          f"(lower bound {s['lower_bound']:,} B) + C runtime state {s['state_bytes']:,} B, "
+          f"{time.perf_counter() - t0:.2f} s")
     _print_offload(program.program)
     return 0
 
