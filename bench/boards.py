@@ -60,6 +60,7 @@ def print_table(rows: list[dict], short: dict, tflm: dict, et: dict) -> None:
               f"{ram / t if t else 0:>6.2f}x {ram / e if e else 0:>5.2f}x {r['runtime_core']:>7,} "
               f"{r['kernels']:>9,} {r['program']:>10,}")
     print("dispatch<=: share of a profiled (SysTick) run outside the kernels (interpreter + "
-          "profiling hooks; an upper bound on dispatch). RAM: planned arenas of every region + "
+          "profiling hooks; an upper bound on dispatch; exact: python -m bench.dispatch). RAM: "
+          "planned arenas of every region + "
           "runtime state; the runner's stack is not counted. core B: loader + validator + "
           "interpreter text+rodata.")
