@@ -1,0 +1,208 @@
+"""int16 activations (a16w8): the quantizer's int16 specs, per-layer selection, the rescale at an
+int8/int16 boundary, refusals by name, the 16-bit requantization multiplier and the int16 boundary
+quantize (docs/numerics.md, "int16 activations")."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import mcutorch
+from mcutorch import quant
+from mcutorch.errors import QuantizeError, UnsupportedOpError
+from mcutorch.frontend._torchao import pt2e
+
+pt2e()
+QD = torch.ops.quantized_decomposed
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 4 * 4, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = nn.functional.max_pool2d(self.conv2(x) + x, 2)
+        return self.fc(x.flatten(1))
+
+
+class Mlp(nn.Module):
+    def __init__(self, head=None):
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(16, 32), nn.Linear(32, 8), head
+
+    def forward(self, x):
+        x = self.fc2(torch.relu(self.fc1(x)))
+        return self.head(x) if self.head is not None else x
+
+
+def _quantize(model, x, cal=None, **kw):
+    torch.manual_seed(1)
+    cal = cal or [torch.randn_like(x) for _ in range(8)]
+    return mcutorch.quantize(model.eval(), (x,), calibration=cal,
+                             quantizer=mcutorch.Quantizer(**kw))
+
+
+def _q_nodes(gm):
+    """(input's producer name, dtype, quant_min, quant_max, zero point) of every per-tensor
+    activation quantize node."""
+    found = []
+    for n in gm.graph.nodes:
+        if n.target == QD.quantize_per_tensor.default:
+            found.append((n.args[0].name, n.args[5], n.args[3], n.args[4], n.args[2]))
+    return found
+
+
+def test_whole_model_int16_specs_are_symmetric_full_range():
+    torch.manual_seed(0)
+    gm = _quantize(Cnn(), torch.randn(1, 1, 8, 8), activations="int16")
+    nodes = _q_nodes(gm)
+    assert len(nodes) >= 5
+    assert {(d, lo, hi, zp) for _, d, lo, hi, zp in nodes} == {(torch.int16, -32767, 32767, 0)}
+    weights = [n for n in gm.graph.nodes if n.target == QD.dequantize_per_channel.default]
+    # (input, scales, zero points, axis, quant_min, quant_max, dtype): int8 weights only; the
+    # int16 MAC layers keep a float bias (the compiler stores it as int48): no int32 bias
+    assert len(weights) == 3
+    assert all(n.args[6] == torch.int8 and tuple(n.args[4:6]) == (-127, 127) for n in weights)
+
+
+@pytest.mark.parametrize("layers", [["conv2"], [nn.Conv2d], "conv2"])
+def test_int16_layers_by_name_or_type_and_the_boundary_rescale(layers):
+    torch.manual_seed(0)
+    gm = _quantize(Cnn(), torch.randn(1, 1, 8, 8), int16_layers=layers)
+    nodes = _q_nodes(gm)
+    wide = {src for src, d, *_ in nodes if d == torch.int16}
+    assert wide and any(d == torch.int8 for _, d, *_ in nodes)
+    if layers == [nn.Conv2d]:  # both convs: conv1's output (after its fused relu) is int16
+        assert "relu" in wide
+    # conv2 computes in int16: its input is requantized int8 -> int16 (q16(dq8(relu)))
+    conv2 = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.conv2d.default
+                 and "conv2" in str(n.meta.get("nn_module_stack")))
+    dq = conv2.args[0]
+    assert dq.target == QD.dequantize_per_tensor.default and dq.args[5] == torch.int16
+    q16 = dq.args[0]
+    assert q16.args[5] == torch.int16
+    if layers != [nn.Conv2d]:
+        dq8 = q16.args[0]
+        assert dq8.target == QD.dequantize_per_tensor.default and dq8.args[5] == torch.int8
+    # and its output back to int8 for the add of the int8 model
+    add = next(iter(conv2.users))
+    while add.target != torch.ops.aten.add.Tensor:
+        add = next(iter(add.users))
+    assert {a.args[5] for a in add.args[:2]} == {torch.int8}  # the add is not a Conv2d
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"activations": "int4"}, "activations='int4'"),
+    ({"int16_layers": ["conv9"]}, "no module named 'conv9'.*conv1"),
+    ({"int16_layers": [nn.GRU]}, "no module of type 'torch.nn.modules.rnn.GRU'"),
+    ({"int16_layers": [3]}, "int16_layers entry 3"),
+])
+def test_bad_int16_requests_are_named(kw, match):
+    with pytest.raises(QuantizeError, match=match):
+        _quantize(Cnn(), torch.randn(1, 1, 8, 8), **kw)
+
+
+@pytest.mark.parametrize("head, op", [(nn.Softmax(dim=-1), "softmax"), (nn.Sigmoid(), "lut"),
+                                      (nn.LayerNorm(8), "norm")])
+def test_an_op_without_int16_form_is_refused_by_name(head, op):
+    x = torch.randn(2, 16)
+    with pytest.raises(UnsupportedOpError, match=rf"test_int16.py:\d+ in head.*\({op}\), which "
+                                                 "has no int16 form"):
+        _quantize(Mlp(head), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match=rf"\({op}\)"):
+        _quantize(Mlp(head), x, int16_layers=["head"])
+    # the same model with only the MAC layers int16: the head stays int8, as asked
+    gm = _quantize(Mlp(head), x, int16_layers=["fc1", "fc2"])
+    assert {d for _, d, *_ in _q_nodes(gm)} == {torch.int8, torch.int16}
+
+
+def test_a_constant_scalar_product_is_a_table_and_has_no_int16_form():
+    class Half(nn.Module):
+        def forward(self, x):
+            return x * 0.5
+
+    with pytest.raises(UnsupportedOpError, match=r"\(lut\)"):
+        _quantize(Half(), torch.randn(2, 4), activations="int16")
+
+
+def _sqnr(ref, y):
+    ref, y = ref.double(), y.double()
+    return 10 * math.log10(float((ref ** 2).sum() / ((ref - y) ** 2).sum()))
+
+
+def test_int16_activations_shrink_the_activation_error():
+    """With the weights fixed (int8 either way), int16 activations leave only weight error:
+    the fake-quant output is much closer to the float model with the weights fake-quantized."""
+    torch.manual_seed(0)
+    model, x = Mlp().eval(), torch.randn(64, 16)
+    with torch.no_grad():
+        for lin in (model.fc1, model.fc2):  # make the weights exact in int8 per channel
+            s = lin.weight.abs().amax(1, keepdim=True) / 127
+            lin.weight.copy_(torch.round(lin.weight / s) * s)
+        ref = model(x)
+    y8 = _quantize(model, x, [x])(x)  # calibrated on x: no clipping either way
+    y16 = _quantize(model, x, [x], activations="int16")(x)
+    s8, s16 = _sqnr(ref, y8), _sqnr(ref, y16)
+    print(f"MLP SQNR vs float (int8-exact weights): int8 {s8:.1f} dB, int16 {s16:.1f} dB")
+    assert s16 > s8 + 30  # 8 more bits: ~48 dB in theory
+
+
+def test_compile_refuses_int16_with_a_named_reason():
+    x = torch.randn(2, 16)
+    gm = _quantize(Mlp(), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match="int16 activations .a16w8. are not compiled yet"):
+        mcutorch.compile(gm, (x,))
+
+
+# --- the 16-bit requantization multiplier ---------------------------------------------------
+
+@pytest.mark.parametrize("real, expected", [(0.5, (2**14, 15)), (1.0, (2**14, 14)),
+                                            (0.75, (3 * 2**13, 15)), (0.0, (0, 2)),
+                                            (2.0**12, (2**14, 2)), (1 - 2**-17, (2**14, 14))])
+def test_quantize_multiplier16_values(real, expected):
+    assert quant.quantize_multiplier16(real) == expected
+
+
+def test_quantize_multiplier16_domain_and_precision():
+    rng = np.random.default_rng(0)
+    for real in 2.0 ** rng.uniform(-40, 12.9, 2000):
+        mult, shift = quant.quantize_multiplier16(real)
+        assert 2**14 <= mult < 2**15 and 2 <= shift <= 62
+        assert abs(mult * 2.0**-shift - real) <= 2.0 ** (-shift - 1)  # rounded to nearest
+    assert quant.quantize_multiplier16(2.0**-48)[1] == 62  # below 2^-47: fewer bits
+    assert quant.quantize_multiplier16(2.0**-80) == (0, 2)
+    for bad in (2.0**13, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            quant.quantize_multiplier16(bad)
+
+
+def test_rq_with_a_16_bit_multiplier_is_exact_on_int48_accumulators():
+    """TOSA apply_scale_16: (acc * mult + 2^(shift-1)) >> shift, acc in int48, no int64
+    overflow; checked against Python's unbounded integers."""
+    rng = np.random.default_rng(1)
+    acc = np.concatenate([rng.integers(-(2**47), 2**47, 4000),
+                          [2**47 - 1, -(2**47), 0, 1, -1]]).astype(np.int64)
+    for real in (2.0**-34, 3e-6, 0.013, 0.99):
+        mult, shift = quant.quantize_multiplier16(real)
+        got = quant.rq(acc, mult, shift)
+        want = [(int(a) * mult + (1 << (shift - 1))) >> shift for a in acc]
+        assert got.tolist() == want
+
+
+def test_int16_boundary_quantize_matches_pytorch_on_ties():
+    scale = 0.25
+    x = np.concatenate([np.arange(-9000, 9000) * 0.125, [1e9, -1e9, np.inf, -np.inf]])
+    x = x.astype(np.float32)
+    want = QD.quantize_per_tensor(torch.from_numpy(x), scale, 0, -32767, 32767, torch.int16)
+    got = quant.quantize(x, scale, 0, dtype="int16")
+    assert got.dtype == np.int16 and np.array_equal(got, want.numpy())
+    assert got.min() == -32767  # symmetric: -32768 is never produced
+    back = QD.dequantize_per_tensor(want, scale, 0, -32767, 32767, torch.int16)
+    assert np.array_equal(quant.dequantize(got, scale, 0), back.numpy())
