@@ -188,9 +188,8 @@ class Lifter:
         if dtype == torch.int16:  # Quantizer(activations="int16"): fake-quant only, for now
             raise UnsupportedOpError(
                 f"quantize node {_where(q)}: activation dtype {dtype}: int16 activations (a16w8) "
-                "are not compiled yet: no "
-                "program format version or kernel takes them; compile the model quantized with "
-                "int8 activations (mcutorch.Quantizer() without activations/int16_layers)")
+                "are not compiled yet (no program format or kernel takes them); compile the int8 "
+                "model (mcutorch.Quantizer() without activations/int16_layers)")
         if dtype not in ACT_DTYPES:
             raise UnsupportedOpError(
                 f"quantize node {_where(q)}: activation dtype {dtype}; mcutorch computes int8 "
