@@ -206,3 +206,57 @@ def test_int16_boundary_quantize_matches_pytorch_on_ties():
     assert got.min() == -32767  # symmetric: -32768 is never produced
     back = QD.dequantize_per_tensor(want, scale, 0, -32767, 32767, torch.int16)
     assert np.array_equal(quant.dequantize(got, scale, 0), back.numpy())
+
+
+def _recorded(gm, x):
+    """Every node's value in one run of the converted model."""
+    env = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            env[n] = value.detach() if isinstance(value, torch.Tensor) else value
+            return value
+
+    with torch.no_grad():
+        Recorder(gm).run(x)
+    return env
+
+
+def _a16w8_linear(env, lin, multiplier=quant.quantize_multiplier16):
+    """The a16w8 definition of one quantized linear layer (docs/numerics.md, int16 activations),
+    computed from the converted model's integers: (integer output, PyTorch's int16 output)."""
+    dq_x, dq_w = lin.args[0], lin.args[1]
+    xq = env[dq_x.args[0]].numpy().astype(np.int64)
+    wq = env[dq_w.args[0]].numpy().astype(np.int64)
+    s_in, s_w = float(dq_x.args[1]), env[dq_w.args[1]].numpy().astype(np.float64)
+    out = next(iter(lin.users))
+    act_min = 0 if out.target == torch.ops.aten.relu.default else -32767
+    out = out if act_min == -32767 else next(iter(out.users))
+    assert out.target == QD.quantize_per_tensor.default and out.args[5] == torch.int16
+    s_out = float(out.args[1])
+    bias = np.clip(np.round(env[lin.args[2]].numpy().astype(np.float64) / (s_in * s_w)),
+                   -(2**47 - 1), 2**47 - 1).astype(np.int64)  # int48
+    mult, shift = zip(*(multiplier(s_in * s / s_out) for s in s_w))
+    acc = xq @ wq.T + bias
+    y = np.clip(quant.rq(acc, np.array(mult), np.array(shift)), act_min, 32767)
+    return y, env[out].numpy().astype(np.int64)
+
+
+def test_the_a16w8_mac_definition_is_within_one_lsb_of_pytorch():
+    """int64 accumulation, int48 bias, 16-bit multiplier: each linear layer of an int16 MLP,
+    fed PyTorch's own int16 input, gives PyTorch's int16 output within 1 LSB."""
+    torch.manual_seed(0)
+    x = torch.randn(256, 16)
+    gm = _quantize(Mlp(), x, activations="int16")
+    env = _recorded(gm, x)
+    layers = [n for n in gm.graph.nodes if n.target == torch.ops.aten.linear.default]
+    assert len(layers) == 2
+    for lin in layers:
+        y, want = _a16w8_linear(env, lin)
+        diff = np.abs(y - want)
+        y32, _ = _a16w8_linear(env, lin, quant.quantize_multiplier)  # for comparison only
+        print(f"{lin.name}: within 1 LSB {100 * (diff <= 1).mean():.2f} %, max |diff| "
+              f"{diff.max()} LSB, exact {100 * (diff == 0).mean():.2f} % (a 32-bit multiplier: "
+              f"{100 * (y32 == want).mean():.2f} %), output range [{want.min()}, {want.max()}]")
+        assert (diff <= 1).mean() >= 0.99
