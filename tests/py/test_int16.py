@@ -223,40 +223,69 @@ def _recorded(gm, x):
     return env
 
 
-def _a16w8_linear(env, lin, multiplier=quant.quantize_multiplier16):
-    """The a16w8 definition of one quantized linear layer (docs/numerics.md, int16 activations),
-    computed from the converted model's integers: (integer output, PyTorch's int16 output)."""
-    dq_x, dq_w = lin.args[0], lin.args[1]
-    xq = env[dq_x.args[0]].numpy().astype(np.int64)
-    wq = env[dq_w.args[0]].numpy().astype(np.int64)
-    s_in, s_w = float(dq_x.args[1]), env[dq_w.args[1]].numpy().astype(np.float64)
-    out = next(iter(lin.users))
+def _int16_out(node):
+    """(quantize node of a node's int16 output, act_min): through a fused ReLU."""
+    out = next(iter(node.users))
     act_min = 0 if out.target == torch.ops.aten.relu.default else -32767
     out = out if act_min == -32767 else next(iter(out.users))
     assert out.target == QD.quantize_per_tensor.default and out.args[5] == torch.int16
+    return out, act_min
+
+
+def _a16w8_mac(env, node, multiplier=quant.quantize_multiplier16):
+    """The a16w8 definition of one quantized linear or conv2d layer (docs/numerics.md, int16
+    activations), computed from the converted model's integers: (integer output, PyTorch's)."""
+    dq_x, dq_w = node.args[0], node.args[1]
+    xq, wq = env[dq_x.args[0]].double(), env[dq_w.args[0]].double()
+    s_in, s_w = float(dq_x.args[1]), env[dq_w.args[1]].numpy().astype(np.float64)
+    out, act_min = _int16_out(node)
     s_out = float(out.args[1])
-    bias = np.clip(np.round(env[lin.args[2]].numpy().astype(np.float64) / (s_in * s_w)),
+    bias = np.clip(np.round(env[node.args[2]].numpy().astype(np.float64) / (s_in * s_w)),
                    -(2**47 - 1), 2**47 - 1).astype(np.int64)  # int48
-    mult, shift = zip(*(multiplier(s_in * s / s_out) for s in s_w))
-    acc = xq @ wq.T + bias
-    y = np.clip(quant.rq(acc, np.array(mult), np.array(shift)), act_min, 32767)
+    mult, shift = (np.array(v) for v in zip(*(multiplier(s_in * s / s_out) for s in s_w)))
+    if node.target == torch.ops.aten.linear.default:
+        acc = (xq @ wq.T).numpy().astype(np.int64) + bias  # float64: exact below 2^53
+    else:  # conv2d(x, w, b, stride, padding): NCHW, channel axis 1
+        acc = torch.nn.functional.conv2d(xq, wq, None, *node.args[3:5]).numpy().astype(np.int64)
+        acc = acc + bias[:, None, None]
+        mult, shift = mult[:, None, None], shift[:, None, None]
+    y = np.clip(quant.rq(acc, mult, shift), act_min, 32767)
     return y, env[out].numpy().astype(np.int64)
 
 
-def test_the_a16w8_mac_definition_is_within_one_lsb_of_pytorch():
-    """int64 accumulation, int48 bias, 16-bit multiplier: each linear layer of an int16 MLP,
-    fed PyTorch's own int16 input, gives PyTorch's int16 output within 1 LSB."""
+def _a16_add(env, node):
+    """add of two int16 tensors, the left-shift scheme with 15 bits (docs/numerics.md)."""
+    (qa, sa), (qb, sb) = ((env[d.args[0]].numpy().astype(np.int64), float(d.args[1]))
+                          for d in node.args[:2])
+    out, act_min = _int16_out(node)
+    big = 2 * max(sa, sb)
+    a32 = quant.rq(qa, *quant.quantize_multiplier(2**15 * sa / big))
+    b32 = quant.rq(qb, *quant.quantize_multiplier(2**15 * sb / big))
+    y = quant.rq(a32 + b32, *quant.quantize_multiplier(big / (2**15 * float(out.args[1]))))
+    return np.clip(y, act_min, 32767), env[out].numpy().astype(np.int64)
+
+
+@pytest.mark.parametrize("model, shape", [(Mlp, (256, 16)), (Cnn, (16, 1, 8, 8))])
+def test_the_a16w8_definitions_are_within_one_lsb_of_pytorch(model, shape):
+    """int64 accumulation, int48 bias, 16-bit multiplier (MAC layers) and the 15-bit left-shift
+    add: each layer of an int16 MLP and CNN, fed PyTorch's own int16 inputs, gives PyTorch's
+    int16 output within 1 LSB on >= 99 % of elements."""
     torch.manual_seed(0)
-    x = torch.randn(256, 16)
-    gm = _quantize(Mlp(), x, activations="int16")
+    x = torch.randn(*shape)
+    gm = _quantize(model(), x, activations="int16")
     env = _recorded(gm, x)
-    layers = [n for n in gm.graph.nodes if n.target == torch.ops.aten.linear.default]
-    assert len(layers) == 2
-    for lin in layers:
-        y, want = _a16w8_linear(env, lin)
+    mac = (torch.ops.aten.linear.default, torch.ops.aten.conv2d.default)
+    layers = [n for n in gm.graph.nodes if n.target in mac or n.target == torch.ops.aten.add.Tensor]
+    assert len(layers) == (2 if model is Mlp else 4)
+    for node in layers:
+        if node.target in mac:
+            y, want = _a16w8_mac(env, node)
+            y32 = (_a16w8_mac(env, node, quant.quantize_multiplier)[0] == want).mean()
+            also = f" (a 32-bit multiplier: {100 * y32:.2f} %)"
+        else:
+            (y, want), also = _a16_add(env, node), ""
         diff = np.abs(y - want)
-        y32, _ = _a16w8_linear(env, lin, quant.quantize_multiplier)  # for comparison only
-        print(f"{lin.name}: within 1 LSB {100 * (diff <= 1).mean():.2f} %, max |diff| "
-              f"{diff.max()} LSB, exact {100 * (diff == 0).mean():.2f} % (a 32-bit multiplier: "
-              f"{100 * (y32 == want).mean():.2f} %), output range [{want.min()}, {want.max()}]")
+        print(f"{node.name}: within 1 LSB {100 * (diff <= 1).mean():.2f} %, max |diff| "
+              f"{diff.max()} LSB, exact {100 * (diff == 0).mean():.2f} %{also}, output range "
+              f"[{want.min()}, {want.max()}], {diff.size} elements")
         assert (diff <= 1).mean() >= 0.99
