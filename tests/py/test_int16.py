@@ -234,7 +234,8 @@ def _int16_out(node):
 
 def _a16w8_mac(env, node, multiplier=quant.quantize_multiplier16):
     """The a16w8 definition of one quantized linear or conv2d layer (docs/numerics.md, int16
-    activations), computed from the converted model's integers: (integer output, PyTorch's)."""
+    activations; the reference kernel) on the converted model's integers: (its output,
+    PyTorch's); with a 32-bit `multiplier` the same arithmetic, for comparison."""
     dq_x, dq_w = node.args[0], node.args[1]
     xq, wq = env[dq_x.args[0]].double(), env[dq_w.args[0]].double()
     s_in, s_w = float(dq_x.args[1]), env[dq_w.args[1]].numpy().astype(np.float64)
@@ -242,15 +243,31 @@ def _a16w8_mac(env, node, multiplier=quant.quantize_multiplier16):
     s_out = float(out.args[1])
     bias = np.clip(np.round(env[node.args[2]].numpy().astype(np.float64) / (s_in * s_w)),
                    -(2**47 - 1), 2**47 - 1).astype(np.int64)  # int48
-    mult, shift = (np.array(v) for v in zip(*(multiplier(s_in * s / s_out) for s in s_w)))
-    if node.target == torch.ops.aten.linear.default:
+    mult, shift = (np.array(v, np.int32) for v in
+                   zip(*(multiplier(s_in * s / s_out) for s in s_w)))
+    want = env[out].numpy().astype(np.int64)
+    linear = node.target == torch.ops.aten.linear.default
+    if multiplier is quant.quantize_multiplier16:  # the definition: the reference kernels
+        from mcutorch import ref
+
+        x16, w8 = xq.numpy().astype(np.int16), wq.numpy().astype(np.int8)
+        stage = dict(in_zp=0, out_zp=0, act_min=act_min, act_max=32767)
+        if linear:
+            return ref.KERNELS["fully_connected"](x16, w8, bias, mult, shift, **stage), want
+        stride, pad = (list(node.args[i]) if len(node.args) > i else d
+                       for i, d in ((3, [1, 1]), (4, [0, 0])))
+        y = ref.KERNELS["conv2d"](x16.transpose(0, 2, 3, 1), w8.transpose(0, 2, 3, 1), bias,
+                                  mult, shift, stride_h=stride[0], stride_w=stride[1],
+                                  dilation_h=1, dilation_w=1, pad_top=pad[0], pad_left=pad[1],
+                                  pad_bottom=pad[0], pad_right=pad[1], groups=1, **stage)
+        return y.transpose(0, 3, 1, 2).astype(np.int64), want
+    if linear:  # a 32-bit multiplier, for comparison only: the same formula
         acc = (xq @ wq.T).numpy().astype(np.int64) + bias  # float64: exact below 2^53
     else:  # conv2d(x, w, b, stride, padding): NCHW, channel axis 1
         acc = torch.nn.functional.conv2d(xq, wq, None, *node.args[3:5]).numpy().astype(np.int64)
         acc = acc + bias[:, None, None]
         mult, shift = mult[:, None, None], shift[:, None, None]
-    y = np.clip(quant.rq(acc, mult, shift), act_min, 32767)
-    return y, env[out].numpy().astype(np.int64)
+    return np.clip(quant.rq(acc, mult, shift), act_min, 32767), want
 
 
 def _a16_add(env, node):
@@ -289,3 +306,109 @@ def test_the_a16w8_definitions_are_within_one_lsb_of_pytorch(model, shape):
               f"{diff.max()} LSB, exact {100 * (diff == 0).mean():.2f} %{also}, output range "
               f"[{want.min()}, {want.max()}], {diff.size} elements")
         assert (diff <= 1).mean() >= 0.99
+
+
+# --- the reference kernels' int16 form (the definition) ----------------------------------------
+
+def _mac16_case(rng, n=2, h=6, w=5, cin=3, cout=4, k=3):
+    x = rng.integers(-32767, 32768, (n, h, w, cin)).astype(np.int16)
+    wt = rng.integers(-127, 128, (cout, k, k, cin)).astype(np.int8)
+    bias = rng.integers(-(2**40), 2**40, cout).astype(np.int64)
+    pairs = [quant.quantize_multiplier16(r) for r in 2.0 ** rng.uniform(-24, -16, cout)]
+    mult, shift = (np.array(v, np.int32) for v in zip(*pairs))
+    return x, wt, bias, mult, shift
+
+
+def _expected(acc, mult, shift, lo=-32767, hi=32767):
+    """Independent of ref: Python integers, floor((acc * mult + 2^(shift-1)) / 2^shift)."""
+    flat = [(int(a) * int(m) + (1 << (int(s) - 1))) >> int(s) for a, m, s in
+            zip(acc.ravel(), np.broadcast_to(mult, acc.shape).ravel(),
+                np.broadcast_to(shift, acc.shape).ravel())]
+    return np.clip(np.array(flat, np.int64).reshape(acc.shape), lo, hi)
+
+
+WIN = dict(stride_h=1, stride_w=2, dilation_h=1, dilation_w=1, pad_top=1, pad_left=0,
+           pad_bottom=1, pad_right=1)
+
+
+def test_ref_conv2d_int16_is_the_int48_definition():
+    from mcutorch import ref
+
+    rng = np.random.default_rng(2)
+    x, wt, bias, mult, shift = _mac16_case(rng)
+    y = ref.KERNELS["conv2d"](x, wt, bias, mult, shift, groups=1, in_zp=0, out_zp=0,
+                              act_min=-1000, act_max=32767, **WIN)
+    xt = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2)
+    xt = torch.nn.functional.pad(xt, (0, 1, 1, 1))  # (left, right, top, bottom)
+    acc = torch.nn.functional.conv2d(xt, torch.from_numpy(wt.astype(np.float64)).permute(0, 3, 1,
+                                                                                           2),
+                                     stride=(1, 2)).permute(0, 2, 3, 1).numpy().astype(np.int64)
+    assert y.dtype == np.int16
+    assert np.array_equal(y, _expected(acc + bias, mult, shift, -1000))
+
+
+def test_ref_depthwise_and_fully_connected_int16():
+    from mcutorch import ref
+
+    rng = np.random.default_rng(3)
+    x, _, bias, mult, shift = _mac16_case(rng, cin=4)
+    wd = rng.integers(-127, 128, (3, 3, 4)).astype(np.int8)
+    y = ref.KERNELS["depthwise_conv2d"](x, wd, bias, mult, shift, depth_multiplier=1, in_zp=0,
+                                        out_zp=0, act_min=-32767, act_max=32767, **WIN)
+    xt = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2)
+    acc = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (0, 1, 1, 1)),
+                                     torch.from_numpy(wd.astype(np.float64)).permute(2, 0, 1)
+                                     [:, None], stride=(1, 2), groups=4)
+    acc = acc.permute(0, 2, 3, 1).numpy().astype(np.int64) + bias
+    assert y.dtype == np.int16 and np.array_equal(y, _expected(acc, mult, shift))
+
+    xf = rng.integers(-32767, 32768, (5, 300)).astype(np.int16)
+    xf[0] = 32767  # the extremes: |acc| near 300 * 32767 * 127
+    wf = rng.integers(-127, 128, (4, 300)).astype(np.int8)
+    wf[:, :] = np.where(wf == 0, 127, wf)
+    yf = ref.KERNELS["fully_connected"](xf, wf, bias, mult, shift, in_zp=0, out_zp=0,
+                                        act_min=-32767, act_max=32767)
+    accf = np.array([[sum(int(a) * int(b) for a, b in zip(r, c)) for c in wf] for r in xf]) + bias
+    assert yf.dtype == np.int16 and np.array_equal(yf, _expected(accf, mult, shift))
+    # the same layer in int8 is unchanged: int8 in, int8 out
+    y8 = ref.KERNELS["fully_connected"](xf.astype(np.int8), wf, bias.astype(np.int32), mult,
+                                        shift, in_zp=0, out_zp=0, act_min=-128, act_max=127)
+    assert y8.dtype == np.int8
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"in_zp": 3}, "in_zp=3: int16 activations have zero point 0"),
+    ({"out_zp": 1}, "out_zp=1: int16 activations have zero point 0"),
+    ({"act_min": -32768}, "not an int16 range"),
+    ({"bias": np.zeros(4, np.int32)}, "bias: expected dtype int64"),
+    ({"bias": np.full(4, 2**47, np.int64)}, "must fit int48"),
+    ({"mult": np.full(4, 2**15, np.int32)}, "int16 MAC multiplier outside"),
+    ({"shift": np.full(4, 63, np.int32)}, "shift outside"),
+    ({"mult": np.full(4, 2**14, np.int32), "shift": np.full(4, 2, np.int32)},
+     "requantized accumulator overflows int32"),
+])
+def test_ref_int16_mac_domain_is_refused_by_name(change, match):
+    from mcutorch import ref
+
+    rng = np.random.default_rng(4)
+    x, _, bias, mult, shift = _mac16_case(rng)
+    wf = rng.integers(-127, 128, (4, 3)).astype(np.int8)
+    args = dict(bias=bias, mult=mult, shift=shift, in_zp=0, out_zp=0, act_min=-32767,
+                act_max=32767)
+    args.update(change)
+    operands = [args.pop(k) for k in ("bias", "mult", "shift")]
+    with pytest.raises(ValueError, match=match):
+        ref.KERNELS["fully_connected"](x.reshape(-1, 3), wf, *operands, **args)
+
+
+def test_ref_int16_accumulator_beyond_int48_is_refused():
+    from mcutorch import ref
+
+    k = 33_900_000 // 1000  # rows of 1000 at full scale, then an int48-sized bias on top
+    x = np.full((1, k), 32767, np.int16)
+    w = np.full((1, k), 127, np.int8)
+    bias = np.array([2**47 - 1 - 10], np.int64)
+    with pytest.raises(ValueError, match="accumulator overflows int48"):
+        ref.KERNELS["fully_connected"](x, w, bias, np.array([1], np.int32),
+                                       np.array([62], np.int32), in_zp=0, out_zp=0,
+                                       act_min=-32767, act_max=32767)
