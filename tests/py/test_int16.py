@@ -271,15 +271,20 @@ def _a16w8_mac(env, node, multiplier=quant.quantize_multiplier16):
 
 
 def _a16_add(env, node):
-    """add of two int16 tensors, the left-shift scheme with 15 bits (docs/numerics.md)."""
+    """add of two int16 tensors by the reference kernel, the left-shift scheme with 15 bits
+    (docs/numerics.md): (its output, PyTorch's)."""
     (qa, sa), (qb, sb) = ((env[d.args[0]].numpy().astype(np.int64), float(d.args[1]))
                           for d in node.args[:2])
     out, act_min = _int16_out(node)
     big = 2 * max(sa, sb)
-    a32 = quant.rq(qa, *quant.quantize_multiplier(2**15 * sa / big))
-    b32 = quant.rq(qb, *quant.quantize_multiplier(2**15 * sb / big))
-    y = quant.rq(a32 + b32, *quant.quantize_multiplier(big / (2**15 * float(out.args[1]))))
-    return np.clip(y, act_min, 32767), env[out].numpy().astype(np.int64)
+    from mcutorch import ref
+
+    (am, ash), (bm, bsh), (om, osh) = (quant.quantize_multiplier(r) for r in (
+        2**15 * sa / big, 2**15 * sb / big, big / (2**15 * float(out.args[1]))))
+    y = ref.KERNELS["add"](qa.astype(np.int16), qb.astype(np.int16), a_zp=0, a_mult=am,
+                           a_shift=ash, b_zp=0, b_mult=bm, b_shift=bsh, out_zp=0, out_mult=om,
+                           out_shift=osh, act_min=act_min, act_max=32767)
+    return y.astype(np.int64), env[out].numpy().astype(np.int64)
 
 
 @pytest.mark.parametrize("model, shape", [(Mlp, (256, 16)), (Cnn, (16, 1, 8, 8))])
@@ -412,3 +417,58 @@ def test_ref_int16_accumulator_beyond_int48_is_refused():
         ref.KERNELS["fully_connected"](x, w, bias, np.array([1], np.int32),
                                        np.array([62], np.int32), in_zp=0, out_zp=0,
                                        act_min=-32767, act_max=32767)
+
+
+def _rq_int(v, mult, shift):
+    return (int(v) * mult + (1 << (shift - 1))) >> shift
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+def test_ref_add_sub_mul_int16(op):
+    """Two int16 tensors (broadcast), the 15-bit left-shift scheme for add/sub, against Python
+    integers; the extremes included."""
+    from mcutorch import ref
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(-32767, 32768, (3, 1, 5)).astype(np.int16)
+    b = rng.integers(-32767, 32768, (4, 5)).astype(np.int16)
+    a[0, 0, :2], b[0, :2] = 32767, -32767
+    sa, sb, sy = 0.003, 0.0011, 0.004
+    stage = dict(out_zp=0, act_min=-32767, act_max=32767)
+    if op == "mul":
+        m, s = quant.quantize_multiplier(sa * sb / sy)
+        y = ref.KERNELS["mul"](a, b, a_zp=0, b_zp=0, mult=m, shift=s, **stage)
+        want = np.vectorize(lambda u, v: _rq_int(int(u) * int(v), m, s))(*np.broadcast_arrays(
+            a, b))
+    else:
+        big = 2 * max(sa, sb)
+        (am, ash), (bm, bsh), (om, osh) = (quant.quantize_multiplier(r) for r in (
+            2**15 * sa / big, 2**15 * sb / big, big / (2**15 * sy)))
+        y = ref.KERNELS[op](a, b, a_zp=0, a_mult=am, a_shift=ash, b_zp=0, b_mult=bm, b_shift=bsh,
+                            out_mult=om, out_shift=osh, **stage)
+        sign = 1 if op == "add" else -1
+        want = np.vectorize(lambda u, v: _rq_int(_rq_int(u, am, ash) + sign * _rq_int(v, bm, bsh),
+                                                 om, osh))(*np.broadcast_arrays(a, b))
+    assert y.dtype == np.int16 and y.shape == (3, 4, 5)
+    assert np.array_equal(y, np.clip(want, -32767, 32767))
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"b": np.zeros(5, np.int8)}, "a is int16, b is int8; both int8 or both int16"),
+    ({"a_zp": 2}, "int16 activations have 0"),
+    ({"out_zp": -1}, "out_zp=-1: int16 activations have zero point 0"),
+    ({"act_max": 40000}, "not an int16 range"),
+    ({"mult": 2**30, "shift": 2}, "can overflow int32"),
+])
+def test_ref_int16_elementwise_domain_is_refused_by_name(change, match):
+    from mcutorch import ref
+
+    args = dict(a=np.full(5, 300, np.int16), b=np.full(5, -7, np.int16), a_zp=0, b_zp=0,
+                mult=2**30, shift=40, out_zp=0, act_min=-32767, act_max=32767)
+    args.update(change)
+    with pytest.raises(ValueError, match=match):
+        ref.KERNELS["mul"](args.pop("a"), args.pop("b"), **args)
+    if "a_zp" not in change and "mult" not in change:  # div has no int16 form
+        with pytest.raises(ValueError, match="expected dtype int8"):
+            ref.KERNELS["div"](np.ones(5, np.int16), np.ones(5, np.int16), a_zp=0, b_zp=0,
+                               out_zp=0, mult=2**30, shift=30, act_min=-128, act_max=127)

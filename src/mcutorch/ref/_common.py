@@ -90,19 +90,26 @@ def as_activation(a, name: str, ndim=None) -> bool:
 
 
 def requantize16(acc, mult, shift, out_zp: int, act_min: int, act_max: int) -> np.ndarray:
-    """An int16 MAC op's output stage: y = clamp(rq(acc, mult, shift), act_min, act_max) as int16,
-    with a 16-bit multiplier (TOSA RESCALE scale32 = false): |acc| <= 2^47 - 1 (int48),
-    0 <= mult < 2^15, rq(acc) an int32, zero point 0, -32767 <= act_min <= act_max <= 32767."""
-    check_scale(mult, shift)
+    """An int16 MAC op's output stage, with a 16-bit multiplier (TOSA RESCALE scale32 = false):
+    |acc| <= 2^47 - 1 (int48), 0 <= mult < 2^15; otherwise as requantize_int16."""
     mult = np.asarray(mult, np.int64)
     check(not mult.size or mult.max() <= INT16_MAX, "mult/shift: int16 MAC multiplier outside "
           "[0, 2^15) (TOSA RESCALE scale32 = false)")
+    return requantize_int16(acc, mult, shift, out_zp, act_min, act_max, INT48_MAX)
+
+
+def requantize_int16(acc, mult, shift, out_zp: int, act_min: int, act_max: int,
+                     acc_max: int = INT32_MAX) -> np.ndarray:
+    """y = clamp(rq(acc, mult, shift), act_min, act_max) as int16 (docs/numerics.md section 6):
+    zero point 0, -32767 <= act_min <= act_max <= 32767, |acc| <= acc_max (int32 but for the
+    MAC ops' int48), rq(acc) an int32."""
+    check_scale(mult, shift)
     check(out_zp == 0, f"out_zp={out_zp}: int16 activations have zero point 0")
     check(-INT16_MAX <= act_min <= act_max <= INT16_MAX,
           f"act_min/act_max = {act_min}/{act_max} is not an int16 range [-32767, 32767]")
     acc = np.asarray(acc, np.int64)
-    check(not acc.size or (acc.min() >= -INT48_MAX and acc.max() <= INT48_MAX),
-          "accumulator overflows int48")
+    check(not acc.size or (acc.min() >= -acc_max and acc.max() <= acc_max),
+          f"accumulator overflows int{48 if acc_max == INT48_MAX else 32}")
     scaled = quant.rq(acc, mult, shift)
     check_int32(scaled, "requantized accumulator")
     return np.clip(scaled, act_min, act_max).astype(np.int16)
