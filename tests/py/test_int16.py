@@ -472,3 +472,64 @@ def test_ref_int16_elementwise_domain_is_refused_by_name(change, match):
         with pytest.raises(ValueError, match="expected dtype int8"):
             ref.KERNELS["div"](np.ones(5, np.int16), np.ones(5, np.int16), a_zp=0, b_zp=0,
                                out_zp=0, mult=2**30, shift=30, act_min=-128, act_max=127)
+
+
+POOL = dict(kernel_h=3, kernel_w=2, stride_h=2, stride_w=1, pad_top=1, pad_left=1, pad_bottom=1,
+            pad_right=0)
+
+
+def test_ref_pools_int16():
+    """max_pool2d: the max of the valid window elements; avg_pool2d: floor(sum/count + 1/2)
+    through reciprocal_scale (exact away from ties), int16 in and out."""
+    from mcutorch import ref
+
+    rng = np.random.default_rng(6)
+    x = rng.integers(-32767, 32768, (2, 7, 6, 3)).astype(np.int16)
+    x[0, 0, 0] = 32767
+    y = ref.KERNELS["max_pool2d"](x, act_min=-32767, act_max=30000, **POOL)
+    xt = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2)
+    padded = torch.nn.functional.pad(xt, (1, 0, 1, 1), value=-np.inf)
+    want = torch.nn.functional.max_pool2d(padded, (3, 2), (2, 1)).permute(0, 2, 3, 1).numpy()
+    assert y.dtype == np.int16 and np.array_equal(y, np.minimum(want, 30000))
+
+    avg = ref.KERNELS["avg_pool2d"](x, count_include_pad=0, divisor=0, in_zp=0, out_zp=0,
+                                    act_min=-32767, act_max=32767, **POOL)
+    s = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(xt, (1, 0, 1, 1)), (3, 2), (2, 1),
+                                       divisor_override=1)
+    n = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(torch.ones_like(xt), (1, 0, 1, 1)),
+                                       (3, 2), (2, 1), divisor_override=1)
+    q = (s / n).permute(0, 2, 3, 1).numpy()
+    diff = avg - np.floor(q + 0.5)
+    tie = q - np.floor(q) == 0.5  # exact in float64 (counts 1..6): may go either way
+    assert avg.dtype == np.int16 and (diff[~tie] == 0).all() and np.isin(diff[tie], (0, -1)).all()
+    with pytest.raises(ValueError, match="in_zp=2: int16 activations have zero point 0"):
+        ref.KERNELS["avg_pool2d"](x, count_include_pad=0, divisor=0, in_zp=2, out_zp=0,
+                                  act_min=-32767, act_max=32767, **POOL)
+    with pytest.raises(ValueError, match="not an int16 range"):
+        ref.KERNELS["max_pool2d"](x, act_min=-32768, act_max=0, **POOL)
+
+
+def test_ref_movement_ops_move_int16_elements():
+    from mcutorch import ref
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(-32767, 32768, (2, 3, 4, 5)).astype(np.int16)
+    y = ref.KERNELS["transpose"](x, perm0=0, perm1=3, perm2=1, perm3=2)
+    assert y.dtype == np.int16 and np.array_equal(y, x.transpose(0, 3, 1, 2))
+    c = ref.KERNELS["concat"](x, x[:, :, :1], axis=2)
+    assert c.dtype == np.int16 and np.array_equal(c, np.concatenate([x, x[:, :, :1]], 2))
+    p = ref.KERNELS["pad"](x, before0=0, before1=1, before2=0, before3=2, after0=0, after1=0,
+                           after2=1, after3=0, value=-32767)
+    assert p.dtype == np.int16 and p[0, 0, 0, 0] == -32767
+    assert np.array_equal(p[:, 1:, :4, 2:], x)
+    sl = ref.KERNELS["strided_slice"](x, **ref.slice_attrs([1, 2, 1, 4], [1, -1, 2, 0],
+                                                           [1, 2, 2, 3]))
+    assert sl.dtype == np.int16 and np.array_equal(sl, x[1:2, 2::-1][:, :2, 1::2][..., [4] * 3])
+    assert np.array_equal(ref.KERNELS["copy"](x), x)
+    with pytest.raises(ValueError, match="concat: input 1 is int8, input 0 int16"):
+        ref.KERNELS["concat"](x, x.astype(np.int8), axis=3)
+    with pytest.raises(ValueError, match=r"pad: value -32768 is not int16 \[-32767, 32767\]"):
+        ref.KERNELS["pad"](x, before0=0, before1=0, before2=0, before3=1, after0=0, after1=0,
+                           after2=0, after3=0, value=-32768)
+    with pytest.raises(ValueError, match="expected dtype int8"):  # gather has no int16 form
+        ref.KERNELS["gather"](x, np.array([0], np.int32), axis=5)
