@@ -12,7 +12,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch import quant
-from mcutorch.errors import QuantizeError, UnsupportedOpError
+from mcutorch.errors import McutorchError, QuantizeError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
 
 pt2e()
@@ -533,3 +533,35 @@ def test_ref_movement_ops_move_int16_elements():
                            after2=0, after3=0, value=-32768)
     with pytest.raises(ValueError, match="expected dtype int8"):  # gather has no int16 form
         ref.KERNELS["gather"](x, np.array([0], np.int32), axis=5)
+
+
+def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
+    """The reference kernels define int16 forms, but a program runs them only where the C
+    runtime does (none yet): an int8 program edited to int16 tensors is refused by name."""
+    from mcutorch.errors import ExecutionError
+    from mcutorch.ref.interpreter import C_INT16_OPS
+
+    assert not C_INT16_OPS
+    x = torch.randn(4, 16)
+
+    class Pool(nn.Module):
+        def forward(self, v):
+            return nn.functional.max_pool1d(v[:, None], 2)[:, 0]
+
+    compiled = mcutorch.compile(_quantize(Pool(), x), (x,))
+    program = compiled.program
+    import dataclasses as dc
+
+    wide = dc.replace(program, tensors=[dc.replace(t, dtype="int16", offset=2 * t.offset)
+                                        if t.storage == "arena" else t for t in program.tensors],
+                      regions=[dc.replace(r, size=2 * r.size) for r in program.regions])
+    from mcutorch.ref.interpreter import Interpreter
+
+    inputs = [np.zeros(wide.tensors[i].shape, np.int16) for i in wide.inputs]
+    with pytest.raises(ExecutionError, match=r"op 0 \(.*int16 activations .a16w8. are not run "
+                                             "yet"):
+        Interpreter(wide).invoke(inputs)
+    from mcutorch.device import crt  # the C runtime on the host: the kernel refuses it too
+
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(wide, inputs)
