@@ -44,8 +44,8 @@ def _binary(a, b, op: str):
 def _binary16(a, b, op: str, zps):
     """add/sub/mul operands: two int8, or two int16 tensors with zero points 0; (a, b, int16?)."""
     wide = as_activation(a, "a")
-    check(as_activation(b, "b") == wide, f"{op}: a is {a.dtype}, b is {b.dtype}; both int8 or "
-          "both int16")
+    if as_activation(b, "b") != wide:  # the message is formatted on failure only
+        check(False, f"{op}: a is {a.dtype}, b is {b.dtype}; both int8 or both int16")
     if not wide:
         return (*_binary(a, b, op), False)
     check(all(zp == 0 for zp in zps), f"{op}: zero points {zps}: int16 activations have 0")
