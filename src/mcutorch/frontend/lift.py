@@ -185,6 +185,11 @@ class Lifter:
         scale = float(self._scalar(q.args[1], q, "scale"))
         zp = int(self._scalar(q.args[2], q, "zero point"))
         qmin, qmax, dtype = (int(q.args[3]), int(q.args[4]), q.args[5])
+        if dtype == torch.int16:  # Quantizer(activations="int16"): fake-quant only, for now
+            raise UnsupportedOpError(
+                f"quantize node {_where(q)}: activation dtype {dtype}: int16 activations (a16w8) "
+                "are not compiled yet (no program format or kernel takes them); compile the int8 "
+                "model (mcutorch.Quantizer() without activations/int16_layers)")
         if dtype not in ACT_DTYPES:
             raise UnsupportedOpError(
                 f"quantize node {_where(q)}: activation dtype {dtype}; mcutorch computes int8 "

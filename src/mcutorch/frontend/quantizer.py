@@ -13,7 +13,12 @@
   observes a, b and its output; masked_fill and a where with one scalar value share the tensor
   value's qparams (the scalar, -inf included, saturates into them);
 - ReLU/ReLU6/clamp after a conv, linear, add or mul is fused: only the activation's output is
-  observed.
+  observed;
+- int16 activations (a16w8, `activations="int16"` or `int16_layers=[...]`): symmetric per-tensor,
+  zero point 0, range [-32767, 32767], for the ops of INT16_OPS only (any other op asked for int16
+  is an UnsupportedOpError naming it); the bias of an int16 MAC layer is left float (the compiler
+  stores it as int48, docs/numerics.md "int16 activations"). An edge between an int8 and an int16
+  layer gets a quantize/dequantize pair of each dtype: a rescale.
 Which rule an aten op gets is a fact of the op registry (`mcutorch.ops`, `Source.quant`); the
 methods below implement each rule.
 
@@ -27,6 +32,8 @@ import torch
 from torch.fx import GraphModule, Node
 
 from mcutorch import ops
+from mcutorch.errors import QuantizeError, UnsupportedOpError
+from mcutorch.frontend.capture import source_of
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.ops import Source
 
@@ -43,6 +50,13 @@ from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer  # n
 
 KEY = "quantization_annotation"
 A = torch.ops.aten
+# Ops whose int16 form docs/numerics.md defines ("int16 activations"); any other op asked for int16
+# is refused by name. The MAC ops, element-wise add/sub/mul, pooling, the fused or standalone
+# clamp, concat and the movement ops (dtype-agnostic).
+INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "matmul", "add", "sub",
+                       "mul", "max_pool2d", "avg_pool2d", "clamp", "concat", "transpose", "pad",
+                       "strided_slice", "reshape"})
+INT16_MAX = 2**15 - 1  # symmetric: [-32767, 32767], zero point 0
 
 
 class FiniteMinMaxObserver(MinMaxObserver):
@@ -72,14 +86,57 @@ class Quantizer(_PT2EQuantizer):
     TFLite models do: less accurate in general, but the narrower weight values compress better
     for Ethos-U (Vela streams fewer weight bytes from flash).
 
+    `activations="int16"` quantizes every activation to int16 (a16w8: int16 symmetric
+    activations, int8 weights); `int16_layers` names the layers that get int16 activations, by
+    module name (`"features.3"`, its submodules included) or type (`torch.nn.Conv2d`), the rest
+    staying int8. A name or type that matches no module, or an op with no int16 form (INT16_OPS)
+    asked for int16, is an error naming it.
+
     Example:
         >>> qmodel = mcutorch.quantize(model, (x,), calibration=batches,
         ...                            quantizer=Quantizer(per_channel=False))
+        >>> a16w8 = mcutorch.quantize(model, (x,), calibration=batches,
+        ...                           quantizer=Quantizer(int16_layers=["conv1", nn.Linear]))
     """
 
-    def __init__(self, per_channel: bool = True):
+    def __init__(self, per_channel: bool = True, activations: str = "int8",
+                 int16_layers=()):
         super().__init__()
+        if activations not in ("int8", "int16"):
+            raise QuantizeError(f"activations={activations!r}: mcutorch quantizes activations "
+                                "to 'int8' or 'int16'")
+        layers = [int16_layers] if isinstance(int16_layers, (str, type)) else list(int16_layers)
+        for layer in layers:
+            if not isinstance(layer, (str, type)):
+                raise QuantizeError(f"int16_layers entry {layer!r}: give module names (str) or "
+                                    "module types (e.g. torch.nn.Conv2d)")
         self.per_channel = per_channel
+        self.activations = activations
+        self.int16_layers = tuple(_type_name(x) if isinstance(x, type) else x for x in layers)
+        self._types = frozenset(_type_name(x) for x in layers if isinstance(x, type))
+
+    def activation16_spec(self) -> QuantizationSpec:
+        """int16 activations: symmetric per tensor, zero point 0, range [-32767, 32767]."""
+        return QuantizationSpec(dtype=torch.int16, quant_min=-INT16_MAX, quant_max=INT16_MAX,
+                                qscheme=torch.per_tensor_symmetric,
+                                observer_or_fake_quant_ctr=MinMaxObserver.with_args(
+                                    dtype=torch.int16, qscheme=torch.per_tensor_symmetric,
+                                    quant_min=-INT16_MAX, quant_max=INT16_MAX, eps=2**-30))
+
+    def is_int16(self, node: Node) -> bool:
+        """Whether `node` computes in int16: the whole model, or a node made inside a module
+        `int16_layers` names (by name, its submodules included, or by type)."""
+        if self.activations == "int16":
+            return True
+        for path, kind in (node.meta.get("nn_module_stack") or {}).values():
+            kind = kind if isinstance(kind, str) else _type_name(kind)
+            if kind in self._types or any(path == n or path.startswith(n + ".")
+                                          for n in self.int16_layers if n not in self._types):
+                return True
+        return False
+
+    def _act(self, node: Node) -> QuantizationSpec:
+        return self.activation16_spec() if self.is_int16(node) else self.activation_spec()
 
     def activation_spec(self) -> QuantizationSpec:
         return QuantizationSpec(dtype=torch.int8, quant_min=-128, quant_max=127,
@@ -124,10 +181,40 @@ class Quantizer(_PT2EQuantizer):
                                             qscheme=torch.per_tensor_affine)
 
     def annotate(self, model: GraphModule) -> GraphModule:
+        self._check_layers(model)
         for node in model.graph.nodes:
             if node.op == "call_function" and KEY not in node.meta:
                 self.annotate_node(node)
         return model
+
+    def _check_layers(self, model: GraphModule) -> None:
+        """Every name and type of `int16_layers` matches a module of the model."""
+        stacks = [s for n in model.graph.nodes for s in (n.meta.get("nn_module_stack") or {})
+                  .values()]
+        paths = {p for p, _ in stacks}
+        kinds = {k if isinstance(k, str) else _type_name(k) for _, k in stacks}
+        for layer in self.int16_layers:
+            found = (layer in kinds if layer in self._types else
+                     any(p == layer or p.startswith(layer + ".") for p in paths))
+            if not found:
+                what = "no module of type" if layer in self._types else "no module named"
+                known = sorted(p for p in paths if p) if layer not in self._types else sorted(kinds)
+                raise QuantizeError(f"int16_layers: the model has {what} {layer!r}; its "
+                                    f"modules: {', '.join(known[:20]) or '(none)'}")
+
+    def _check_int16(self, node: Node, rule: Source, scalar: bool = False) -> bool:
+        """True when `node` is int16 and its op has an int16 form; an int16 node without one is
+        an UnsupportedOpError naming it."""
+        if not self.is_int16(node):
+            return False
+        op = "lut" if scalar or rule.fn is not None and rule.quant in ("fixed", "free") else \
+            ops.SOURCES[str(node.target)][0].name
+        if op not in INT16_OPS:
+            raise UnsupportedOpError(
+                f"{source_of(node)}: int16 activations were asked for this op ({op}), which has "
+                f"no int16 form in mcutorch; int16 ops: {', '.join(sorted(INT16_OPS))}. Leave "
+                "its module out of Quantizer(int16_layers=[...]) to keep it int8")
+        return True
 
     def validate(self, model: GraphModule) -> None:
         """Nothing to check beyond what annotate enforces."""
@@ -138,17 +225,19 @@ class Quantizer(_PT2EQuantizer):
         rule = _rule(node)
         if rule is None:
             return
-        act = self.activation_spec()
+        scalar = rule.quant == "binary" and not all(isinstance(a, Node) for a in node.args[:2])
+        wide = self._check_int16(node, rule, scalar)
+        act = self._act(node)
         if rule.quant == "mac":
             w = (self.weight_spec() if "transpose" not in str(node.target) else
                  self.transposed_weight_spec(int(node.args[6]) if len(node.args) > 6 else 1))
             qmap = {node.args[0]: self.input_spec(node.args[0], node), node.args[1]: w}
-            if len(node.args) > 2 and isinstance(node.args[2], Node):
-                qmap[node.args[2]] = self.bias_spec(node)
+            if len(node.args) > 2 and isinstance(node.args[2], Node) and not wide:
+                qmap[node.args[2]] = self.bias_spec(node)  # int16: float, stored as int48
             self._annotate_with_activation(node, qmap)
         elif rule.quant == "binary":
             qmap = {a: self.input_spec(a, node) for a in node.args[:2] if _is_float_tensor(a)}
-            scalar = not all(isinstance(a, Node) for a in node.args[:2])  # x * 0.5: a table
+            # x * 0.5: a table
             self._annotate_with_activation(node, qmap, self.function_spec() if scalar else None)
         elif rule.quant == "activation":  # standalone: its own output range
             _set(node, {node.args[0]: act}, act)
@@ -169,21 +258,23 @@ class Quantizer(_PT2EQuantizer):
 
     def input_spec(self, arg: Node, node: Node):
         """Activation spec for an input edge; reuse a fixed-qparams or derived producer's (no
-        requant, and a masked_fill's -inf is not observed again)."""
+        requant, and a masked_fill's -inf is not observed again) when it is of the node's dtype."""
         ann = arg.meta.get(KEY)
+        spec = self._act(node)
         if ann is not None and isinstance(ann.output_qspec, (FixedQParamsQuantizationSpec,
                                                              DerivedQuantizationSpec)):
-            return SharedQuantizationSpec(arg)
-        return self.activation_spec()
+            if ann.output_qspec.dtype == spec.dtype:
+                return SharedQuantizationSpec(arg)
+        return spec
 
     def _annotate_with_activation(self, node: Node, qmap: dict, out=None) -> None:
         users = list(node.users)
         fused = len(users) == 1 and getattr(_rule(users[0]), "quant", "") == "activation"
-        if fused and KEY not in users[0].meta:
+        if fused and KEY not in users[0].meta:  # the clamp computes in its producer's dtype
             _set(node, qmap, None)
-            _set(users[0], {}, self.activation_spec())
+            _set(users[0], {}, self._act(node))
         else:
-            _set(node, qmap, out or self.activation_spec())
+            _set(node, qmap, out or self._act(node))
 
     def _annotate_shared(self, node: Node) -> None:
         inputs = _tensor_inputs(node)
@@ -225,6 +316,10 @@ def _same_as(arg: Node, node: Node) -> DerivedQuantizationSpec:
                                    derive_qparams_fn=lambda obs: obs[0].calculate_qparams(),
                                    dtype=torch.int8, quant_min=-128, quant_max=127,
                                    qscheme=torch.per_tensor_affine)
+
+
+def _type_name(kind: type) -> str:
+    return f"{kind.__module__}.{kind.__qualname__}"
 
 
 def _bias_qparams(observers):

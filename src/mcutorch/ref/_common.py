@@ -77,6 +77,44 @@ def requantize(acc, mult, shift, out_zp: int, act_min: int, act_max: int) -> np.
     return np.clip(scaled + out_zp, act_min, act_max).astype(np.int8)
 
 
+INT16_MAX = (1 << 15) - 1  # int16 activations: symmetric [-32767, 32767], zero point 0
+INT48_MAX = (1 << 47) - 1  # the int16 MAC accumulator (TOSA INT48) and its bias
+
+
+def as_activation(a, name: str, ndim=None) -> bool:
+    """Check an activation operand (int8, or int16 for the ops with an int16 form); True if int16
+    (docs/numerics.md, section 6)."""
+    wide = isinstance(a, np.ndarray) and a.dtype == np.int16
+    as_array(a, np.int16 if wide else np.int8, name, ndim)
+    return wide
+
+
+def requantize16(acc, mult, shift, out_zp: int, act_min: int, act_max: int) -> np.ndarray:
+    """An int16 MAC op's output stage, with a 16-bit multiplier (TOSA RESCALE scale32 = false):
+    |acc| <= 2^47 - 1 (int48), 0 <= mult < 2^15; otherwise as requantize_int16."""
+    mult = np.asarray(mult, np.int64)
+    check(not mult.size or mult.max() <= INT16_MAX, "mult/shift: int16 MAC multiplier outside "
+          "[0, 2^15) (TOSA RESCALE scale32 = false)")
+    return requantize_int16(acc, mult, shift, out_zp, act_min, act_max, INT48_MAX)
+
+
+def requantize_int16(acc, mult, shift, out_zp: int, act_min: int, act_max: int,
+                     acc_max: int = INT32_MAX) -> np.ndarray:
+    """y = clamp(rq(acc, mult, shift), act_min, act_max) as int16 (docs/numerics.md section 6):
+    zero point 0, -32767 <= act_min <= act_max <= 32767, |acc| <= acc_max (int32 but for the
+    MAC ops' int48), rq(acc) an int32."""
+    check_scale(mult, shift)
+    check(out_zp == 0, f"out_zp={out_zp}: int16 activations have zero point 0")
+    check(-INT16_MAX <= act_min <= act_max <= INT16_MAX,
+          f"act_min/act_max = {act_min}/{act_max} is not an int16 range [-32767, 32767]")
+    acc = np.asarray(acc, np.int64)
+    check(not acc.size or (acc.min() >= -acc_max and acc.max() <= acc_max),
+          f"accumulator overflows int{48 if acc_max == INT48_MAX else 32}")
+    scaled = quant.rq(acc, mult, shift)
+    check_int32(scaled, "requantized accumulator")
+    return np.clip(scaled, act_min, act_max).astype(np.int16)
+
+
 def check_dims(a: np.ndarray, name: str, op: str) -> None:
     """Window ops: every dim of an activation or weight is below 2^30 (int32 loop bounds in C)."""
     check(all(d <= DIM_MAX for d in a.shape), f"{op}: {name} shape {a.shape} has a dim >= 2^30")

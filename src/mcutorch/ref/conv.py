@@ -9,6 +9,11 @@ act_max). Products are summed exactly: (x - in_zp) * w is at most 255 * 128 in m
 matrix products of these integer-valued arrays are exact (every partial sum stays far below 2^53)
 whatever order BLAS adds them in. The accumulator must fit int32 (checked).
 
+int16 activations (docs/numerics.md, section 6): conv2d, depthwise_conv2d and fully_connected
+given an int16 x (zero points 0) accumulate in int64 with an int64 bias, both within int48, and
+requantize with a 16-bit multiplier to an int16 output (`requantize16`); |x * w| <= 32767 * 127,
+so the float64 sums stay exact while the accumulator is inside int48 (checked).
+
 Window ops never build a padded input: padding contributes 0, so each kernel tap adds the
 products of the outputs whose tap lands inside the input (a strided view of x), as the C kernels
 skip the padding. What they allocate is a few times the operands they are given and the output
@@ -20,22 +25,38 @@ from __future__ import annotations
 import numpy as np
 
 from mcutorch import quant
-from mcutorch.ref._common import (DIM_MAX, INT32_MAX, INT32_MIN, as_array, check, check_dims,
-                                  check_scale, check_zp, out_size, requantize, tap_outputs,
-                                  tap_slice)
+from mcutorch.ref._common import (DIM_MAX, INT32_MAX, INT32_MIN, INT48_MAX, as_activation,
+                                  as_array, check, check_dims, check_scale, check_zp, out_size,
+                                  requantize, requantize16, tap_outputs, tap_slice)
 
 
-def _mac_operands(bias, mult, shift, cout: int):
-    """Check the per-channel int32 operands; returns bias as int64."""
+def _mac_operands(bias, mult, shift, cout: int, wide: bool = False):
+    """Check the per-channel operands (int32; an int16 op's bias int64 within int48, section 6
+    of docs/numerics.md); returns bias as int64."""
     for name, a in (("bias", bias), ("mult", mult), ("shift", shift)):
-        as_array(a, np.int32, name, 1)
+        as_array(a, np.int64 if wide and name == "bias" else np.int32, name, 1)
         check(a.shape == (cout,), f"{name}: expected shape ({cout},), got {a.shape}")
+    check(not wide or not bias.size or int(np.abs(bias).max()) <= INT48_MAX,
+          "bias: an int16 MAC op's bias must fit int48")
     return bias.astype(np.int64)
+
+
+def _mac_input(x, ndim: int, in_zp: int) -> bool:
+    """Check a MAC op's activation input and in_zp; True if int16 (then in_zp must be 0)."""
+    wide = as_activation(x, "x", ndim)
+    check_zp("in_zp", in_zp)
+    check(not wide or in_zp == 0, f"in_zp={in_zp}: int16 activations have zero point 0")
+    return wide
+
+
+def _output(acc, mult, shift, out_zp, act_min, act_max, wide: bool):
+    """The output stage: int8 (section 2) or, for an int16 input, int16 (section 6)."""
+    return (requantize16 if wide else requantize)(acc, mult, shift, out_zp, act_min, act_max)
 
 
 def _geometry(x, kh, kw, stride_h, stride_w, dilation_h, dilation_w, pads, op):
     """Output (Ho, Wo) of a window op on NHWC x; pads = (top, left, bottom, right)."""
-    as_array(x, np.int8, "x", 4)
+    as_activation(x, "x", 4)
     check_dims(x, "x", op)
     _, h, w, _ = x.shape
     ho = out_size(h, kh, stride_h, dilation_h, pads[0], pads[2], f"{op} height")
@@ -85,16 +106,17 @@ def conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dila
     n, ho, wo, cout = conv2d_shape(x, weight, stride_h=stride_h, stride_w=stride_w,
                                    dilation_h=dilation_h, dilation_w=dilation_w, pad_top=pad_top,
                                    pad_left=pad_left, pad_bottom=pad_bottom, pad_right=pad_right)
-    check_zp("in_zp", in_zp)
+    wide = _mac_input(x, 4, in_zp)
     cin = x.shape[3]
     _, kh, kw, cg = weight.shape
     check(groups >= 1 and cg * groups == cin and cout % groups == 0,
           f"conv2d: groups={groups} does not fit Cin={cin}, weight {weight.shape}")
-    bias64 = _mac_operands(bias, mult, shift, cout)
+    bias64 = _mac_operands(bias, mult, shift, cout, wide)
 
     xc = x.astype(np.float64) - in_zp  # padding would hold in_zp: it contributes 0
     # per tap, one (G, M, Cg) @ (G, Cg, Cout/G) matmul (G = 1: a single matmul); every sum is
-    # an integer below 2^53 in magnitude (|bias| < 2^31, K * 255 * 128 < 2^47): float64 is exact
+    # an integer below 2^53 in magnitude (|bias| < 2^31, K * 255 * 128 < 2^47; int16: the
+    # int48 domain, every partial sum checked below 2^47 by requantize16): float64 is exact
     wt = weight.astype(np.float64).reshape(groups, cout // groups, kh, kw, cg)
     acc = np.broadcast_to(bias64.astype(np.float64), (n, ho, wo, cout)).copy()
     for i, j, orow, ocol, irow, icol in _taps(x.shape, kh, kw, ho, wo, (stride_h, stride_w),
@@ -107,7 +129,7 @@ def conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dila
             part = np.matmul(slab.reshape(m, groups, cg).transpose(1, 0, 2),
                              wt[:, :, i, j, :].transpose(0, 2, 1)).transpose(1, 0, 2)
         acc[:, orow, ocol, :] += part.reshape(slab.shape[:3] + (cout,))
-    return requantize(acc.astype(np.int64), mult, shift, out_zp, act_min, act_max)
+    return _output(acc.astype(np.int64), mult, shift, out_zp, act_min, act_max, wide)
 
 
 def _dw_weight(weight):
@@ -141,12 +163,12 @@ def depthwise_conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilati
         dilation_w=dilation_w, pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom,
         pad_right=pad_right)
     weight = _dw_weight(weight)
-    check_zp("in_zp", in_zp)
+    wide = _mac_input(x, 4, in_zp)
     c = x.shape[3]
     kh, kw, _ = weight.shape
     check(depth_multiplier >= 1 and cout == c * depth_multiplier,
           f"depthwise_conv2d: weight {weight.shape} does not fit C={c}, M={depth_multiplier}")
-    bias64 = _mac_operands(bias, mult, shift, cout)
+    bias64 = _mac_operands(bias, mult, shift, cout, wide)
 
     xc = x.astype(np.int64) - in_zp  # padding would hold in_zp: it contributes 0
     w64 = weight.astype(np.int64)
@@ -157,7 +179,7 @@ def depthwise_conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilati
         if depth_multiplier > 1:
             slab = np.repeat(slab, depth_multiplier, axis=3)  # channel c*M + m is a copy of c
         acc[:, orow, ocol, :] += slab * w64[i, j]
-    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+    return _output(acc, mult, shift, out_zp, act_min, act_max, wide)
 
 
 def fold_bias(weight, bias, in_zp):
@@ -179,7 +201,7 @@ def fully_connected_folded(x, weight, bias, mult, shift, *, in_zp, out_zp, act_m
 
 def fully_connected_shape(x, weight, *_, **__):
     """The (N, Out) fully_connected (either variant) returns; allocates nothing."""
-    as_array(x, np.int8, "x", 2)
+    as_activation(x, "x", 2)
     as_array(weight, np.int8, "weight", 2)
     return (x.shape[0], weight.shape[0])
 
@@ -188,13 +210,13 @@ def fully_connected(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act
     """y = x @ weight.T with per-output-channel requantization."""
     # x: (N, In) int8; weight: (Out, In) int8; bias, mult, shift: (Out,) int32 -> y: (N, Out) int8
     fully_connected_shape(x, weight)
-    check_zp("in_zp", in_zp)
+    wide = _mac_input(x, 2, in_zp)
     check(x.shape[1] == weight.shape[1],
           f"fully_connected: x {x.shape} and weight {weight.shape} disagree on In")
-    bias64 = _mac_operands(bias, mult, shift, weight.shape[0])
-    acc = (x.astype(np.float64) - in_zp) @ weight.astype(np.float64).T
+    bias64 = _mac_operands(bias, mult, shift, weight.shape[0], wide)
+    acc = (x.astype(np.float64) - in_zp) @ weight.astype(np.float64).T  # exact below 2^53
     acc = acc.astype(np.int64) + bias64
-    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+    return _output(acc, mult, shift, out_zp, act_min, act_max, wide)
 
 
 MATMUL_MAX_K = (INT32_MAX) // (255 * 255)  # K * 255 * 255 fits int32 (ops.conv.MATMUL_MAX_K)

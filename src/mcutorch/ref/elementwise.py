@@ -4,7 +4,8 @@ compile-time table maker.
 
 Binary ops take two int8 tensors with numpy broadcasting (ranks up to 6; `broadcast_shape`).
 Every value goes through int32 intermediates exactly as the TOSA sequences named in
-docs/numerics.md do.
+docs/numerics.md do. add, sub and mul also take two int16 tensors (zero points 0, int16 output:
+docs/numerics.md section 6).
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import numpy as np
 
 from mcutorch import quant
 
-from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT32_MAX, INT32_MIN, as_array, check,
-                                  check_act, check_scale, check_zp, requantize)
+from mcutorch.ref._common import (INT8_MAX, INT8_MIN, INT16_MAX, INT32_MAX, INT32_MIN,
+                                  as_activation, as_array, check, check_act, check_scale,
+                                  check_zp, requantize, requantize_int16)
 
 
 MAX_RANK = 6
@@ -39,20 +41,41 @@ def _binary(a, b, op: str):
     return (np.broadcast_to(a.astype(np.int64), shape), np.broadcast_to(b.astype(np.int64), shape))
 
 
-def _rq_range(zp: int, mult: int, shift: int) -> tuple[int, int]:
-    """[lo, hi] of rq(v - zp) over all int8 v (rq is monotone for mult >= 0)."""
-    lo, hi = quant.rq([INT8_MIN - zp, INT8_MAX - zp], mult, shift)
+def _binary16(a, b, op: str, zps):
+    """add/sub/mul operands: two int8, or two int16 tensors with zero points 0; (a, b, int16?)."""
+    wide = as_activation(a, "a")
+    if as_activation(b, "b") != wide:  # the message is formatted on failure only
+        check(False, f"{op}: a is {a.dtype}, b is {b.dtype}; both int8 or both int16")
+    if not wide:
+        return (*_binary(a, b, op), False)
+    check(all(zp == 0 for zp in zps), f"{op}: zero points {zps}: int16 activations have 0")
+    shape = broadcast_shape(a.shape, b.shape, op)
+    return (np.broadcast_to(a.astype(np.int64), shape), np.broadcast_to(b.astype(np.int64), shape),
+            True)
+
+
+def _output(acc, mult, shift, out_zp, act_min, act_max, wide: bool):
+    return (requantize_int16 if wide else requantize)(acc, mult, shift, out_zp, act_min, act_max)
+
+
+def _range(wide: bool) -> tuple[int, int]:
+    return (-INT16_MAX, INT16_MAX) if wide else (INT8_MIN, INT8_MAX)
+
+
+def _rq_range(zp: int, mult: int, shift: int, wide: bool = False) -> tuple[int, int]:
+    """[lo, hi] of rq(v - zp) over all int8 (int16) v (rq is monotone for mult >= 0)."""
+    lo, hi = quant.rq([v - zp for v in _range(wide)], mult, shift)
     return int(lo), int(hi)
 
 
 def _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift,
-                     op="add"):
-    """Static domain of add (sub): every int32 intermediate fits for every int8 input pair."""
+                     op="add", wide=False):
+    """Static domain of add (sub): every int32 intermediate fits for every input pair."""
     for name, zp in (("a_zp", a_zp), ("b_zp", b_zp)):
         check_zp(name, zp)
     check_scale([a_mult, b_mult, out_mult], [a_shift, b_shift, out_shift], f"{op} scales")
-    a_lo, a_hi = _rq_range(a_zp, a_mult, a_shift)
-    b_lo, b_hi = _rq_range(b_zp, b_mult, b_shift)
+    a_lo, a_hi = _rq_range(a_zp, a_mult, a_shift, wide)
+    b_lo, b_hi = _rq_range(b_zp, b_mult, b_shift, wide)
     lo, hi = (a_lo + b_lo, a_hi + b_hi) if op == "add" else (a_lo - b_hi, a_hi - b_lo)
     check(INT32_MIN <= lo and hi <= INT32_MAX, f"{op}: a32 {'+-'[op == 'sub']} b32 can overflow "
           "int32")
@@ -65,22 +88,24 @@ def add(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult,
         act_min, act_max):
     """RESCALE(a) + RESCALE(b) in int32, then RESCALE to int8 and clamp."""
     # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
-    a, b = _binary(a, b, "add")
-    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift)
+    a, b, wide = _binary16(a, b, "add", (a_zp, b_zp))
+    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift, "add",
+                     wide)
     a32 = quant.rq(a - a_zp, a_mult, a_shift)
     b32 = quant.rq(b - b_zp, b_mult, b_shift)
-    return requantize(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max)
+    return _output(a32 + b32, out_mult, out_shift, out_zp, act_min, act_max, wide)
 
 
 def sub(a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult, out_shift,
         act_min, act_max):
     """RESCALE(a) - RESCALE(b) in int32 (add's sequence with SUB), then RESCALE to int8."""
     # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
-    a, b = _binary(a, b, "sub")
-    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift, "sub")
+    a, b, wide = _binary16(a, b, "sub", (a_zp, b_zp))
+    _check_add_attrs(a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_mult, out_shift, "sub",
+                     wide)
     a32 = quant.rq(a - a_zp, a_mult, a_shift)
     b32 = quant.rq(b - b_zp, b_mult, b_shift)
-    return requantize(a32 - b32, out_mult, out_shift, out_zp, act_min, act_max)
+    return _output(a32 - b32, out_mult, out_shift, out_zp, act_min, act_max, wide)
 
 
 def div(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
@@ -115,14 +140,14 @@ def _check_rq_range(lo: int, hi: int, mult: int, shift: int, op: str) -> None:
 def mul(a, b, *, a_zp, b_zp, out_zp, mult, shift, act_min, act_max):
     """y = clamp(rq((a - a_zp) * (b - b_zp)) + out_zp)."""
     # a, b: int8, numpy-broadcastable  ->  y: int8 of the broadcast shape
-    a, b = _binary(a, b, "mul")
+    a, b, wide = _binary16(a, b, "mul", (a_zp, b_zp))
     check_zp("a_zp", a_zp)
     check_zp("b_zp", b_zp)
-    corners = [u * v for u in (INT8_MIN - a_zp, INT8_MAX - a_zp)
-               for v in (INT8_MIN - b_zp, INT8_MAX - b_zp)]  # the extreme products
+    corners = [(u - a_zp) * (v - b_zp) for u in _range(wide)
+               for v in _range(wide)]  # the extreme products
     _check_rq_range(min(corners), max(corners), mult, shift, "mul")
-    prod = (a - a_zp) * (b - b_zp)  # |prod| <= 255 * 255
-    return requantize(prod, mult, shift, out_zp, act_min, act_max)
+    prod = (a - a_zp) * (b - b_zp)  # |prod| <= 255 * 255 (int16: 32767^2 < 2^30)
+    return _output(prod, mult, shift, out_zp, act_min, act_max, wide)
 
 
 def clamp(x, *, act_min, act_max):

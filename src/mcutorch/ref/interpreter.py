@@ -15,6 +15,11 @@ from mcutorch.program import schema as S
 from mcutorch.program.model import Program
 from mcutorch.ref import RESHAPING, kernel_for, output_shape
 
+# Ops whose C kernels take int16 activations (docs/numerics.md section 6): none yet. The reference
+# kernels define the int16 forms, but a program runs them only where the C runtime does too, so
+# both executors refuse the same programs (the C kernels return MT_STATUS_BAD_ARGUMENT).
+C_INT16_OPS: frozenset[str] = frozenset()
+
 
 class Interpreter:
     """Runs one program on int8 tensors.
@@ -82,6 +87,9 @@ class Interpreter:
                 self._run(step)
                 continue
             i, name, kernel, ins, attrs, out = step
+            if name not in C_INT16_OPS and any(x.dtype == np.int16 for x in (*ins, out)):
+                raise ExecutionError(f"{self._where(i)}: int16 activations (a16w8) are not run "
+                                     "yet: the C runtime has no int16 kernel for this op")
             try:
                 shape = output_shape(name, ins, attrs)  # before the kernel allocates anything
                 if shape is not None and shape != out.shape:

@@ -1,4 +1,6 @@
 """Data movement: transpose, concat, pad, copy. No arithmetic; outputs share the input's qparams.
+transpose, concat, pad, copy and strided_slice move int8 or int16 elements alike (the output has
+the input's dtype; docs/numerics.md section 6); gather stays int8.
 
 Rank convention (all movement attributes): a tensor of rank r <= 4 is addressed as the 4-D tensor
 obtained by prepending 4 - r unit dims, so its dim k is 4-D dim k + 4 - r ("right-aligned", as in
@@ -18,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mcutorch.ref._common import INT8_MAX, INT8_MIN, as_array, check
+from mcutorch.ref._common import INT8_MAX, INT8_MIN, INT16_MAX, as_activation, as_array, check
 
 
 def _lead(x, op: str) -> int:
@@ -57,7 +59,7 @@ def pad_attrs(pads, value: int) -> dict:
 def transpose(x, *, perm0, perm1, perm2, perm3):
     """numpy-style x4.transpose(perm): y.shape[k] = x4.shape[perm_k]; output rank = input rank."""
     # x: rank r <= 4, int8  ->  y: rank r, int8
-    as_array(x, np.int8, "x")
+    as_activation(x, "x")
     lead = _lead(x, "transpose")
     perm = (perm0, perm1, perm2, perm3)
     check(sorted(perm) == [0, 1, 2, 3], f"transpose: {perm} is not a permutation of 0..3")
@@ -71,8 +73,9 @@ def concat(*xs, axis):
     """Join same-rank int8 tensors along 4-D dim `axis`."""
     # xs: k >= 1 tensors of rank r, equal except along axis  ->  y: rank r, int8
     check(len(xs) >= 1, "concat: no inputs")
-    for i, x in enumerate(xs):
-        as_array(x, np.int8, f"input {i}")
+    for i, x in enumerate(xs):  # int8, or int16 (docs/numerics.md section 6): one dtype
+        as_activation(x, f"input {i}")
+        check(x.dtype == xs[0].dtype, f"concat: input {i} is {x.dtype}, input 0 {xs[0].dtype}")
     rank = xs[0].ndim
     _lead(xs[0], "concat")
     check(all(x.ndim == rank for x in xs), "concat: inputs differ in rank")
@@ -84,7 +87,7 @@ def concat(*xs, axis):
 
 def pad_shape(x, *, before0, before1, before2, before3, after0, after1, after2, after3, **_):
     """The shape pad returns (ValueError outside its domain), without allocating it."""
-    as_array(x, np.int8, "x")
+    as_activation(x, "x")
     lead = _lead(x, "pad")
     before = (before0, before1, before2, before3)
     after = (after0, after1, after2, after3)
@@ -99,17 +102,18 @@ def pad(x, *, before0, before1, before2, before3, after0, after1, after2, after3
     # x: rank r <= 4, int8  ->  y: rank r, int8, dim k grows by before_k + after_k
     pad_shape(x, before0=before0, before1=before1, before2=before2, before3=before3,
               after0=after0, after1=after1, after2=after2, after3=after3)
-    check(INT8_MIN <= value <= INT8_MAX, f"pad: value {value} is not int8")
+    lo, hi = (-INT16_MAX, INT16_MAX) if x.dtype == np.int16 else (INT8_MIN, INT8_MAX)
+    check(lo <= value <= hi, f"pad: value {value} is not {x.dtype} [{lo}, {hi}]")
     lead = 4 - x.ndim
     before = (before0, before1, before2, before3)[lead:]
     after = (after0, after1, after2, after3)[lead:]
-    return np.pad(x, list(zip(before, after)), constant_values=np.int8(value))
+    return np.pad(x, list(zip(before, after)), constant_values=x.dtype.type(value))
 
 
 def copy(x):
     """Identity (a byte copy; the runtime uses it for reshapes that cannot alias)."""
     # x: (...) int8  ->  y: same shape, int8
-    as_array(x, np.int8, "x")
+    as_activation(x, "x")
     return x.copy()
 
 
@@ -127,7 +131,7 @@ def slice_attrs(start, step, size) -> dict:
 
 def _slice_dims(x, attrs: dict) -> list[tuple[int, int, int]]:
     """(start, step, size) per 6-D dim, checked against x's 6-D shape (the domain)."""
-    as_array(x, np.int8, "x")
+    as_activation(x, "x")
     check(1 <= x.ndim <= SLICE_RANK, f"strided_slice: rank {x.ndim} not in 1..{SLICE_RANK}")
     lead = SLICE_RANK - x.ndim
     dims = (1,) * lead + x.shape

@@ -1,4 +1,5 @@
-"""Pooling: max_pool2d and avg_pool2d on int8 NHWC (no dilation).
+"""Pooling: max_pool2d and avg_pool2d on int8 NHWC (no dilation); both also take int16 (zero
+point 0, an int16 output: docs/numerics.md section 6), resize stays int8.
 
 Both ops take an explicit (top, left, bottom, right) padding; a window is the kernel_h x kernel_w
 block at (oh*stride_h - pad_top, ow*stride_w - pad_left). "Valid" elements are those inside the
@@ -18,12 +19,13 @@ import numpy as np
 
 from mcutorch import quant
 
-from mcutorch.ref._common import (as_array, check, check_act, check_dims, check_scale, check_zp,
-                                  out_size,
-                                  requantize, window_ranges)
+from mcutorch.ref._common import (INT16_MAX, as_activation, as_array, check, check_act,
+                                  check_dims, check_scale, check_zp, out_size, requantize,
+                                  requantize_int16, window_ranges)
 
 AVG_MAX_COUNT = 1 << 30  # a divisor or kernel_h * kernel_w count: reciprocal mult < 2^31
 AVG_MAX_WINDOW = 1 << 23  # valid elements of one average window: |sum| <= 255 * 2^23 < 2^31
+AVG_MAX_WINDOW16 = 65_538  # int16 (zero point 0): |sum| <= 32767 * 65538 < 2^31
 
 
 def _nonempty(size: int, out: int, kernel: int, stride: int, pad0: int) -> bool:
@@ -36,7 +38,7 @@ def pool_shape(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, 
                pad_right, **_):
     """The (N, Ho, Wo, C) both pools return, from x's shape and the window attributes
     (ValueError outside their domain); allocates nothing."""
-    as_array(x, np.int8, "x", 4)
+    as_activation(x, "x", 4)
     check_dims(x, "x", "pool")
     n, h, w, c = x.shape
     ho = out_size(h, kernel_h, stride_h, 1, pad_top, pad_bottom, "pool height")
@@ -71,13 +73,21 @@ def max_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, 
     (r0, r1), (c0, c1) = _ranges(x, dict(
         kernel_h=kernel_h, kernel_w=kernel_w, stride_h=stride_h, stride_w=stride_w,
         pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom, pad_right=pad_right))
-    check_act(act_min, act_max)
+    _check_act(x, act_min, act_max)
     _, h, w, _ = x.shape
     if h * len(c0) <= len(r0) * w:  # columns first: the smaller intermediate
         best = _max_along(_max_along(x, 2, c0, c1), 1, r0, r1)
     else:
         best = _max_along(_max_along(x, 1, r0, r1), 2, c0, c1)
-    return np.clip(best, act_min, act_max).astype(np.int8)
+    return np.clip(best, act_min, act_max).astype(x.dtype)
+
+
+def _check_act(x, act_min: int, act_max: int) -> None:
+    """The clamp of an int8 pool, or of an int16 one (docs/numerics.md section 6)."""
+    if x.dtype != np.int16:
+        return check_act(act_min, act_max)
+    check(-INT16_MAX <= act_min <= act_max <= INT16_MAX,
+          f"act_min/act_max = {act_min}/{act_max} is not an int16 range [-32767, 32767]")
 
 
 def avg_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, pad_bottom,
@@ -88,14 +98,17 @@ def avg_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, 
         kernel_h=kernel_h, kernel_w=kernel_w, stride_h=stride_h, stride_w=stride_w,
         pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom, pad_right=pad_right))
     check_zp("in_zp", in_zp)
+    wide = x.dtype == np.int16
+    check(not wide or in_zp == 0, f"in_zp={in_zp}: int16 activations have zero point 0")
     check(count_include_pad in (0, 1), f"avg_pool2d: count_include_pad={count_include_pad}")
     check(0 <= divisor <= AVG_MAX_COUNT, f"avg_pool2d: divisor={divisor} outside [0, 2^30]")
     check(divisor > 0 or not count_include_pad or kernel_h * kernel_w <= AVG_MAX_COUNT,
           f"avg_pool2d: count {kernel_h}x{kernel_w} > 2^30")
     _, h, w, _ = x.shape
-    check(min(kernel_h, h) * min(kernel_w, w) <= AVG_MAX_WINDOW,
+    most = AVG_MAX_WINDOW16 if wide else AVG_MAX_WINDOW
+    check(min(kernel_h, h) * min(kernel_w, w) <= most,
           f"avg_pool2d: windows of up to {min(kernel_h, h)}x{min(kernel_w, w)} valid elements "
-          "(more than 2^23: the sum may leave int32)")
+          f"(more than {most}: the sum may leave int32)")
     total = np.zeros((x.shape[0], h + 1, w + 1, x.shape[3]), np.int64)  # prefix sums
     total[:, 1:, 1:] = (x.astype(np.int64) - in_zp).cumsum(1).cumsum(2)
     rows0, rows1, cols0, cols1 = r0[:, None], r1[:, None], c0[None, :], c1[None, :]
@@ -112,7 +125,7 @@ def avg_pool2d(x, *, kernel_h, kernel_w, stride_h, stride_w, pad_top, pad_left, 
     scales = np.array([quant.reciprocal_scale(int(c)) for c in counts], np.int64).reshape(-1, 2)
     mult = scales[:, 0][where].reshape(count.shape)[:, :, None]
     shift = scales[:, 1][where].reshape(count.shape)[:, :, None]
-    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+    return (requantize_int16 if wide else requantize)(acc, mult, shift, out_zp, act_min, act_max)
 
 
 # --- resize ---------------------------------------------------------------------------------------

@@ -1,0 +1,567 @@
+"""int16 activations (a16w8): the quantizer's int16 specs, per-layer selection, the rescale at an
+int8/int16 boundary, refusals by name, the 16-bit requantization multiplier and the int16 boundary
+quantize (docs/numerics.md, "int16 activations")."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import mcutorch
+from mcutorch import quant
+from mcutorch.errors import McutorchError, QuantizeError, UnsupportedOpError
+from mcutorch.frontend._torchao import pt2e
+
+pt2e()
+QD = torch.ops.quantized_decomposed
+
+
+class Cnn(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 4 * 4, 5)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(x))
+        x = nn.functional.max_pool2d(self.conv2(x) + x, 2)
+        return self.fc(x.flatten(1))
+
+
+class Mlp(nn.Module):
+    def __init__(self, head=None):
+        super().__init__()
+        self.fc1, self.fc2, self.head = nn.Linear(16, 32), nn.Linear(32, 8), head
+
+    def forward(self, x):
+        x = self.fc2(torch.relu(self.fc1(x)))
+        return self.head(x) if self.head is not None else x
+
+
+def _quantize(model, x, cal=None, **kw):
+    torch.manual_seed(1)
+    cal = cal or [torch.randn_like(x) for _ in range(8)]
+    return mcutorch.quantize(model.eval(), (x,), calibration=cal,
+                             quantizer=mcutorch.Quantizer(**kw))
+
+
+def _q_nodes(gm):
+    """(input's producer name, dtype, quant_min, quant_max, zero point) of every per-tensor
+    activation quantize node."""
+    found = []
+    for n in gm.graph.nodes:
+        if n.target == QD.quantize_per_tensor.default:
+            found.append((n.args[0].name, n.args[5], n.args[3], n.args[4], n.args[2]))
+    return found
+
+
+def test_whole_model_int16_specs_are_symmetric_full_range():
+    torch.manual_seed(0)
+    gm = _quantize(Cnn(), torch.randn(1, 1, 8, 8), activations="int16")
+    nodes = _q_nodes(gm)
+    assert len(nodes) >= 5
+    assert {(d, lo, hi, zp) for _, d, lo, hi, zp in nodes} == {(torch.int16, -32767, 32767, 0)}
+    weights = [n for n in gm.graph.nodes if n.target == QD.dequantize_per_channel.default]
+    # (input, scales, zero points, axis, quant_min, quant_max, dtype): int8 weights only; the
+    # int16 MAC layers keep a float bias (the compiler stores it as int48): no int32 bias
+    assert len(weights) == 3
+    assert all(n.args[6] == torch.int8 and tuple(n.args[4:6]) == (-127, 127) for n in weights)
+
+
+@pytest.mark.parametrize("layers", [["conv2"], [nn.Conv2d], "conv2"])
+def test_int16_layers_by_name_or_type_and_the_boundary_rescale(layers):
+    torch.manual_seed(0)
+    gm = _quantize(Cnn(), torch.randn(1, 1, 8, 8), int16_layers=layers)
+    nodes = _q_nodes(gm)
+    wide = {src for src, d, *_ in nodes if d == torch.int16}
+    assert wide and any(d == torch.int8 for _, d, *_ in nodes)
+    if layers == [nn.Conv2d]:  # both convs: conv1's output (after its fused relu) is int16
+        assert "relu" in wide
+    # conv2 computes in int16: its input is requantized int8 -> int16 (q16(dq8(relu)))
+    conv2 = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.conv2d.default
+                 and "conv2" in str(n.meta.get("nn_module_stack")))
+    dq = conv2.args[0]
+    assert dq.target == QD.dequantize_per_tensor.default and dq.args[5] == torch.int16
+    q16 = dq.args[0]
+    assert q16.args[5] == torch.int16
+    if layers != [nn.Conv2d]:
+        dq8 = q16.args[0]
+        assert dq8.target == QD.dequantize_per_tensor.default and dq8.args[5] == torch.int8
+    # and its output back to int8 for the add of the int8 model
+    add = next(iter(conv2.users))
+    while add.target != torch.ops.aten.add.Tensor:
+        add = next(iter(add.users))
+    assert {a.args[5] for a in add.args[:2]} == {torch.int8}  # the add is not a Conv2d
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"activations": "int4"}, "activations='int4'"),
+    ({"int16_layers": ["conv9"]}, "no module named 'conv9'.*conv1"),
+    ({"int16_layers": [nn.GRU]}, "no module of type 'torch.nn.modules.rnn.GRU'"),
+    ({"int16_layers": [3]}, "int16_layers entry 3"),
+])
+def test_bad_int16_requests_are_named(kw, match):
+    with pytest.raises(QuantizeError, match=match):
+        _quantize(Cnn(), torch.randn(1, 1, 8, 8), **kw)
+
+
+@pytest.mark.parametrize("head, op", [(nn.Softmax(dim=-1), "softmax"), (nn.Sigmoid(), "lut"),
+                                      (nn.LayerNorm(8), "norm")])
+def test_an_op_without_int16_form_is_refused_by_name(head, op):
+    x = torch.randn(2, 16)
+    with pytest.raises(UnsupportedOpError, match=rf"test_int16.py:\d+ in head.*\({op}\), which "
+                                                 "has no int16 form"):
+        _quantize(Mlp(head), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match=rf"\({op}\)"):
+        _quantize(Mlp(head), x, int16_layers=["head"])
+    # the same model with only the MAC layers int16: the head stays int8, as asked
+    gm = _quantize(Mlp(head), x, int16_layers=["fc1", "fc2"])
+    assert {d for _, d, *_ in _q_nodes(gm)} == {torch.int8, torch.int16}
+
+
+def test_a_constant_scalar_product_is_a_table_and_has_no_int16_form():
+    class Half(nn.Module):
+        def forward(self, x):
+            return x * 0.5
+
+    with pytest.raises(UnsupportedOpError, match=r"\(lut\)"):
+        _quantize(Half(), torch.randn(2, 4), activations="int16")
+
+
+def _sqnr(ref, y):
+    ref, y = ref.double(), y.double()
+    return 10 * math.log10(float((ref ** 2).sum() / ((ref - y) ** 2).sum()))
+
+
+def test_int16_activations_shrink_the_activation_error():
+    """With the weights fixed (int8 either way), int16 activations leave only weight error:
+    the fake-quant output is much closer to the float model with the weights fake-quantized."""
+    torch.manual_seed(0)
+    model, x = Mlp().eval(), torch.randn(64, 16)
+    with torch.no_grad():
+        for lin in (model.fc1, model.fc2):  # make the weights exact in int8 per channel
+            s = lin.weight.abs().amax(1, keepdim=True) / 127
+            lin.weight.copy_(torch.round(lin.weight / s) * s)
+        ref = model(x)
+    y8 = _quantize(model, x, [x])(x)  # calibrated on x: no clipping either way
+    y16 = _quantize(model, x, [x], activations="int16")(x)
+    s8, s16 = _sqnr(ref, y8), _sqnr(ref, y16)
+    print(f"MLP SQNR vs float (int8-exact weights): int8 {s8:.1f} dB, int16 {s16:.1f} dB")
+    assert s16 > s8 + 30  # 8 more bits: ~48 dB in theory
+
+
+def test_compile_refuses_int16_with_a_named_reason():
+    x = torch.randn(2, 16)
+    gm = _quantize(Mlp(), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match="int16 activations .a16w8. are not compiled yet"):
+        mcutorch.compile(gm, (x,))
+
+
+# --- the 16-bit requantization multiplier ---------------------------------------------------
+
+@pytest.mark.parametrize("real, expected", [(0.5, (2**14, 15)), (1.0, (2**14, 14)),
+                                            (0.75, (3 * 2**13, 15)), (0.0, (0, 2)),
+                                            (2.0**12, (2**14, 2)), (1 - 2**-17, (2**14, 14))])
+def test_quantize_multiplier16_values(real, expected):
+    assert quant.quantize_multiplier16(real) == expected
+
+
+def test_quantize_multiplier16_domain_and_precision():
+    rng = np.random.default_rng(0)
+    for real in 2.0 ** rng.uniform(-40, 12.9, 2000):
+        mult, shift = quant.quantize_multiplier16(real)
+        assert 2**14 <= mult < 2**15 and 2 <= shift <= 62
+        assert abs(mult * 2.0**-shift - real) <= 2.0 ** (-shift - 1)  # rounded to nearest
+    assert quant.quantize_multiplier16(2.0**-48)[1] == 62  # below 2^-47: fewer bits
+    assert quant.quantize_multiplier16(2.0**-80) == (0, 2)
+    for bad in (2.0**13, -1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError):
+            quant.quantize_multiplier16(bad)
+
+
+def test_rq_with_a_16_bit_multiplier_is_exact_on_int48_accumulators():
+    """TOSA apply_scale_16: (acc * mult + 2^(shift-1)) >> shift, acc in int48, no int64
+    overflow; checked against Python's unbounded integers."""
+    rng = np.random.default_rng(1)
+    acc = np.concatenate([rng.integers(-(2**47), 2**47, 4000),
+                          [2**47 - 1, -(2**47), 0, 1, -1]]).astype(np.int64)
+    for real in (2.0**-34, 3e-6, 0.013, 0.99):
+        mult, shift = quant.quantize_multiplier16(real)
+        got = quant.rq(acc, mult, shift)
+        want = [(int(a) * mult + (1 << (shift - 1))) >> shift for a in acc]
+        assert got.tolist() == want
+
+
+def test_int16_boundary_quantize_matches_pytorch_on_ties():
+    scale = 0.25
+    x = np.concatenate([np.arange(-9000, 9000) * 0.125, [1e9, -1e9, np.inf, -np.inf]])
+    x = x.astype(np.float32)
+    want = QD.quantize_per_tensor(torch.from_numpy(x), scale, 0, -32767, 32767, torch.int16)
+    got = quant.quantize(x, scale, 0, dtype="int16")
+    assert got.dtype == np.int16 and np.array_equal(got, want.numpy())
+    assert got.min() == -32767  # symmetric: -32768 is never produced
+    back = QD.dequantize_per_tensor(want, scale, 0, -32767, 32767, torch.int16)
+    assert np.array_equal(quant.dequantize(got, scale, 0), back.numpy())
+
+
+def _recorded(gm, x):
+    """Every node's value in one run of the converted model."""
+    env = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            value = super().run_node(n)
+            env[n] = value.detach() if isinstance(value, torch.Tensor) else value
+            return value
+
+    with torch.no_grad():
+        Recorder(gm).run(x)
+    return env
+
+
+def _int16_out(node):
+    """(quantize node of a node's int16 output, act_min): through a fused ReLU."""
+    out = next(iter(node.users))
+    act_min = 0 if out.target == torch.ops.aten.relu.default else -32767
+    out = out if act_min == -32767 else next(iter(out.users))
+    assert out.target == QD.quantize_per_tensor.default and out.args[5] == torch.int16
+    return out, act_min
+
+
+def _a16w8_mac(env, node, multiplier=quant.quantize_multiplier16):
+    """The a16w8 definition of one quantized linear or conv2d layer (docs/numerics.md, int16
+    activations; the reference kernel) on the converted model's integers: (its output,
+    PyTorch's); with a 32-bit `multiplier` the same arithmetic, for comparison."""
+    dq_x, dq_w = node.args[0], node.args[1]
+    xq, wq = env[dq_x.args[0]].double(), env[dq_w.args[0]].double()
+    s_in, s_w = float(dq_x.args[1]), env[dq_w.args[1]].numpy().astype(np.float64)
+    out, act_min = _int16_out(node)
+    s_out = float(out.args[1])
+    bias = np.clip(np.round(env[node.args[2]].numpy().astype(np.float64) / (s_in * s_w)),
+                   -(2**47 - 1), 2**47 - 1).astype(np.int64)  # int48
+    mult, shift = (np.array(v, np.int32) for v in
+                   zip(*(multiplier(s_in * s / s_out) for s in s_w)))
+    want = env[out].numpy().astype(np.int64)
+    linear = node.target == torch.ops.aten.linear.default
+    if multiplier is quant.quantize_multiplier16:  # the definition: the reference kernels
+        from mcutorch import ref
+
+        x16, w8 = xq.numpy().astype(np.int16), wq.numpy().astype(np.int8)
+        stage = dict(in_zp=0, out_zp=0, act_min=act_min, act_max=32767)
+        if linear:
+            return ref.KERNELS["fully_connected"](x16, w8, bias, mult, shift, **stage), want
+        stride, pad = (list(node.args[i]) if len(node.args) > i else d
+                       for i, d in ((3, [1, 1]), (4, [0, 0])))
+        y = ref.KERNELS["conv2d"](x16.transpose(0, 2, 3, 1), w8.transpose(0, 2, 3, 1), bias,
+                                  mult, shift, stride_h=stride[0], stride_w=stride[1],
+                                  dilation_h=1, dilation_w=1, pad_top=pad[0], pad_left=pad[1],
+                                  pad_bottom=pad[0], pad_right=pad[1], groups=1, **stage)
+        return y.transpose(0, 3, 1, 2).astype(np.int64), want
+    if linear:  # a 32-bit multiplier, for comparison only: the same formula
+        acc = (xq @ wq.T).numpy().astype(np.int64) + bias  # float64: exact below 2^53
+    else:  # conv2d(x, w, b, stride, padding): NCHW, channel axis 1
+        acc = torch.nn.functional.conv2d(xq, wq, None, *node.args[3:5]).numpy().astype(np.int64)
+        acc = acc + bias[:, None, None]
+        mult, shift = mult[:, None, None], shift[:, None, None]
+    return np.clip(quant.rq(acc, mult, shift), act_min, 32767), want
+
+
+def _a16_add(env, node):
+    """add of two int16 tensors by the reference kernel, the left-shift scheme with 15 bits
+    (docs/numerics.md): (its output, PyTorch's)."""
+    (qa, sa), (qb, sb) = ((env[d.args[0]].numpy().astype(np.int64), float(d.args[1]))
+                          for d in node.args[:2])
+    out, act_min = _int16_out(node)
+    big = 2 * max(sa, sb)
+    from mcutorch import ref
+
+    (am, ash), (bm, bsh), (om, osh) = (quant.quantize_multiplier(r) for r in (
+        2**15 * sa / big, 2**15 * sb / big, big / (2**15 * float(out.args[1]))))
+    y = ref.KERNELS["add"](qa.astype(np.int16), qb.astype(np.int16), a_zp=0, a_mult=am,
+                           a_shift=ash, b_zp=0, b_mult=bm, b_shift=bsh, out_zp=0, out_mult=om,
+                           out_shift=osh, act_min=act_min, act_max=32767)
+    return y.astype(np.int64), env[out].numpy().astype(np.int64)
+
+
+@pytest.mark.parametrize("model, shape", [(Mlp, (256, 16)), (Cnn, (16, 1, 8, 8))])
+def test_the_a16w8_definitions_are_within_one_lsb_of_pytorch(model, shape):
+    """int64 accumulation, int48 bias, 16-bit multiplier (MAC layers) and the 15-bit left-shift
+    add: each layer of an int16 MLP and CNN, fed PyTorch's own int16 inputs, gives PyTorch's
+    int16 output within 1 LSB on >= 99 % of elements."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    gm = _quantize(model(), x, activations="int16")
+    env = _recorded(gm, x)
+    mac = (torch.ops.aten.linear.default, torch.ops.aten.conv2d.default)
+    layers = [n for n in gm.graph.nodes if n.target in mac or n.target == torch.ops.aten.add.Tensor]
+    assert len(layers) == (2 if model is Mlp else 4)
+    for node in layers:
+        if node.target in mac:
+            y, want = _a16w8_mac(env, node)
+            y32 = (_a16w8_mac(env, node, quant.quantize_multiplier)[0] == want).mean()
+            also = f" (a 32-bit multiplier: {100 * y32:.2f} %)"
+        else:
+            (y, want), also = _a16_add(env, node), ""
+        diff = np.abs(y - want)
+        print(f"{node.name}: within 1 LSB {100 * (diff <= 1).mean():.2f} %, max |diff| "
+              f"{diff.max()} LSB, exact {100 * (diff == 0).mean():.2f} %{also}, output range "
+              f"[{want.min()}, {want.max()}], {diff.size} elements")
+        assert (diff <= 1).mean() >= 0.99
+
+
+# --- the reference kernels' int16 form (the definition) ----------------------------------------
+
+def _mac16_case(rng, n=2, h=6, w=5, cin=3, cout=4, k=3):
+    x = rng.integers(-32767, 32768, (n, h, w, cin)).astype(np.int16)
+    wt = rng.integers(-127, 128, (cout, k, k, cin)).astype(np.int8)
+    bias = rng.integers(-(2**40), 2**40, cout).astype(np.int64)
+    pairs = [quant.quantize_multiplier16(r) for r in 2.0 ** rng.uniform(-24, -16, cout)]
+    mult, shift = (np.array(v, np.int32) for v in zip(*pairs))
+    return x, wt, bias, mult, shift
+
+
+def _expected(acc, mult, shift, lo=-32767, hi=32767):
+    """Independent of ref: Python integers, floor((acc * mult + 2^(shift-1)) / 2^shift)."""
+    flat = [(int(a) * int(m) + (1 << (int(s) - 1))) >> int(s) for a, m, s in
+            zip(acc.ravel(), np.broadcast_to(mult, acc.shape).ravel(),
+                np.broadcast_to(shift, acc.shape).ravel())]
+    return np.clip(np.array(flat, np.int64).reshape(acc.shape), lo, hi)
+
+
+WIN = dict(stride_h=1, stride_w=2, dilation_h=1, dilation_w=1, pad_top=1, pad_left=0,
+           pad_bottom=1, pad_right=1)
+
+
+def test_ref_conv2d_int16_is_the_int48_definition():
+    from mcutorch import ref
+
+    rng = np.random.default_rng(2)
+    x, wt, bias, mult, shift = _mac16_case(rng)
+    y = ref.KERNELS["conv2d"](x, wt, bias, mult, shift, groups=1, in_zp=0, out_zp=0,
+                              act_min=-1000, act_max=32767, **WIN)
+    xt = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2)
+    xt = torch.nn.functional.pad(xt, (0, 1, 1, 1))  # (left, right, top, bottom)
+    acc = torch.nn.functional.conv2d(xt, torch.from_numpy(wt.astype(np.float64)).permute(0, 3, 1,
+                                                                                           2),
+                                     stride=(1, 2)).permute(0, 2, 3, 1).numpy().astype(np.int64)
+    assert y.dtype == np.int16
+    assert np.array_equal(y, _expected(acc + bias, mult, shift, -1000))
+
+
+def test_ref_depthwise_and_fully_connected_int16():
+    from mcutorch import ref
+
+    rng = np.random.default_rng(3)
+    x, _, bias, mult, shift = _mac16_case(rng, cin=4)
+    wd = rng.integers(-127, 128, (3, 3, 4)).astype(np.int8)
+    y = ref.KERNELS["depthwise_conv2d"](x, wd, bias, mult, shift, depth_multiplier=1, in_zp=0,
+                                        out_zp=0, act_min=-32767, act_max=32767, **WIN)
+    xt = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2)
+    acc = torch.nn.functional.conv2d(torch.nn.functional.pad(xt, (0, 1, 1, 1)),
+                                     torch.from_numpy(wd.astype(np.float64)).permute(2, 0, 1)
+                                     [:, None], stride=(1, 2), groups=4)
+    acc = acc.permute(0, 2, 3, 1).numpy().astype(np.int64) + bias
+    assert y.dtype == np.int16 and np.array_equal(y, _expected(acc, mult, shift))
+
+    xf = rng.integers(-32767, 32768, (5, 300)).astype(np.int16)
+    xf[0] = 32767  # the extremes: |acc| near 300 * 32767 * 127
+    wf = rng.integers(-127, 128, (4, 300)).astype(np.int8)
+    wf[:, :] = np.where(wf == 0, 127, wf)
+    yf = ref.KERNELS["fully_connected"](xf, wf, bias, mult, shift, in_zp=0, out_zp=0,
+                                        act_min=-32767, act_max=32767)
+    accf = np.array([[sum(int(a) * int(b) for a, b in zip(r, c)) for c in wf] for r in xf]) + bias
+    assert yf.dtype == np.int16 and np.array_equal(yf, _expected(accf, mult, shift))
+    # the same layer in int8 is unchanged: int8 in, int8 out
+    y8 = ref.KERNELS["fully_connected"](xf.astype(np.int8), wf, bias.astype(np.int32), mult,
+                                        shift, in_zp=0, out_zp=0, act_min=-128, act_max=127)
+    assert y8.dtype == np.int8
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"in_zp": 3}, "in_zp=3: int16 activations have zero point 0"),
+    ({"out_zp": 1}, "out_zp=1: int16 activations have zero point 0"),
+    ({"act_min": -32768}, "not an int16 range"),
+    ({"bias": np.zeros(4, np.int32)}, "bias: expected dtype int64"),
+    ({"bias": np.full(4, 2**47, np.int64)}, "must fit int48"),
+    ({"mult": np.full(4, 2**15, np.int32)}, "int16 MAC multiplier outside"),
+    ({"shift": np.full(4, 63, np.int32)}, "shift outside"),
+    ({"mult": np.full(4, 2**14, np.int32), "shift": np.full(4, 2, np.int32)},
+     "requantized accumulator overflows int32"),
+])
+def test_ref_int16_mac_domain_is_refused_by_name(change, match):
+    from mcutorch import ref
+
+    rng = np.random.default_rng(4)
+    x, _, bias, mult, shift = _mac16_case(rng)
+    wf = rng.integers(-127, 128, (4, 3)).astype(np.int8)
+    args = dict(bias=bias, mult=mult, shift=shift, in_zp=0, out_zp=0, act_min=-32767,
+                act_max=32767)
+    args.update(change)
+    operands = [args.pop(k) for k in ("bias", "mult", "shift")]
+    with pytest.raises(ValueError, match=match):
+        ref.KERNELS["fully_connected"](x.reshape(-1, 3), wf, *operands, **args)
+
+
+def test_ref_int16_accumulator_beyond_int48_is_refused():
+    from mcutorch import ref
+
+    k = 33_900_000 // 1000  # rows of 1000 at full scale, then an int48-sized bias on top
+    x = np.full((1, k), 32767, np.int16)
+    w = np.full((1, k), 127, np.int8)
+    bias = np.array([2**47 - 1 - 10], np.int64)
+    with pytest.raises(ValueError, match="accumulator overflows int48"):
+        ref.KERNELS["fully_connected"](x, w, bias, np.array([1], np.int32),
+                                       np.array([62], np.int32), in_zp=0, out_zp=0,
+                                       act_min=-32767, act_max=32767)
+
+
+def _rq_int(v, mult, shift):
+    return (int(v) * mult + (1 << (shift - 1))) >> shift
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul"])
+def test_ref_add_sub_mul_int16(op):
+    """Two int16 tensors (broadcast), the 15-bit left-shift scheme for add/sub, against Python
+    integers; the extremes included."""
+    from mcutorch import ref
+
+    rng = np.random.default_rng(5)
+    a = rng.integers(-32767, 32768, (3, 1, 5)).astype(np.int16)
+    b = rng.integers(-32767, 32768, (4, 5)).astype(np.int16)
+    a[0, 0, :2], b[0, :2] = 32767, -32767
+    sa, sb, sy = 0.003, 0.0011, 0.004
+    stage = dict(out_zp=0, act_min=-32767, act_max=32767)
+    if op == "mul":
+        m, s = quant.quantize_multiplier(sa * sb / sy)
+        y = ref.KERNELS["mul"](a, b, a_zp=0, b_zp=0, mult=m, shift=s, **stage)
+        want = np.vectorize(lambda u, v: _rq_int(int(u) * int(v), m, s))(*np.broadcast_arrays(
+            a, b))
+    else:
+        big = 2 * max(sa, sb)
+        (am, ash), (bm, bsh), (om, osh) = (quant.quantize_multiplier(r) for r in (
+            2**15 * sa / big, 2**15 * sb / big, big / (2**15 * sy)))
+        y = ref.KERNELS[op](a, b, a_zp=0, a_mult=am, a_shift=ash, b_zp=0, b_mult=bm, b_shift=bsh,
+                            out_mult=om, out_shift=osh, **stage)
+        sign = 1 if op == "add" else -1
+        want = np.vectorize(lambda u, v: _rq_int(_rq_int(u, am, ash) + sign * _rq_int(v, bm, bsh),
+                                                 om, osh))(*np.broadcast_arrays(a, b))
+    assert y.dtype == np.int16 and y.shape == (3, 4, 5)
+    assert np.array_equal(y, np.clip(want, -32767, 32767))
+
+
+@pytest.mark.parametrize("change, match", [
+    ({"b": np.zeros(5, np.int8)}, "a is int16, b is int8; both int8 or both int16"),
+    ({"a_zp": 2}, "int16 activations have 0"),
+    ({"out_zp": -1}, "out_zp=-1: int16 activations have zero point 0"),
+    ({"act_max": 40000}, "not an int16 range"),
+    ({"mult": 2**30, "shift": 2}, "can overflow int32"),
+])
+def test_ref_int16_elementwise_domain_is_refused_by_name(change, match):
+    from mcutorch import ref
+
+    args = dict(a=np.full(5, 300, np.int16), b=np.full(5, -7, np.int16), a_zp=0, b_zp=0,
+                mult=2**30, shift=40, out_zp=0, act_min=-32767, act_max=32767)
+    args.update(change)
+    with pytest.raises(ValueError, match=match):
+        ref.KERNELS["mul"](args.pop("a"), args.pop("b"), **args)
+    if "a_zp" not in change and "mult" not in change:  # div has no int16 form
+        with pytest.raises(ValueError, match="expected dtype int8"):
+            ref.KERNELS["div"](np.ones(5, np.int16), np.ones(5, np.int16), a_zp=0, b_zp=0,
+                               out_zp=0, mult=2**30, shift=30, act_min=-128, act_max=127)
+
+
+POOL = dict(kernel_h=3, kernel_w=2, stride_h=2, stride_w=1, pad_top=1, pad_left=1, pad_bottom=1,
+            pad_right=0)
+
+
+def test_ref_pools_int16():
+    """max_pool2d: the max of the valid window elements; avg_pool2d: floor(sum/count + 1/2)
+    through reciprocal_scale (exact away from ties), int16 in and out."""
+    from mcutorch import ref
+
+    rng = np.random.default_rng(6)
+    x = rng.integers(-32767, 32768, (2, 7, 6, 3)).astype(np.int16)
+    x[0, 0, 0] = 32767
+    y = ref.KERNELS["max_pool2d"](x, act_min=-32767, act_max=30000, **POOL)
+    xt = torch.from_numpy(x.astype(np.float64)).permute(0, 3, 1, 2)
+    padded = torch.nn.functional.pad(xt, (1, 0, 1, 1), value=-np.inf)
+    want = torch.nn.functional.max_pool2d(padded, (3, 2), (2, 1)).permute(0, 2, 3, 1).numpy()
+    assert y.dtype == np.int16 and np.array_equal(y, np.minimum(want, 30000))
+
+    avg = ref.KERNELS["avg_pool2d"](x, count_include_pad=0, divisor=0, in_zp=0, out_zp=0,
+                                    act_min=-32767, act_max=32767, **POOL)
+    s = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(xt, (1, 0, 1, 1)), (3, 2), (2, 1),
+                                       divisor_override=1)
+    n = torch.nn.functional.avg_pool2d(torch.nn.functional.pad(torch.ones_like(xt), (1, 0, 1, 1)),
+                                       (3, 2), (2, 1), divisor_override=1)
+    q = (s / n).permute(0, 2, 3, 1).numpy()
+    diff = avg - np.floor(q + 0.5)
+    tie = q - np.floor(q) == 0.5  # exact in float64 (counts 1..6): may go either way
+    assert avg.dtype == np.int16 and (diff[~tie] == 0).all() and np.isin(diff[tie], (0, -1)).all()
+    with pytest.raises(ValueError, match="in_zp=2: int16 activations have zero point 0"):
+        ref.KERNELS["avg_pool2d"](x, count_include_pad=0, divisor=0, in_zp=2, out_zp=0,
+                                  act_min=-32767, act_max=32767, **POOL)
+    with pytest.raises(ValueError, match="not an int16 range"):
+        ref.KERNELS["max_pool2d"](x, act_min=-32768, act_max=0, **POOL)
+
+
+def test_ref_movement_ops_move_int16_elements():
+    from mcutorch import ref
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(-32767, 32768, (2, 3, 4, 5)).astype(np.int16)
+    y = ref.KERNELS["transpose"](x, perm0=0, perm1=3, perm2=1, perm3=2)
+    assert y.dtype == np.int16 and np.array_equal(y, x.transpose(0, 3, 1, 2))
+    c = ref.KERNELS["concat"](x, x[:, :, :1], axis=2)
+    assert c.dtype == np.int16 and np.array_equal(c, np.concatenate([x, x[:, :, :1]], 2))
+    p = ref.KERNELS["pad"](x, before0=0, before1=1, before2=0, before3=2, after0=0, after1=0,
+                           after2=1, after3=0, value=-32767)
+    assert p.dtype == np.int16 and p[0, 0, 0, 0] == -32767
+    assert np.array_equal(p[:, 1:, :4, 2:], x)
+    sl = ref.KERNELS["strided_slice"](x, **ref.slice_attrs([1, 2, 1, 4], [1, -1, 2, 0],
+                                                           [1, 2, 2, 3]))
+    assert sl.dtype == np.int16 and np.array_equal(sl, x[1:2, 2::-1][:, :2, 1::2][..., [4] * 3])
+    assert np.array_equal(ref.KERNELS["copy"](x), x)
+    with pytest.raises(ValueError, match="concat: input 1 is int8, input 0 int16"):
+        ref.KERNELS["concat"](x, x.astype(np.int8), axis=3)
+    with pytest.raises(ValueError, match=r"pad: value -32768 is not int16 \[-32767, 32767\]"):
+        ref.KERNELS["pad"](x, before0=0, before1=0, before2=0, before3=1, after0=0, after1=0,
+                           after2=0, after3=0, value=-32768)
+    with pytest.raises(ValueError, match="expected dtype int8"):  # gather has no int16 form
+        ref.KERNELS["gather"](x, np.array([0], np.int32), axis=5)
+
+
+def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
+    """The reference kernels define int16 forms, but a program runs them only where the C
+    runtime does (none yet): an int8 program edited to int16 tensors is refused by name."""
+    from mcutorch.errors import ExecutionError
+    from mcutorch.ref.interpreter import C_INT16_OPS
+
+    assert not C_INT16_OPS
+    x = torch.randn(4, 16)
+
+    class Pool(nn.Module):
+        def forward(self, v):
+            return nn.functional.max_pool1d(v[:, None], 2)[:, 0]
+
+    compiled = mcutorch.compile(_quantize(Pool(), x), (x,))
+    program = compiled.program
+    import dataclasses as dc
+
+    wide = dc.replace(program, tensors=[dc.replace(t, dtype="int16", offset=2 * t.offset)
+                                        if t.storage == "arena" else t for t in program.tensors],
+                      regions=[dc.replace(r, size=2 * r.size) for r in program.regions])
+    from mcutorch.ref.interpreter import Interpreter
+
+    inputs = [np.zeros(wide.tensors[i].shape, np.int16) for i in wide.inputs]
+    with pytest.raises(ExecutionError, match=r"op 0 \(.*int16 activations .a16w8. are not run "
+                                             "yet"):
+        Interpreter(wide).invoke(inputs)
+    from mcutorch.device import crt  # the C runtime on the host: the kernel refuses it too
+
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(wide, inputs)
