@@ -142,3 +142,40 @@ def test_batch_norm_qat_cannot_fuse_is_refused():
     model = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.BatchNorm1d(8), nn.ReLU())
     with pytest.raises(UnsupportedOpError, match="BatchNorm right after a conv1d/conv2d"):
         mcutorch.quantize(model, (torch.rand(2, 1, 4, 4),), qat=True)
+
+
+@pytest.mark.slow
+def test_qat_digits_tcn_bit_exact_on_boards_and_agrees_with_convert():
+    """A conv1d + BatchNorm temporal conv net on the digits read pixel by pixel: QAT from a
+    trained float model; the program equals the reference on the host C runtime and the M55
+    and M33 boards, and its held-out predictions agree with the converted model's."""
+    import sys
+    from pathlib import Path
+
+    from mcutorch.device import crt, firmware
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench.digits import fit_float, fit_qat
+    from mcutorch.models.digits import digits_split, digits_tcn
+
+    xtr, ytr, xte, yte = digits_split("pixels", seed=0)
+    model = fit_float(digits_tcn("pixels", 8, 3, seed=0), xtr[:512], ytr[:512], 0)
+    qat = mcutorch.quantize(model, (xtr[:1],), calibration=list(xtr[:256].split(64)), qat=True)
+    fit_qat(qat, xtr[:512], ytr[:512], 0)
+    program = mcutorch.compile(qat, (xtr[:1],), target="cortex-m55")
+    sets = [program.quantize_inputs([xte[k:k + 1].numpy()]) for k in range(3)]
+    wants = [program.run_int8(xs) for xs in sets]
+    for xs, want in zip(sets, wants):
+        for g, w in zip(crt.run_host(program.program, xs), want):
+            np.testing.assert_array_equal(g, w)
+    for board in ("mps3-an547", "mps2-an505"):
+        p = program if board == "mps3-an547" else mcutorch.compile(qat, (xtr[:1],),
+                                                                    target="cortex-m33")
+        run = firmware.run(p.program, sets, board)
+        for got, want in zip(run.outputs, wants):
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g, w)
+    with torch.no_grad():
+        fq = mcutorch.convert(qat)(xte[:100]).argmax(1).numpy()
+    ours = np.asarray(program.run(xte[:100].numpy())).argmax(1)
+    assert (ours == fq).mean() >= 0.98, (ours != fq).sum()
