@@ -68,8 +68,12 @@ def train(qat, x, y, steps: int = 8) -> list[float]:
 def trained():
     torch.manual_seed(0)
     x, y = data()
-    qat = mcutorch.quantize(Tiny(), (x[:1],), calibration=x[:32].split(8), qat=True)
+    model = Tiny()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    qat = mcutorch.quantize(model, (x[:1],), calibration=x[:32].split(8), qat=True)
     losses = train(qat, x, y, steps=24)
+    for k, v in model.state_dict().items():  # the QAT module trains its own copy
+        assert torch.equal(v, before[k]), k
     return qat, x, losses, mcutorch.compile(qat, (x[:1],)), mcutorch.convert(qat)
 
 

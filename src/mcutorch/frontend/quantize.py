@@ -5,6 +5,7 @@ for QAT (`qat=True`, frontend/qat.py) export in training mode -> prepare_qat_pt2
 from __future__ import annotations
 
 
+import copy
 from collections.abc import Iterable
 
 import torch
@@ -30,7 +31,8 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
 
     `qat=True` returns a trainable module instead (quantization-aware training, docs/pt2e.md):
     the model captured in training mode and prepared with `prepare_qat_pt2e`, the quantizer's
-    specs as fake quants; `calibration` (optional here) initializes their ranges. Train it
+    specs as fake quants, its own copy of the parameters (training it leaves `model` as it
+    is); `calibration` (optional here) initializes their ranges. Train it
     with an ordinary loop (`torchao.quantization.pt2e.move_exported_model_to_train/eval` switch
     BatchNorm and dropout), then `mcutorch.compile` it or `mcutorch.convert` it.
 
@@ -50,8 +52,8 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
                             "every activation the scale 1.0")
     gm = capture(model, args)
     check_supported(gm)  # QAT too: the eval-mode graph (BatchNorm folded) is the one compiled
-    if qat:
-        gm = capture(model, args, train=True)
+    if qat:  # on a copy: training the QAT module leaves the float model's weights alone
+        gm = capture(copy.deepcopy(model), args, train=True)
     if qat:
         from mcutorch.frontend import qat as qat_flow
 
