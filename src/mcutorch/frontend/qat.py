@@ -40,8 +40,7 @@ from torchao.quantization.pt2e.quantizer import (  # noqa: E402
 )
 from torchao.quantization.pt2e.quantizer import Quantizer as _PT2EQuantizer  # noqa: E402
 
-__all__ = ["convert", "fake_quant", "fake_quant_forms", "is_qat", "move_exported_model_to_eval",
-           "move_exported_model_to_train", "prepare"]
+__all__ = ["convert", "is_qat", "move_exported_model_to_eval", "move_exported_model_to_train"]
 A = torch.ops.aten
 KEY = "quantization_annotation"
 QAT_KEY = "mcutorch_qat"  # GraphModule.meta: the example inputs of a QAT-prepared module
