@@ -45,6 +45,7 @@ bench: setup toolchain
 	$(PY) -m bench.npu
 	$(PY) -m bench.zoo
 	$(PY) -m bench.dispatch
+	$(PY) -m bench.digits
 
 header: setup
 	$(PY) -m mcutorch.device.generate

@@ -17,10 +17,11 @@ import importlib
 from mcutorch.errors import McutorchError
 
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
+         "convert": "frontend",
          "quantize": "frontend", "validate": "analysis.validate",
          "load_dataset": "analysis.dataset",
          "analyze": "analysis"}
-__all__ = ["CompiledModel", "McutorchError", "Quantizer", "analyze", "compile", "load",
+__all__ = ["CompiledModel", "McutorchError", "Quantizer", "analyze", "compile", "convert", "load",
            "load_dataset", "quantize", "validate"]
 __version__ = "0.1.0"
 

@@ -10,12 +10,14 @@
     mcutorch validate model.py --data test.npz [--board mps3-an547]
     mcutorch validate model.mtp --data test.npz [--model model.py] [--json]
     mcutorch analyze model.mtp [--board mps3-an547 [--clock-mhz 160]] [--json] [--html r.html]
+                           [--model model.py [--plot errors.png]]
 """
 from __future__ import annotations
 
 import argparse
 import importlib.util
 import json
+import math
 import sys
 import time
 import traceback
@@ -497,6 +499,10 @@ def cmd_analyze(args) -> int:
         raise UsageError("--calibration goes with --model (the calibration the program was "
                          "compiled with)")
     html = _writable(args.html, "--html") if args.html else None
+    if args.plot and not args.model:
+        raise UsageError("--plot draws each op's error against the float model: add --model "
+                         "(the model file the program was compiled from)")
+    png = _writable(args.plot, "--plot") if args.plot else None
     if args.board:
         from mcutorch.device.boards import get_board
 
@@ -514,10 +520,18 @@ def cmd_analyze(args) -> int:
         from mcutorch.analysis.html import write_html
 
         write_html(info, html)
+    if png is not None:
+        from mcutorch.compare import plot_sensitivity
+
+        rows = [{"layer": f"{o['index']} {o['op']}", "sqnr_db": o["error"]["sqnr_db"]
+                 if o["error"]["sqnr_db"] is not None else math.inf,
+                 "max_lsb": o["error"]["max_lsb"] or 0.0} for o in info["ops"] if o.get("error")]
+        plot_sensitivity(rows, png, f"{info['model']}: program vs the float model, per op")
     if args.json:
         print(json.dumps(info, indent=1))
     else:
-        show(parts(info) + ([f"HTML report: {html}"] if html is not None else []))
+        show(parts(info) + ([f"HTML report: {html}"] if html is not None else [])
+             + ([f"error plot: {png}"] if png is not None else []))
     return 0
 
 
@@ -649,6 +663,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="print the report as JSON")
     a.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page with "
                    "the memory timeline and per-layer charts")
+    a.add_argument("--plot", metavar="FILE.png", help="with --model: a PNG of each op's error "
+                   "against the float model (SQNR in dB, max error in LSBs)")
     return ap
 
 

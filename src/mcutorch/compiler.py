@@ -49,9 +49,14 @@ def _check_graph_module(module) -> None:
 
 
 def build_graph(qmodel, example_inputs=None) -> Graph:
-    """Lift and lower a quantized module; a float module is quantized on its example inputs."""
+    """Lift and lower a quantized (or QAT) module; a float module is quantized on its example
+    inputs."""
+    from mcutorch.frontend.qat import convert, is_qat
+
     if isinstance(qmodel, torch.export.ExportedProgram):  # a converted module, exported again
         qmodel = qmodel.module()
+    if is_qat(qmodel):  # trained with quantize(..., qat=True): converted here, on a copy
+        qmodel = convert(qmodel)
     if not _is_quantized(qmodel):
         _check_graph_module(qmodel)
         if example_inputs is None:

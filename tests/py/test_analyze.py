@@ -228,6 +228,8 @@ def test_error_against_the_float_model(programs, net):
         assert errors[-1]["rmse"] == pytest.approx(np.sqrt(np.mean((got - want) ** 2)),
                                                    rel=1e-5)
         assert errors[-1]["max_abs"] == pytest.approx(np.abs(got - want).max(), rel=1e-5)
+        sqnr = 10 * np.log10((want ** 2).sum() / ((got - want) ** 2).sum())
+        assert errors[-1]["sqnr_db"] == pytest.approx(sqnr, abs=1e-3)
         assert errors[-1]["float_node"] == "softmax"
         conv = next(o for o in info["ops"] if o["op"] == "conv2d")
         assert conv["error"]["float_node"] == "relu"  # the conv's output: the fused ReLU's
@@ -269,6 +271,13 @@ def test_cli_model_file_error_and_html(tmp_path, capsys):
     assert page.read_text().count('class="bar error"') == 3
     code, _, err = _cli(capsys, "analyze", str(mtp), "--calibration", str(tmp_path / "c.npz"))
     assert code == 2 and "--calibration goes with --model" in err
+    png = tmp_path / "errors.png"
+    code, out, err = _cli(capsys, "analyze", str(mtp), "--model", str(src), "--plot", str(png))
+    assert code == 0, err
+    assert "SQNR dB" in out and f"error plot: {png}" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    code, _, err = _cli(capsys, "analyze", str(mtp), "--plot", str(png))
+    assert code == 2 and "--plot draws" in err
 
 
 def _cli(capsys, *argv) -> tuple[int, str, str]:

@@ -33,7 +33,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # BatchNorm folded into transposed convs (the layout-aware weight scaling is in builders/norm.py);
 # 5,623 with int16 activations in the quantizer (whole model or per layer by name/type, the
 # int16 spec, refusal of ops without an int16 form by name) and the 16-bit requant multiplier
-BUDGET = 5623
+# 5,777 with QAT (frontend/qat.py: fake-quant forms of the specs, the conv + BatchNorm
+# annotation PT2E's QAT fusion needs, the BatchNorm checks, convert; capture's training mode)
+BUDGET = 5777
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

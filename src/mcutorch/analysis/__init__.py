@@ -404,16 +404,17 @@ def _render_errors(info: dict) -> list:
     acc = info.get("accuracy")
     if not acc:
         return []
-    errors = table("#", "op", "float node", "l2r", "rmse", "max |err|", "rmse LSB",
-                   right=("#", "l2r", "rmse", "max |err|", "rmse LSB"))
+    errors = table("#", "op", "float node", "l2r", "SQNR dB", "rmse", "max |err|", "rmse LSB",
+                   right=("#", "l2r", "SQNR dB", "rmse", "max |err|", "rmse LSB"))
     for o in info["ops"]:
         e = o.get("error")
         if e is None:
             add(errors, o["index"], o["op"], "(none: an op the compiler added)", None, None,
-                None, None)
+                None, None, None)
             continue
         add(errors, o["index"], o["op"], e["float_node"],
-            None if e["l2r"] is None else f"{e['l2r']:.5f}", f"{e['rmse']:.3g}",
+            None if e["l2r"] is None else f"{e['l2r']:.5f}",
+            None if e.get("sqnr_db") is None else f"{e['sqnr_db']:.1f}", f"{e['rmse']:.3g}",
             f"{e['max_abs']:.3g}", f"{e['rmse_lsb'] or 0:.3f}")
     return [f"error vs the float model ({acc['input']}; l2r = ||int8 - float|| / ||float||):",
             errors]

@@ -15,7 +15,8 @@ and compared with the float model's value at the same point, for one inference:
 
 Ops the compiler added (a rescale between two qparams, a delegate's copies) have no float
 counterpart and get no figure. Errors are float32: rmse, max |error|, l2r = ||ours - float|| /
-||float|| (STM32Cube.AI's relative L2 error), and rmse in LSBs of the op's output scale.
+||float|| (STM32Cube.AI's relative L2 error), SQNR = 20·log10(||float|| / ||ours - float||) dB
+(none where they agree exactly), and rmse in LSBs of the op's output scale.
 """
 from __future__ import annotations
 
@@ -83,9 +84,12 @@ def _metrics(ours: np.ndarray, theirs: np.ndarray, scale: float) -> dict:
     diff = ours.astype(np.float64) - theirs.astype(np.float64)
     rmse = float(np.sqrt(np.mean(diff ** 2)))
     norm = float(np.linalg.norm(theirs.astype(np.float64)))
+    noise = float(np.linalg.norm(diff))
     return {"rmse": rmse, "max_abs": float(np.abs(diff).max(initial=0.0)),
-            "l2r": float(np.linalg.norm(diff)) / norm if norm else None,
-            "rmse_lsb": rmse / scale if scale else None}
+            "l2r": noise / norm if norm else None,
+            "sqnr_db": float(20 * np.log10(norm / noise)) if norm and noise else None,
+            "rmse_lsb": rmse / scale if scale else None,
+            "max_lsb": float(np.abs(diff).max(initial=0.0)) / scale if scale else None}
 
 
 def layer_errors(program: Program, model, example_inputs, calibration, inputs) -> dict:

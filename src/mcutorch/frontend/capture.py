@@ -37,14 +37,16 @@ def as_tuple(example_inputs) -> tuple:
     return tuple(example_inputs)
 
 
-def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
-    """torch.export the model in eval mode; fold BatchNorm and drop dropout.
+def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> GraphModule:
+    """torch.export the model in eval mode; fold BatchNorm and drop dropout. `train` (QAT,
+    frontend/qat.py): export in training mode, BatchNorm kept for PT2E, dropout dropped (its
+    training-mode 1/(1-p) scaling would widen the ranges the fake quants after it learn).
 
     Example:
         >>> gm = capture(torch.nn.Conv2d(1, 4, 3).eval(), (torch.randn(1, 1, 8, 8),))
     """
     args = as_tuple(example_inputs)
-    model = model.eval()
+    model = model.train(train)
     try:
         with torch.no_grad():  # inference: no `with torch.no_grad()` blocks wrapped as subgraphs
             ep = torch.export.export(model, args, strict=False)
@@ -56,11 +58,16 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     gm = ep.module(check_guards=False)
     _strip_guards(gm)
     sig = ep.graph_signature
+    if train:
+        from mcutorch.frontend.qat import drop_batch_counters
+
+        drop_batch_counters(gm)  # BatchNorm's num_batches_tracked += 1: training state only
     check_stateless(gm, tuple(sig.buffers_to_mutate.values()))
-    remove_identities(gm)
+    remove_identities(gm, training=train)
     split_tuples(gm)  # split/chunk/unbind pieces as slices: each quantizes on its own
     fold_constants(gm, {*sig.parameters, *sig.lifted_tensor_constants})
-    fold_batch_norm(gm)
+    if not train:
+        fold_batch_norm(gm)
     from mcutorch.frontend.builders.conv import conv3d_as_conv2d
 
     conv3d_as_conv2d(gm)  # one conv2d on the gathered depth slices
@@ -202,12 +209,12 @@ def _is_noop(node: Node) -> bool:
     return node.target in SAME_SHAPE and same and val.shape == src.shape
 
 
-def remove_identities(gm: GraphModule) -> None:
+def remove_identities(gm: GraphModule, training: bool = False) -> None:
     """Drop eval-time no-ops: eval-mode dropout (all variants), contiguous, clone, alias, detach,
     lift_fresh_copy, same-dtype to/_to_copy/type_as, same-shape expand(_as)/view_as/slice/narrow,
     and the checks torch.export records (_assert_tensor_metadata, _assert_scalar,
     sym_constrain_range, ...). A dropout exported in training mode is random, which no int8
-    program computes: an error."""
+    program computes: an error (`training`, QAT's training graph: dropped)."""
     for node in list(gm.graph.nodes):
         if node.op != "call_function":
             continue
@@ -216,7 +223,7 @@ def remove_identities(gm: GraphModule) -> None:
             gm.graph.erase_node(node)
         elif _is_noop(node):
             train = node.args[2] if len(node.args) > 2 else node.kwargs.get("train", False)
-            if node.target in DROPOUTS and train:
+            if node.target in DROPOUTS and train and not training:
                 raise UnsupportedOpError(
                     f"{source_of(node)} is a training-mode dropout (random): call model.eval() "
                     "before torch.export")

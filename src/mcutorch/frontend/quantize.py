@@ -1,9 +1,11 @@
-"""PT2E quantization: export -> prepare_pt2e(our Quantizer) -> calibrate -> convert_pt2e.
+"""PT2E quantization: export -> prepare_pt2e(our Quantizer) -> calibrate -> convert_pt2e, or
+for QAT (`qat=True`, frontend/qat.py) export in training mode -> prepare_qat_pt2e -> calibrate.
 
 `mcutorch.quantize` is the `quantize` function of this package."""
 from __future__ import annotations
 
 
+import copy
 from collections.abc import Iterable
 
 import torch
@@ -18,13 +20,21 @@ __all__ = ["Quantizer", "quantize"]
 
 
 def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | None = None,
-             quantizer: Quantizer | None = None, progress: bool = False) -> torch.fx.GraphModule:
+             quantizer: Quantizer | None = None, progress: bool = False,
+             qat: bool = False) -> torch.fx.GraphModule:
     """Quantize `model` to int8 with PT2E; returns the converted (fake-quant) module.
 
     `calibration` is an iterable of batches (a tensor or a tuple of tensors each, shaped like the
     example inputs except, possibly, the batch dimension); without it the example inputs
     calibrate, which gives poor ranges: pass real data. An empty calibration, a batch of another
     shape, NaN/Inf in a batch or in the model's parameters are QuantizeErrors.
+
+    `qat=True` returns a trainable module instead (quantization-aware training, docs/pt2e.md):
+    the model captured in training mode and prepared with `prepare_qat_pt2e`, the quantizer's
+    specs as fake quants, its own copy of the parameters (training it leaves `model` as it
+    is); `calibration` (optional here) initializes their ranges. Train it
+    with an ordinary loop (`torchao.quantization.pt2e.move_exported_model_to_train/eval` switch
+    BatchNorm and dropout), then `mcutorch.compile` it or `mcutorch.convert` it.
 
     Example:
         >>> qmodel = mcutorch.quantize(model, (x,), calibration=[x1, x2, x3])
@@ -35,14 +45,22 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
     prepare_pt2e, convert_pt2e = pt2e()
     args = as_tuple(example_inputs)
     _check_parameters(model)
-    batches = list(calibration) if calibration is not None else [args]
-    if not batches:
+    batches = list(calibration) if calibration is not None else [] if qat else [args]
+    if not batches and not qat:
         raise QuantizeError("calibration is empty: pass at least one batch (or leave it out to "
                             "calibrate on the example inputs); an empty calibration would give "
                             "every activation the scale 1.0")
     gm = capture(model, args)
-    check_supported(gm)
-    prepared = prepare_pt2e(gm, quantizer or Quantizer())
+    check_supported(gm)  # QAT too: the eval-mode graph (BatchNorm folded) is the one compiled
+    if qat:  # on a copy: training the QAT module leaves the float model's weights alone
+        gm = capture(copy.deepcopy(model), args, train=True)
+    if qat:
+        from mcutorch.frontend import qat as qat_flow
+
+        prepared = qat_flow.prepare(gm, quantizer or Quantizer(), args)
+        qat_flow.move_exported_model_to_eval(prepared)  # calibrate on running statistics
+    else:
+        prepared = prepare_pt2e(gm, quantizer or Quantizer())
     with torch.no_grad():
         for i, batch in enumerate(track(batches, "calibrating", enabled=progress)):
             batch = as_tuple(batch)
@@ -54,6 +72,8 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
                 raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
                                     f"through the model (example inputs {_shapes(args)}): "
                                     f"{type(exc).__name__}: {exc}") from exc
+    if qat:
+        return qat_flow.move_exported_model_to_train(prepared)
     _check_ranges(prepared)
     converted = convert_pt2e(prepared)
     converted.meta["mcutorch_example_inputs"] = args
