@@ -1,7 +1,8 @@
 """Capture a torch.nn.Module with torch.export (static shapes) and tidy the graph for PT2E.
 
-`capture` returns a GraphModule in eval form: a model that writes its buffers in forward refused
-(stateful), no-op nodes removed (`remove_identities`), constants folded (frontend/fold.py),
+`capture` returns a GraphModule in eval form: a model that writes its buffers in forward becomes
+a function of its state (frontend/state.py: the buffers as extra inputs, their new values as
+extra outputs, meta[STATE_KEY] lists them), no-op nodes removed (`remove_identities`), constants folded (frontend/fold.py),
 BatchNorm folded into the conv/linear before it (any other one a depthwise 1x1 conv), max/min
 over a dim reduced to their values. What torch.export cannot capture becomes an ExportError that
 says why and where.
@@ -52,9 +53,17 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
         raise ExportError(_explain(exc)) from exc
     from mcutorch.frontend.builders.movement import split_tuples
     from mcutorch.frontend.fold import check_stateless, fold_constants
+    from mcutorch.frontend import state
 
+    records = []
+    names = state.mutated(ep.module(check_guards=False), ep)
+    if names:  # stateful: the state as inputs and outputs
+        ep, args, records = state.functional(model, args, names)
     gm = ep.module(check_guards=False)
     _strip_guards(gm)
+    if records:
+        state.tidy(gm)
+        state.mark(gm, records)
     sig = ep.graph_signature
     check_stateless(gm, tuple(sig.buffers_to_mutate.values()))
     remove_identities(gm)
@@ -72,6 +81,7 @@ def capture(model: torch.nn.Module, example_inputs) -> GraphModule:
     rewrite(gm)  # einsum, addmm, baddbmm, products with a constant: matmul / linear
     gm.graph.eliminate_dead_code()
     gm.recompile()
+    gm.meta[state.STATE_KEY] = records
     return gm
 
 

@@ -12,6 +12,7 @@ from mcutorch.errors import QuantizeError
 from mcutorch.frontend.capture import as_tuple, capture
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.frontend.quantizer import Quantizer
+from mcutorch.frontend.state import STATE_KEY, calibrate
 from mcutorch.ui.progress import track
 
 __all__ = ["Quantizer", "quantize"]
@@ -41,22 +42,34 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
                             "calibrate on the example inputs); an empty calibration would give "
                             "every activation the scale 1.0")
     gm = capture(model, args)
+    records = gm.meta.get(STATE_KEY, [])
     check_supported(gm)
     prepared = prepare_pt2e(gm, quantizer or Quantizer())
-    with torch.no_grad():
-        for i, batch in enumerate(track(batches, "calibrating", enabled=progress)):
-            batch = as_tuple(batch)
-            _check_finite(batch, i)
-            _check_shapes(batch, args, i, isinstance(calibration, torch.Tensor))
-            try:
-                prepared(*batch)
-            except Exception as exc:  # torch raises many types; all mean "this batch is wrong"
-                raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
-                                    f"through the model (example inputs {_shapes(args)}): "
-                                    f"{type(exc).__name__}: {exc}") from exc
+
+    def run(batch, i):
+        try:
+            return prepared(*batch)
+        except Exception as exc:  # torch raises many types; all mean "this batch is wrong"
+            raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
+                                f"through the model (example inputs {_shapes(args)}): "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+    checked = []
+    for i, batch in enumerate(track(batches, "calibrating", enabled=progress)):
+        batch = as_tuple(batch)
+        _check_finite(batch, i)
+        _check_shapes(batch, args, i, isinstance(calibration, torch.Tensor))
+        checked.append(batch)
+        if not records:
+            with torch.no_grad():
+                run(batch, i)
+    if records:  # in order, the state carried from batch to batch (frontend/state.py)
+        with torch.no_grad():
+            calibrate(prepared, checked, records, run)
     _check_ranges(prepared)
     converted = convert_pt2e(prepared)
     converted.meta["mcutorch_example_inputs"] = args
+    converted.meta[STATE_KEY] = records
     return converted
 
 
