@@ -140,3 +140,25 @@ def test_hostile_persistent_records_refused_by_both_readers():
         with pytest.raises(ProgramError) as e:
             Program.from_bytes(blob)
         assert e.value.reason == "bad_persistent"
+
+
+def test_ethos_u_keeps_the_state_on_the_cpu():
+    frames = _frames((1, 4, 1))
+    q, cpu = _compiled(CatShift(), frames)
+    npu = mcutorch.compile(q, target="cortex-m55+ethos-u55-128", board="mps3-an547")
+    place = {row["op"]: row for row in npu.program.metadata["placement"]}
+    assert place["strided_slice"]["on"] == place["copy"]["on"] == "CPU"
+    assert place["conv2d"]["on"] == "NPU"  # the stateless rest is delegated
+    assert npu.program.ops[-1].name == "copy"
+    sets = [cpu.quantize_inputs([f]) for f in frames]
+    assert all(np.array_equal(cpu.run_int8(s)[0], npu.run_int8(s)[0]) for s in sets)
+
+
+@pytest.mark.parametrize("board", ["mps3-an547"])
+def test_board_keeps_state_across_frames_in_one_run(board):
+    frames = _frames((1, 4, 1))
+    _, p = _compiled(CatShift(), frames)
+    sets = [p.quantize_inputs([f]) for f in frames]
+    ref = [p.run_int8(s)[0] for s in sets]
+    outs = p._on_board(sets, board)  # all frames in one QEMU run
+    assert all(np.array_equal(o[0], r) for o, r in zip(outs, ref))

@@ -32,6 +32,7 @@ def run(graph: Graph) -> Graph:
         if read.layout == "NHWC" and init.ndim == 4:
             init = init.transpose(0, 2, 3, 1)
         read.init = quantize(init.reshape(read.shape), read.scale, read.zero_point)
+        read.name = r["name"]
         graph.nodes.append(Node("copy", [new], [read], {}, source=f"state {r['name']}"))
     for key in ("inputs", "outputs"):
         drop = drop_in if key == "inputs" else drop_out
