@@ -4,8 +4,8 @@
 a function of its state (frontend/state.py: the buffers as extra inputs, their new values as
 extra outputs, meta[STATE_KEY] lists them), no-op nodes removed (`remove_identities`),
 constants folded (frontend/fold.py), BatchNorm folded into the conv/linear before it (any other
-one a depthwise 1x1 conv), max/min over a dim reduced to their values. What torch.export cannot capture becomes an ExportError that
-says why and where.
+one a depthwise 1x1 conv), max/min over a dim reduced to their values. What torch.export cannot
+capture becomes an ExportError that says why and where.
 """
 from __future__ import annotations
 

@@ -184,3 +184,39 @@ def calibrate(prepared, batches, records, run) -> None:
     for i, batch in enumerate(batches):
         outs = _as_tuple(run((*batch, *state), i))
         state = [o.detach() for o in outs[len(outs) - n:]]
+
+
+def _observer_keys(prepared) -> dict[str, list]:
+    """Observer modules of a prepared module by what they observe: "input" for a model input
+    (not a state), else the module path of the layer whose output it is (nn_module_stack,
+    without the "model." of a stateful model's wrapper)."""
+    out: dict[str, list] = {}
+    for node in prepared.graph.nodes:
+        if node.op != "call_module" or "activation_post_process" not in str(node.target):
+            continue
+        src = node.args[0]
+        if src.op == "placeholder":
+            key = "" if STATE_KEY in src.meta else "input"
+        else:
+            stack = list((src.meta.get("nn_module_stack") or {}).values())
+            key = stack[-1][0] if stack and stack[-1][0] else ""
+            key = key.removeprefix("model.")  # a stateful model runs inside _Functional
+        if key:
+            out.setdefault(key, []).append(getattr(prepared, str(node.target)))
+    return out
+
+
+def transfer_qparams(source, target) -> list[str]:
+    """Give the observers of prepared module `target` the calibrated ranges of `source`'s, layer
+    by layer (the same module paths): a streaming model then quantizes exactly as the windowed
+    model it was cut from. Returns the layer keys transferred."""
+    src, dst = _observer_keys(source), _observer_keys(target)
+    done = []
+    for key, observers in dst.items():
+        if key not in src or not hasattr(src[key][0], "min_val"):
+            continue
+        lo, hi = src[key][0].min_val, src[key][0].max_val
+        for obs in observers:
+            obs.min_val, obs.max_val = lo.clone(), hi.clone()
+        done.append(key)
+    return done
