@@ -136,3 +136,38 @@ def _check_parameters(model: torch.nn.Module) -> None:
             bad = (~torch.isfinite(t)).sum().item()
             raise QuantizeError(f"model parameter {name} {list(t.shape)} has {bad} NaN/Inf "
                                 "values; the model's weights must be finite")
+
+
+def quantize_like(model: torch.nn.Module, example_inputs, reference: torch.nn.Module,
+                  reference_inputs, calibration: Iterable,
+                  quantizer: Quantizer | None = None) -> tuple:
+    """Quantize `reference` on `calibration`, and `model` with the qparams `reference` got,
+    layer by layer (the same module paths; frontend/state.transfer_qparams): e.g. a streaming
+    model cut from a windowed one, whose programs then compute bit-identical outputs. Returns
+    (converted reference, converted model). `model` may be stateful; it is run once, from its
+    initial state, only to observe its (shared) weights.
+
+    Example:
+        >>> q30, qstream = quantize_like(ds_cnn_sww_streaming(), (frame,), ds_cnn_sww(),
+        ...                              (window,), windows)
+    """
+    from mcutorch.frontend.state import transfer_qparams
+
+    prepare_pt2e, convert_pt2e = pt2e()
+    gm_ref = capture(reference, as_tuple(reference_inputs))
+    prep_ref = prepare_pt2e(gm_ref, quantizer or Quantizer())
+    args = as_tuple(example_inputs)
+    gm = capture(model, args)
+    records = gm.meta.get(STATE_KEY, [])
+    prep = prepare_pt2e(gm, quantizer or Quantizer())
+    with torch.no_grad():
+        for batch in calibration:
+            prep_ref(*as_tuple(batch))
+        prep(*args, *(r["init"] for r in records))
+    transfer_qparams(prep_ref, prep)
+    _check_ranges(prep_ref)
+    _check_ranges(prep)
+    converted_ref, converted = convert_pt2e(prep_ref), convert_pt2e(prep)
+    converted.meta[STATE_KEY] = records
+    converted.meta["mcutorch_example_inputs"] = args
+    return converted_ref, converted
