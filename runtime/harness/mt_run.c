@@ -35,6 +35,7 @@ typedef struct {
   const char *state; /* -p: the persistent tensors, read before and written after the run */
   int n_inputs, n_outputs;
   uint32_t count; /* inferences (-n) */
+  uint32_t reset; /* -r K: mt_reset before every K-th inference (stateful programs) */
 } mt_run_args;
 
 static void mt_run_print_int(long v)
@@ -129,6 +130,10 @@ static int mt_run_parse(int argc, char **argv, mt_run_args *a)
       to_outputs = 1;
     } else if (strcmp(argv[i], "-n") == 0) {
       if (i + 1 == argc || (a->count = mt_run_count(argv[++i])) == 0) {
+        return -1;
+      }
+    } else if (strcmp(argv[i], "-r") == 0) {
+      if (i + 1 == argc || (a->reset = mt_run_count(argv[++i])) == 0) {
         return -1;
       }
     } else if (strcmp(argv[i], "-p") == 0) {
@@ -238,8 +243,11 @@ static int mt_run_once(const mt_run_args *a)
     if (mt_run_inputs(&m, a, set) != 0) {
       return MT_RUN_EXIT_IO;
     }
+    if (a->reset != 0 && set != 0 && set % a->reset == 0) {
+      status = mt_reset(&m);
+    }
     mt_run_counter_start();
-    status = mt_invoke(&m);
+    status = status == MT_STATUS_OK ? mt_invoke(&m) : status;
     mt_run_counter_stop();
     if (status == MT_STATUS_OK && mt_run_outputs(&m, a, set) != 0) {
       return MT_RUN_EXIT_IO;
@@ -264,7 +272,7 @@ int main(int argc, char **argv)
     return mt_run_status_names();
   }
   if (mt_run_parse(argc, argv, &a) != 0) {
-    mt_run_print("usage: mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT] [-p STATE]\n"
+    mt_run_print("usage: mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT] [-p STATE] [-r K]\n"
                  "       mt_run --check PROGRAM ...\n"
                  "       mt_run --status-names\n");
     return MT_RUN_EXIT_USAGE;

@@ -8,14 +8,15 @@
  *
  * Usage of the runner (argv; on a board, the QEMU semihosting command line):
  *
- *   mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT] [-p STATE]
+ *   mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT] [-p STATE] [-r K]
  *                               load, run COUNT inferences (default 1): INPUT k holds COUNT
  *                               sets of input k's raw bytes back to back, inference j reads
  *                               set j; OUTPUT k (default outK.bin) gets the COUNT outputs the
  *                               same way. A stateful program keeps its persistent tensors
  *                               across the COUNT inferences; -p STATE reads them from the file
  *                               STATE (exactly mt_persistent_size bytes) before the first
- *                               and writes them back after the last
+ *                               and writes them back after the last; -r K resets them
+ *                               (mt_reset) before inference K, 2K, ...
  *   mt_run --check PROGRAM ...  validate each file only (no kernels needed)
  *   mt_run --status-names       print "code name" for every status
  *

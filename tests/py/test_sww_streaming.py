@@ -92,15 +92,17 @@ def test_all_windows_reference_accuracy():
 def _board_check(board, cpu, windows):
     p30, ps = programs(cpu)
     x, _ = data()
-    sets = [f for i in windows for f in frames_of(ps, i)]  # one QEMU run; reset between windows
-    for k, i in enumerate(windows):  # the runner keeps state across sets: one run per window
-        outs = ps._on_board(sets[30 * k:30 * k + 30], board)
+    from mcutorch.device import firmware
+
+    sets = [f for i in windows for f in frames_of(ps, i)]  # one QEMU run, reset every 30 frames
+    outs = firmware.run(ps.program, sets, board, reset_every=30).outputs
+    for k, i in enumerate(windows):
         want = p30.run_int8(p30.quantize_inputs([x[i:i + 1]]))[0]
-        assert np.array_equal(outs[-1][0], want), (board, cpu, i)
+        assert np.array_equal(outs[30 * k + 29][0], want), (board, cpu, i)
 
 
-def test_m55_board_one_window():
-    _board_check("mps3-an547", "cortex-m55", [3])
+def test_m55_board_two_windows_one_run():
+    _board_check("mps3-an547", "cortex-m55", [3, 30])
 
 
 @pytest.mark.slow
