@@ -44,6 +44,7 @@ bench: setup toolchain
 	$(PY) -m bench.kernels --layers all
 	$(PY) -m bench.npu
 	$(PY) -m bench.zoo
+	$(PY) -m bench.streaming
 
 header: setup
 	$(PY) -m mcutorch.device.generate
