@@ -74,7 +74,7 @@ def test_state_kept_across_invokes(make, shape):
     q, p = _compiled(make(), frames)
     prog = p.program
     assert prog.persistent and prog.persistent_size > 0
-    assert prog.ops[-1].name == "copy" and prog.ops[-1].outputs[0] == prog.persistent[0].tensor
+    assert sum(prog.persistent[0].tensor in op.outputs for op in prog.ops) == 1  # one write
     sets = [p.quantize_inputs([f]) for f in frames]
     ref = [p.run_int8(s)[0] for s in sets]
     assert len({r.tobytes() for r in ref}) > 1  # the output moves with the state
