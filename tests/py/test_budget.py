@@ -33,8 +33,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # BatchNorm folded into transposed convs (the layout-aware weight scaling is in builders/norm.py);
 # 5,849 with stateful models (frontend/state.py: the state as a function's inputs and outputs,
 # in-place writes as values; passes/persistent.py; format 1.5's PERSISTENT records in the
-# model, writer, reader and validator)
-BUDGET = 5849
+# model, writer, reader and validator); 5,927 with quantize_like / transfer_qparams (a streaming
+# model quantized with its windowed model's qparams), the Ethos-U partitioner keeping the state
+# on the CPU, and the state written in place by the op computing it
+BUDGET = 5927
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
