@@ -38,10 +38,19 @@ class _Functional(torch.nn.Module):
 
     def forward(self, *args):
         inputs, states = args[:self.n_inputs], args[self.n_inputs:]
-        buffers = {name: s.clone() for name, s in zip(self.names, states)}
-        out = torch.func.functional_call(self.model, buffers, inputs, strict=False)
+        owners = [self.model.get_submodule(n.rpartition(".")[0]) for n in self.names]
+        attrs = [n.rpartition(".")[2] for n in self.names]
+        saved = [m._buffers[a] for m, a in zip(owners, attrs)]
+        for m, a, s in zip(owners, attrs, states):  # in-place writes and reassignment both
+            m._buffers[a] = s.clone()                # land in the module's buffer slot
+        try:
+            out = self.model(*inputs)
+            new = [m._buffers[a] for m, a in zip(owners, attrs)]
+        finally:
+            for m, a, t in zip(owners, attrs, saved):
+                m._buffers[a] = t
         outs = out if isinstance(out, tuple) else (out,)
-        return (*outs, *(buffers[n] for n in self.names))
+        return (*outs, *new)
 
 
 def functional(model: torch.nn.Module, args: tuple, names: list[str]) -> tuple:
@@ -118,6 +127,14 @@ def tidy(gm: GraphModule) -> None:
                                           (current.get(root, root), src, *dst.args[1:]))
                 new.meta["val"] = root.meta["val"]
                 new = _slice_scatter(gm, new)
+        elif dst is not root and state.get(dst) is not root:
+            from mcutorch.errors import UnsupportedOpError
+            from mcutorch.frontend.capture import source_of
+
+            raise UnsupportedOpError(
+                f"{source_of(node)}: a state written through a view by an in-place "
+                f"{node.target} (mcutorch takes copy_ / slice assignment into a view, and "
+                "in-place ops on the whole buffer)")
         else:
             name = node.target._schema.name.split("::")[1].rstrip("_")
             fn = getattr(getattr(torch.ops.aten, name), node.target._overloadname)
@@ -132,8 +149,16 @@ def tidy(gm: GraphModule) -> None:
         for n in current:  # values derived from this one are its state too
             state.setdefault(n, root)
         state[new] = root
+    reads = {root.args[0] for root in set(state.values())}
     gm.graph.eliminate_dead_code()
     gm.recompile()
+    for placeholder in reads:
+        if not placeholder.users:
+            from mcutorch.errors import UnsupportedOpError
+
+            raise UnsupportedOpError(
+                f"a buffer ({placeholder.name}) is overwritten in forward before it is read: "
+                "its value never reaches the next call, so it is no state; use a plain tensor")
 
 
 def _slice_scatter(gm: GraphModule, node):
