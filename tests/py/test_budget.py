@@ -35,8 +35,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # in-place writes as values; passes/persistent.py; format 1.5's PERSISTENT records in the
 # model, writer, reader and validator); 5,927 with quantize_like / transfer_qparams (a streaming
 # model quantized with its windowed model's qparams), the Ethos-U partitioner keeping the state
-# on the CPU, and the state written in place by the op computing it
-BUDGET = 5927
+# on the CPU, and the state written in place by the op computing it; 5,950 with buffer
+# reassignment as state and the named refusals of writes through views / before any read
+BUDGET = 5950
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
