@@ -46,6 +46,7 @@ bench: setup toolchain
 	$(PY) -m bench.zoo
 	$(PY) -m bench.dispatch
 	$(PY) -m bench.digits
+	$(PY) -m bench.streaming
 
 header: setup
 	$(PY) -m mcutorch.device.generate

@@ -20,13 +20,22 @@ extern const mt_kernel_table mt_kernels_all;
 #endif
 
 #define MT_RUN_MAX_FILES 16
+#define MT_RUN_TRY(call)                                                                           \
+  do {                                                                                             \
+    mt_status mt_run_s_ = (call);                                                                  \
+    if (mt_run_s_ != MT_STATUS_OK) {                                                               \
+      return mt_run_s_;                                                                            \
+    }                                                                                              \
+  } while (0)
 
 typedef struct {
   const char *program;
   const char *inputs[MT_RUN_MAX_FILES];
   const char *outputs[MT_RUN_MAX_FILES];
+  const char *state; /* -p: the persistent tensors, read before and written after the run */
   int n_inputs, n_outputs;
   uint32_t count; /* inferences (-n) */
+  uint32_t reset; /* -r K: mt_reset before every K-th inference (stateful programs) */
 } mt_run_args;
 
 static void mt_run_print_int(long v)
@@ -123,6 +132,15 @@ static int mt_run_parse(int argc, char **argv, mt_run_args *a)
       if (i + 1 == argc || (a->count = mt_run_count(argv[++i])) == 0) {
         return -1;
       }
+    } else if (strcmp(argv[i], "-r") == 0) {
+      if (i + 1 == argc || (a->reset = mt_run_count(argv[++i])) == 0) {
+        return -1;
+      }
+    } else if (strcmp(argv[i], "-p") == 0) {
+      if (i + 1 == argc) {
+        return -1;
+      }
+      a->state = argv[++i];
     } else if (a->program == NULL) {
       a->program = argv[i];
     } else if (to_outputs && a->n_outputs < MT_RUN_MAX_FILES) {
@@ -152,6 +170,25 @@ static mt_status mt_run_bind(mt_model *m)
     status = mem != NULL ? mt_bind_arena(m, r, mem, info->size) : MT_STATUS_ARENA_TOO_SMALL;
   }
   return status;
+}
+
+/* The persistent buffer (stateful programs), from -p's file when given; NULL: none needed. */
+static mt_status mt_run_bind_persistent(mt_model *m, const char *path, uint8_t **mem)
+{
+  size_t n = mt_persistent_size(m);
+  if (n == 0) {
+    return MT_STATUS_OK;
+  }
+  *mem = (uint8_t *)mt_run_persistent(n);
+  if (*mem == NULL) {
+    return MT_STATUS_ARENA_TOO_SMALL;
+  }
+  MT_RUN_TRY(mt_bind_persistent(m, *mem, n));
+  if (path != NULL && mt_run_read(path, *mem, n, 0, 1) != 0) {
+    mt_run_fail("cannot read (or wrong size): ", path);
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  return MT_STATUS_OK;
 }
 
 /* Input set `set` of the run into the model's input tensors. */
@@ -191,6 +228,7 @@ static int mt_run_once(const mt_run_args *a)
   void *program = mt_run_read_program(a->program, &size);
   mt_status status;
   uint32_t set;
+  uint8_t *persist = NULL;
   if (program == NULL) {
     return mt_run_fail("cannot read ", a->program);
   }
@@ -198,16 +236,26 @@ static int mt_run_once(const mt_run_args *a)
   if (status == MT_STATUS_OK) {
     status = mt_run_bind(&m);
   }
+  if (status == MT_STATUS_OK) {
+    status = mt_run_bind_persistent(&m, a->state, &persist);
+  }
   for (set = 0; set < a->count && status == MT_STATUS_OK; set++) {
     if (mt_run_inputs(&m, a, set) != 0) {
       return MT_RUN_EXIT_IO;
     }
+    if (a->reset != 0 && set != 0 && set % a->reset == 0) {
+      status = mt_reset(&m);
+    }
     mt_run_counter_start();
-    status = mt_invoke(&m);
+    status = status == MT_STATUS_OK ? mt_invoke(&m) : status;
     mt_run_counter_stop();
     if (status == MT_STATUS_OK && mt_run_outputs(&m, a, set) != 0) {
       return MT_RUN_EXIT_IO;
     }
+  }
+  if (status == MT_STATUS_OK && persist != NULL && a->state != NULL &&
+      mt_run_write(a->state, persist, mt_persistent_size(&m), 0) != 0) {
+    return mt_run_fail("cannot write ", a->state);
   }
   mt_run_print_status(status, NULL);
   mt_run_release();
@@ -224,7 +272,7 @@ int main(int argc, char **argv)
     return mt_run_status_names();
   }
   if (mt_run_parse(argc, argv, &a) != 0) {
-    mt_run_print("usage: mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT]\n"
+    mt_run_print("usage: mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT] [-p STATE] [-r K]\n"
                  "       mt_run --check PROGRAM ...\n"
                  "       mt_run --status-names\n");
     return MT_RUN_EXIT_USAGE;

@@ -8,11 +8,15 @@
  *
  * Usage of the runner (argv; on a board, the QEMU semihosting command line):
  *
- *   mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT]
+ *   mt_run PROGRAM [INPUT ...] [-o OUTPUT ...] [-n COUNT] [-p STATE] [-r K]
  *                               load, run COUNT inferences (default 1): INPUT k holds COUNT
  *                               sets of input k's raw bytes back to back, inference j reads
  *                               set j; OUTPUT k (default outK.bin) gets the COUNT outputs the
- *                               same way
+ *                               same way. A stateful program keeps its persistent tensors
+ *                               across the COUNT inferences; -p STATE reads them from the file
+ *                               STATE (exactly mt_persistent_size bytes) before the first
+ *                               and writes them back after the last; -r K resets them
+ *                               (mt_reset) before inference K, 2K, ...
  *   mt_run --check PROGRAM ...  validate each file only (no kernels needed)
  *   mt_run --status-names       print "code name" for every status
  *
@@ -45,6 +49,8 @@ int mt_run_write(const char *path, const void *buf, size_t size, uint32_t index)
  * e.g. "SRAM"); NULL when it cannot be provided. */
 void *mt_run_state(size_t size);
 void *mt_run_arena(uint32_t region, const char *name, size_t size, size_t alignment);
+/* The persistent buffer of a stateful program (16-aligned); NULL when it cannot be provided. */
+void *mt_run_persistent(size_t size);
 /* Give back everything the calls above handed out. */
 void mt_run_release(void);
 /* Console text, no newline added. */

@@ -8,6 +8,7 @@
  *   MT_ARENA<k>_SIZE       bytes of arena k, k = 0..3 (a program region without one: refused)
  *   MT_ARENA<k>_REGION     board region holding arena k, e.g. "SRAM" (default: .bss)
  *   MT_ARENA_ALIGN         alignment of every arena (default 16; the largest region alignment)
+ *   MT_PERSIST_SIZE        bytes of the persistent buffer of a stateful program (default 0)
  * With MT_PROFILE, each op's instructions are printed after each inference as
  * "mt_ticks op<i> <n>". */
 #include "board.h"
@@ -131,6 +132,17 @@ void *mt_run_arena(uint32_t region, const char *name, size_t size, size_t alignm
     return 0;
   }
   return arenas[region];
+}
+
+/* The persistent buffer of a stateful program: MT_PERSIST_SIZE bytes in .bss (default none). */
+#ifndef MT_PERSIST_SIZE
+#define MT_PERSIST_SIZE 0
+#endif
+static uint8_t mt_persist[MT_PERSIST_SIZE > 0 ? MT_PERSIST_SIZE : 1] MT_ALIGNED(16);
+
+void *mt_run_persistent(size_t size)
+{
+  return size <= MT_PERSIST_SIZE ? (void *)mt_persist : 0;
 }
 
 void mt_run_release(void) {}

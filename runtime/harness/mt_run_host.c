@@ -88,6 +88,11 @@ void *mt_run_arena(uint32_t region, const char *name, size_t size, size_t alignm
   return mt_host_alloc(size, alignment);
 }
 
+void *mt_run_persistent(size_t size)
+{
+  return mt_host_alloc(size, 16);
+}
+
 void mt_run_release(void)
 {
   while (mt_host_n_buffers > 0) {

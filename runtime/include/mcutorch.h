@@ -81,12 +81,14 @@ typedef struct {
   const int32_t *io; /* input then output tensor indices */
   const mt_delegate_t *delegates;
   const mt_binding_t *bindings;
+  const mt_persistent_t *persistent; /* format 1.5: state kept across invokes */
   const uint8_t *constants;
   uint32_t n_regions, n_tensors, n_ops, n_operands, n_attrs;
-  uint32_t n_inputs, n_outputs, n_delegates, n_bindings, const_size;
+  uint32_t n_inputs, n_outputs, n_delegates, n_bindings, const_size, n_persistent;
   void **arenas; /* state: base of each bound arena (NULL = not bound) */
   mt_tensor *views; /* state: input views, output views, then every op's operand views */
   mt_op_args *args; /* state: every op's kernel args */
+  uint8_t *persist; /* the bound persistent buffer (NULL = not bound) */
   uint8_t stage; /* MT_STAGE_* below */
 } mt_model;
 
@@ -124,8 +126,18 @@ uint32_t mt_output_count(const mt_model *m);
 mt_tensor *mt_input(mt_model *m, uint32_t i);
 const mt_tensor *mt_output(mt_model *m, uint32_t i);
 
+/* 4b. Stateful programs (format 1.5): persistent tensors, the model's state, live in one more
+ * caller buffer of mt_persistent_size bytes (0: a stateless program), apart from the arenas and
+ * kept across invokes. mt_bind_persistent (16-aligned, not over the program or the state;
+ * after mt_bind_state) sets every persistent tensor to its initial value; mt_reset does it
+ * again (MT_STATUS_BAD_STATE while unbound). The runtime never touches it otherwise. */
+size_t mt_persistent_size(const mt_model *m);
+mt_status mt_bind_persistent(mt_model *m, void *mem, size_t size);
+mt_status mt_reset(mt_model *m);
+
 /* 5. Run every op once. MT_STATUS_BAD_STATE before all arenas (of non-zero size) are bound or
- * when loaded without kernels; otherwise the first non-OK kernel / delegate status. */
+ * when loaded without kernels, or before the persistent buffer is bound; otherwise the first non-OK
+ * kernel / delegate status. */
 mt_status mt_invoke(mt_model *m);
 
 /* Helpers. */

@@ -44,6 +44,8 @@ static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
   uint32_t k;
   if (t->storage == MT_STORAGE_CONST) {
     v->data = (void *)(uintptr_t)(m->constants + t->offset); /* kernels only read it */
+  } else if (t->storage == MT_STORAGE_PERSISTENT) {
+    v->data = m->persist != NULL ? m->persist + t->offset : NULL;
   } else {
     v->data = mt_arena_at(m, t->region, t->offset);
   }
@@ -229,6 +231,43 @@ static mt_status mt_run_delegate(mt_model *m, uint32_t i)
   return MT_STATUS_NPU_FAILED;
 }
 
+size_t mt_persistent_size(const mt_model *m)
+{
+  uint32_t k, end = 0;
+  for (k = 0; m != NULL && m->stage != MT_STAGE_EMPTY && k < m->n_persistent; k++) {
+    const mt_tensor_t *t = &m->tensors[m->persistent[k].tensor];
+    end = t->offset + t->size > end ? t->offset + t->size : end; /* validated: no overflow */
+  }
+  return end;
+}
+
+mt_status mt_reset(mt_model *m)
+{
+  uint32_t k;
+  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(m->stage == MT_STAGE_READY && (m->persist != NULL || m->n_persistent == 0),
+             MT_STATUS_BAD_STATE);
+  for (k = 0; k < m->n_persistent; k++) {
+    const mt_tensor_t *t = &m->tensors[m->persistent[k].tensor];
+    memcpy(m->persist + t->offset, m->constants + m->persistent[k].init_offset, t->size);
+  }
+  return MT_STATUS_OK;
+}
+
+mt_status mt_bind_persistent(mt_model *m, void *mem, size_t size)
+{
+  size_t n = mt_persistent_size(m);
+  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(m->stage == MT_STAGE_READY, MT_STATUS_BAD_STATE);
+  MT_REQUIRE(mem != NULL && (uintptr_t)mem % MT_ALIGN == 0, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(size >= n, MT_STATUS_ARENA_TOO_SMALL);
+  MT_REQUIRE(!mt_over_program(m, mem, n) && !mt_overlap(mem, n, m->arenas, mt_state_size(m)),
+             MT_STATUS_BAD_ARGUMENT);
+  m->persist = (uint8_t *)mem;
+  mt_build_args(m); /* the views of persistent tensors point into it */
+  return mt_reset(m);
+}
+
 static int mt_arenas_bound(const mt_model *m)
 {
   uint32_t r;
@@ -244,7 +283,8 @@ mt_status mt_invoke(mt_model *m)
 {
   uint32_t i;
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-  MT_REQUIRE(m->stage == MT_STAGE_READY && m->kernels != NULL && mt_arenas_bound(m),
+  MT_REQUIRE(m->stage == MT_STAGE_READY && m->kernels != NULL && mt_arenas_bound(m) &&
+                 (m->persist != NULL || m->n_persistent == 0),
              MT_STATUS_BAD_STATE);
   for (i = 0; i < m->n_ops; i++) {
     const mt_op_t *op = &m->ops[i];

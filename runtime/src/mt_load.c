@@ -9,7 +9,7 @@
 
 #include "mt_internal.h"
 
-#define MT_KINDS          (MT_SECTION_METADATA + 1)
+#define MT_KINDS          (MT_SECTION_PERSISTENT + 1)
 #define MT_KIND_BIT(kind) (1u << (kind))
 #define MT_REQUIRED_KINDS (((MT_KIND_BIT(MT_SECTION_METADATA) - 1u) & ~1u)) /* kinds 1..10 */
 
@@ -35,6 +35,7 @@ static const uint8_t mt_section_unit[MT_KINDS] = {
     [MT_SECTION_BINDINGS] = MT_BINDING_RECORD_SIZE,
     [MT_SECTION_CONST] = 1,
     [MT_SECTION_METADATA] = 1,
+    [MT_SECTION_PERSISTENT] = MT_PERSISTENT_RECORD_SIZE,
 };
 
 typedef struct {
@@ -184,6 +185,8 @@ static void mt_locate(mt_model *m, const uint8_t *p, const mt_sections *s)
   m->n_bindings = s->size[MT_SECTION_BINDINGS] / MT_BINDING_RECORD_SIZE;
   m->constants = MT_AT(MT_SECTION_CONST);
   m->const_size = s->size[MT_SECTION_CONST];
+  m->persistent = MT_AT(MT_SECTION_PERSISTENT); /* optional: offset 0, size 0 when absent */
+  m->n_persistent = s->size[MT_SECTION_PERSISTENT] / MT_PERSISTENT_RECORD_SIZE;
 #undef MT_AT
 }
 
@@ -273,7 +276,7 @@ static mt_status mt_check_tensor_records(const mt_model *m)
     MT_REQUIRE(t->flags == 0 && t->reserved == 0, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(mt_shape_numel(t->shape, t->rank) * mt_dtype_bytes(t->dtype) == t->size,
                MT_ERR_BAD_TENSOR);
-    MT_REQUIRE((t->storage == MT_STORAGE_CONST) == (t->region == MT_NONE16), MT_ERR_BAD_TENSOR);
+    MT_REQUIRE((t->storage != MT_STORAGE_ARENA) == (t->region == MT_NONE16), MT_ERR_BAD_TENSOR);
   }
   return MT_STATUS_OK;
 }
@@ -295,6 +298,16 @@ static mt_status mt_check_delegate_records(const mt_model *m)
                            MT_ERR_BAD_DELEGATE));
     MT_TRY(mt_check_absent(d->fast_scratch_region, d->fast_scratch_offset, d->fast_scratch_size,
                            MT_ERR_BAD_DELEGATE));
+  }
+  return MT_STATUS_OK;
+}
+
+static mt_status mt_check_persistent_records(const mt_model *m)
+{
+  uint32_t k;
+  for (k = 0; k < m->n_persistent; k++) {
+    MT_REQUIRE(m->persistent[k].flags == 0 && m->persistent[k].reserved == 0,
+               MT_ERR_BAD_PERSISTENT);
   }
   return MT_STATUS_OK;
 }
@@ -335,6 +348,7 @@ mt_status mt_load(mt_model *m, const void *program, size_t size, const mt_kernel
   MT_TRY(mt_check_region_records(m));
   MT_TRY(mt_check_tensor_records(m));
   MT_TRY(mt_check_delegate_records(m));
+  MT_TRY(mt_check_persistent_records(m));
   MT_TRY(mt_validate_program(m));
   MT_TRY(mt_check_kernels(m, kernels));
   m->stage = MT_STAGE_LOADED;

@@ -6,9 +6,9 @@
 const char *mt_status_name(int status)
 {
   static const char *const load[] = {
-      "ok",         "truncated",   "bad_magic",  "bad_version",  "bad_crc",
-      "bad_header", "bad_section", "bad_target", "bad_region",   "bad_tensor",
-      "bad_offset", "bad_op",      "bad_io",     "bad_delegate", "bad_metadata",
+      "ok",          "truncated",    "bad_magic",    "bad_version",    "bad_crc",    "bad_header",
+      "bad_section", "bad_target",   "bad_region",   "bad_tensor",     "bad_offset", "bad_op",
+      "bad_io",      "bad_delegate", "bad_metadata", "bad_persistent",
   };
   static const char *const run[] = {
       "bad_argument", "no_kernel", "bad_state", "arena_too_small", "npu_failed", "no_npu",

@@ -60,6 +60,9 @@ static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
     MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)t->offset + t->size <= m->regions[t->region].size, MT_ERR_BAD_OFFSET);
+  } else if (t->storage == MT_STORAGE_PERSISTENT) {
+    MT_REQUIRE(t->offset % MT_ALIGN == 0 && (uint64_t)t->offset + t->size <= UINT32_MAX,
+               MT_ERR_BAD_OFFSET);
   } else {
     MT_REQUIRE(t->offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)t->offset + t->size <= m->const_size, MT_ERR_BAD_OFFSET);
@@ -191,11 +194,13 @@ static mt_status mt_check_delegate_op(const mt_model *m, uint32_t i, const int32
   return MT_STATUS_OK;
 }
 
-/* Arena tensors a and b share a byte (empty ones never do). */
-static int mt_meet(const mt_tensor_t *a, uint32_t region, uint32_t offset, uint32_t size)
+/* Tensor a shares a byte with bytes [offset, +size) of `region`'s arena (storage ARENA) or of
+ * the persistent buffer (storage PERSISTENT, region NONE16); empty ones never do. */
+static int mt_meet(const mt_tensor_t *a, uint32_t storage, uint32_t region, uint32_t offset,
+                   uint32_t size)
 {
-  return a->storage == MT_STORAGE_ARENA && a->region == region && a->size != 0 && size != 0 &&
-         (uint64_t)a->offset < (uint64_t)offset + size &&
+  return a->storage != MT_STORAGE_CONST && a->storage == storage && a->region == region &&
+         a->size != 0 && size != 0 && (uint64_t)a->offset < (uint64_t)offset + size &&
          (uint64_t)offset < (uint64_t)a->offset + a->size;
 }
 
@@ -210,16 +215,16 @@ static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int3
     const mt_tensor_t *y = &m->tensors[in[k]];
     for (j = 0; j < k; j++) {
       const mt_tensor_t *x = &m->tensors[in[j]];
-      MT_REQUIRE(!mt_meet(x, y->region, y->offset, y->size) ||
+      MT_REQUIRE(!mt_meet(x, y->storage, y->region, y->offset, y->size) ||
                      (j < op->n_inputs && (alias & MT_ALIAS_INPLACE) && x->storage == y->storage &&
                       x->region == y->region && x->offset == y->offset && x->size == y->size),
                  MT_ERR_BAD_OP);
     }
   }
   for (k = 0; k < n && !(alias & MT_ALIAS_DELEGATE) && op->scratch_region != MT_NONE16; k++) {
-    MT_REQUIRE(
-        !mt_meet(&m->tensors[in[k]], op->scratch_region, op->scratch_offset, op->scratch_size),
-        MT_ERR_BAD_OP);
+    MT_REQUIRE(!mt_meet(&m->tensors[in[k]], MT_STORAGE_ARENA, op->scratch_region,
+                        op->scratch_offset, op->scratch_size),
+               MT_ERR_BAD_OP);
   }
   return MT_STATUS_OK;
 }
@@ -322,7 +327,7 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   MT_TRY(mt_check_operands(m, in, op->n_inputs, c->n_inputs));
   MT_TRY(mt_check_operands(m, out, op->n_outputs, c->n_outputs));
   for (k = 0; k < op->n_outputs; k++) {
-    MT_REQUIRE(m->tensors[out[k]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_OP);
+    MT_REQUIRE(m->tensors[out[k]].storage != MT_STORAGE_CONST, MT_ERR_BAD_OP);
   }
   if (op->scratch_region != MT_NONE16) {
     MT_TRY(
@@ -375,6 +380,43 @@ static mt_status mt_check_io_list(const mt_model *m, const int32_t *idx, uint32_
   return MT_STATUS_OK;
 }
 
+/* validate.py check_persistent: one record per persistent tensor; initial values 16-aligned
+ * ranges of CONST; neither tensors nor initial values overlap (quadratic in <= 256 records). */
+static mt_status mt_check_persistent(const mt_model *m)
+{
+  uint32_t k, j, i, n = 0;
+  uint64_t packed = 0, end = 0;
+  MT_REQUIRE(m->n_persistent <= MT_MAX_PERSISTENT, MT_ERR_BAD_PERSISTENT);
+  for (k = 0; k < m->n_persistent; k++) {
+    const mt_persistent_t *r = &m->persistent[k];
+    const mt_tensor_t *t;
+    MT_REQUIRE(r->tensor >= 0 && (uint32_t)r->tensor < m->n_tensors, MT_ERR_BAD_PERSISTENT);
+    t = &m->tensors[r->tensor];
+    MT_REQUIRE(t->storage == MT_STORAGE_PERSISTENT, MT_ERR_BAD_PERSISTENT);
+    MT_REQUIRE(r->init_offset % MT_ALIGN == 0 &&
+                   (uint64_t)r->init_offset + t->size <= m->const_size,
+               MT_ERR_BAD_PERSISTENT);
+    for (j = 0; j < k; j++) {
+      const mt_persistent_t *q = &m->persistent[j];
+      const mt_tensor_t *u = &m->tensors[q->tensor];
+      MT_REQUIRE(r->tensor != q->tensor, MT_ERR_BAD_PERSISTENT);
+      MT_REQUIRE(!mt_meet(t, u->storage, u->region, u->offset, u->size), MT_ERR_BAD_PERSISTENT);
+      MT_REQUIRE(t->size == 0 || u->size == 0 ||
+                     (uint64_t)r->init_offset >= (uint64_t)q->init_offset + u->size ||
+                     (uint64_t)q->init_offset >= (uint64_t)r->init_offset + t->size,
+                 MT_ERR_BAD_PERSISTENT);
+    }
+    packed += ((uint64_t)t->size + MT_ALIGN - 1) / MT_ALIGN * MT_ALIGN;
+    end = (uint64_t)t->offset + t->size > end ? (uint64_t)t->offset + t->size : end;
+  }
+  MT_REQUIRE(end <= packed, MT_ERR_BAD_PERSISTENT); /* bounded by CONST: see validate.py */
+  for (i = 0; i < m->n_tensors; i++) {
+    n += m->tensors[i].storage == MT_STORAGE_PERSISTENT;
+  }
+  MT_REQUIRE(n == m->n_persistent, MT_ERR_BAD_PERSISTENT); /* distinct, so each has one */
+  return MT_STATUS_OK;
+}
+
 /* Switches the CPU takes and its ISA level without switches (mt_program.h, from targets.py). */
 static const uint8_t mt_cpu_switches[MT_CPU_COUNT] = {
 #define MT_CPU_SWITCHES(name, id, switches, isa) [id] = (uint8_t)(switches),
@@ -422,5 +464,6 @@ mt_status mt_validate_program(const mt_model *m)
   MT_REQUIRE(m->n_outputs >= 1, MT_ERR_BAD_IO);
   MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
   MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
+  MT_TRY(mt_check_persistent(m));
   return mt_check_op_flags(m);
 }

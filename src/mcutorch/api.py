@@ -83,6 +83,13 @@ class CompiledModel:
         Each input must have the program's dtype and shape exactly (InputError otherwise)."""
         return self._interpret(int8_inputs(self.program, inputs, "run_int8()"))
 
+    def reset(self) -> None:
+        """A stateful program (persistent tensors): back to the initial state. The reference
+        runtime keeps the state across `run` / `run_int8` calls until then; a board `run`
+        starts from the initial state and keeps it across the inferences of its batch."""
+        if self._interpreter is not None:
+            self._interpreter.reset()
+
     def _interpret(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         if self._interpreter is None:
             self._interpreter = Interpreter(self.program)

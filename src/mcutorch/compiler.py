@@ -65,7 +65,11 @@ def build_graph(qmodel, example_inputs=None) -> Graph:
         from mcutorch.frontend.quantize import quantize
 
         qmodel = quantize(qmodel, example_inputs)
-    return run_all(lift(qmodel))
+    from mcutorch.frontend.state import STATE_KEY
+
+    graph = lift(qmodel)
+    graph.meta["state"] = qmodel.meta.get(STATE_KEY, [])  # passes/persistent.py
+    return run_all(graph)
 
 
 def compile_graph(graph: Graph, target: Target, regions: list[Region], board: str = "",

@@ -30,6 +30,7 @@ class Tensor:
     zero_point: int = 0
     data: np.ndarray | None = None  # constants only
     layout: str | None = None  # "NCHW"/"NHWC" for 4-D activations
+    init: np.ndarray | None = None  # persistent tensors (state): the initial value
 
     @property
     def is_const(self) -> bool:
@@ -108,11 +109,15 @@ def verify(graph: Graph, final: bool = False, stage: str = "") -> Graph:
     """Check graph invariants; with final=True also that every op is complete per mcutorch.ops."""
     where = f" after {stage}" if stage else ""
     defined = {id(t) for t in graph.inputs}
+    written = set()  # a persistent tensor holds a value from the start; written once (its copy)
     for node in graph.nodes:
         for t in node.inputs:
-            if not (t.is_const or id(t) in defined):
+            if not (t.is_const or id(t) in defined or t.init is not None):
                 raise VerifyError(f"{node} reads {t.name} before it is written{where}")
         for t in node.outputs:
+            if t.init is not None and id(t) not in written:
+                written.add(id(t))
+                continue
             if id(t) in defined or t.is_const:
                 raise VerifyError(f"{t.name} written twice{where}")
             defined.add(id(t))

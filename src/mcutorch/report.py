@@ -7,8 +7,8 @@ from mcutorch.program.model import Program
 
 def _tensor(p: Program, i: int) -> dict:
     t = p.tensors[i]
-    where = ("const" if t.storage == "const"
-             else f"{p.regions[t.region].name}+{t.offset}")
+    where = ("const" if t.storage == "const" else f"persistent+{t.offset}"
+             if t.storage == "persistent" else f"{p.regions[t.region].name}+{t.offset}")
     return {"index": i, "name": p.tensor_name(i), "dtype": t.dtype, "shape": list(t.shape),
             "scale": t.scale, "zero_point": t.zero_point, "bytes": t.nbytes, "at": where}
 

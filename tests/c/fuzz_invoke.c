@@ -71,13 +71,14 @@ static int fuzz_known_finding(const mt_model *m)
 
 static void fuzz_run(mt_model *m, uint32_t seed)
 {
-  void *arenas[FUZZ_MAX_REGIONS] = {0}, *state;
+  void *arenas[FUZZ_MAX_REGIONS] = {0}, *state, *persist = NULL;
   uint32_t r, k, n = mt_region_count(m);
   uint64_t total = 0;
   mt_status status;
   for (r = 0; r < n; r++) {
     total += mt_arena_size(m, r);
   }
+  total += mt_persistent_size(m);
   if (n > FUZZ_MAX_REGIONS || total > FUZZ_MAX_ARENA_BYTES) {
     return;
   }
@@ -89,6 +90,11 @@ static void fuzz_run(mt_model *m, uint32_t seed)
   g_runs++;
 #endif
   fuzz_bind(m, &state, arenas, n);
+  if (mt_persistent_size(m) != 0 &&
+      (posix_memalign(&persist, 16, mt_persistent_size(m)) != 0 ||
+       mt_bind_persistent(m, persist, mt_persistent_size(m)) != MT_STATUS_OK)) {
+    abort();
+  }
   for (r = 0; r < n; r++) {
     memset(arenas[r], 0, mt_region(m, r)->size);
   }
@@ -116,6 +122,7 @@ static void fuzz_run(mt_model *m, uint32_t seed)
     free(arenas[r]);
   }
   free(state);
+  free(persist);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -144,7 +151,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   status = mt_load(&m, copy, size, &mt_kernels_all);
   if (status == MT_STATUS_OK) {
     fuzz_run(&m, seed);
-  } else if ((int)status < (int)MT_ERR_TRUNCATED || (int)status > (int)MT_ERR_BAD_METADATA) {
+  } else if ((int)status < (int)MT_ERR_TRUNCATED || (int)status > (int)MT_ERR_BAD_PERSISTENT) {
     abort(); /* only named load errors */
   }
   return 0;

@@ -143,7 +143,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   status = mt_load(&m, copy, size, FUZZ_KERNELS);
   if (status == MT_STATUS_OK) {
     fuzz_run(&m);
-  } else if ((int)status < (int)MT_ERR_TRUNCATED || (int)status > (int)MT_ERR_BAD_METADATA) {
+  } else if ((int)status < (int)MT_ERR_TRUNCATED || (int)status > (int)MT_ERR_BAD_PERSISTENT) {
     abort(); /* only named load errors */
   }
   return 0;

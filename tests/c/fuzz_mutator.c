@@ -27,7 +27,7 @@ size_t LLVMFuzzerCustomCrossOver(const uint8_t *data1, size_t size1, const uint8
                                  size_t size2, uint8_t *out, size_t max_out_size,
                                  unsigned int seed);
 
-#define FM_KINDS (MT_SECTION_METADATA + 1)
+#define FM_KINDS (MT_SECTION_PERSISTENT + 1)
 
 /* ---- little-endian field access (files are not aligned in libFuzzer's buffers) ---- */
 
@@ -224,6 +224,9 @@ static const fm_field fm_binding_fields[] = {
     FM_A(mt_binding_t, shape, 3), FM_A(mt_binding_t, shape, 4), FM_A(mt_binding_t, shape, 5),
 };
 static const fm_field fm_io_fields[] = {FM_F(mt_io_t, n_inputs), FM_F(mt_io_t, n_outputs)};
+static const fm_field fm_persistent_fields[] = {
+    FM_F(mt_persistent_t, tensor), FM_F(mt_persistent_t, init_offset), FM_F(mt_persistent_t, flags),
+    FM_F(mt_persistent_t, reserved)};
 
 typedef struct {
   uint32_t kind, unit;
@@ -241,6 +244,8 @@ static const fm_record_kind fm_kinds[] = {
     {MT_SECTION_BINDINGS, MT_BINDING_RECORD_SIZE, fm_binding_fields, FM_N(fm_binding_fields)},
     {MT_SECTION_TARGET, MT_TARGET_RECORD_SIZE, fm_target_fields, FM_N(fm_target_fields)},
     {MT_SECTION_IO, 0, fm_io_fields, FM_N(fm_io_fields)},
+    {MT_SECTION_PERSISTENT, MT_PERSISTENT_RECORD_SIZE, fm_persistent_fields,
+     FM_N(fm_persistent_fields)},
 };
 
 /* ---- values on the edges of the checks ---- */

@@ -774,7 +774,7 @@ def differential(files: list[Path], bits=BITS, py_timeout: int = PY_TIMEOUT
 
 
 _RECORDS = {"target": S.TARGET, "regions": S.REGION, "tensors": S.TENSOR, "ops": S.OP,
-            "delegates": S.DELEGATE, "bindings": S.BINDING}
+            "delegates": S.DELEGATE, "bindings": S.BINDING, "persistent": S.PERSISTENT}
 
 
 def _fields_at(blob: bytes, offsets: list[int]) -> dict[str, tuple[int, str]]:

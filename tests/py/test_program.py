@@ -168,17 +168,17 @@ def test_save_load(tmp_path, program):
 def test_layout(blob):
     h = S.HEADER.unpack(blob)
     assert blob[:4] == b"MCUT" and h["file_size"] == len(blob)
-    assert (h["version_major"], h["version_minor"]) == (1, 4)
+    assert (h["version_major"], h["version_minor"]) == (1, 5)
     assert h["crc32"] == zlib.crc32(blob[16:])
     assert (S.HEADER.size, S.SECTION.size, S.TARGET.size, S.REGION.size, S.TENSOR.size,
-            S.OP.size, S.IO.size, S.DELEGATE.size, S.BINDING.size) == (
-        32, 16, 16, 32, 48, 32, 8, 56, 36)
+            S.OP.size, S.IO.size, S.DELEGATE.size, S.BINDING.size, S.PERSISTENT.size) == (
+        32, 16, 16, 32, 48, 32, 8, 56, 36, 16)
     for layout in S.STRUCTS:
         assert layout.dtype.itemsize == layout.size
         assert [layout.dtype.fields[f.name][1] for f in layout.fields] == [layout.offsets[f.name]
                                                                             for f in layout.fields]
     secs = sections(blob)
-    for name in [k.name for k in S.SECTION_KINDS]:
+    for name in [k.name for k in S.SECTION_KINDS if not k.optional]:
         assert secs[name][0] % 16 == 0, name
     names = [k for k in secs if not k.startswith("#")]
     assert names[-1] == "metadata"  # last, so stripping is cheap
@@ -617,6 +617,7 @@ def _meta_at(b: bytes) -> int:
 
 
 CORRUPT = {
+    "bad_persistent": lambda b: patch(b, "tensors", 8, "storage", 2),  # the lut table, no record
     "truncated": lambda b: b[:-1],
     "bad_magic": lambda b: b"MCUX" + b[4:],
     "bad_version": lambda b: patch(b, "header", 0, "version_major", 2),

@@ -48,6 +48,8 @@ def _where(p: Program, index: int) -> dict:
            "shape": list(t.shape), "bytes": t.nbytes}
     if t.storage == "const":
         return {**out, "region": None, "offset": None}
+    if t.storage == "persistent":  # a stateful model's state: the persistent buffer
+        return {**out, "region": "persistent", "offset": t.offset}
     return {**out, "region": p.regions[t.region].name, "offset": t.offset}
 
 
@@ -209,8 +211,9 @@ def _ram(p: Program) -> dict:
     arenas = {r.name: r.size for r in p.regions}
     state = state_size(p, 4)
     return {"arenas": arenas, "state": state, "stack": stack.bytes,
+            "persistent": p.persistent_size,  # a stateful model's state, kept across invokes
             "stack_chain": stack.chain, "stack_uncounted": stack.uncounted,
-            "total": sum(arenas.values()) + state + stack.bytes}
+            "total": sum(arenas.values()) + state + stack.bytes + p.persistent_size}
 
 
 def _counted_inputs(p: Program, inputs) -> tuple[list[np.ndarray], str]:

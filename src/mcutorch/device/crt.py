@@ -239,6 +239,47 @@ def run_host(program, inputs: Sequence[np.ndarray], runner: Path | None = None) 
         return outs
 
 
+def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Path | None = None,
+                      state: bytes | None = None) -> tuple[list[list[np.ndarray]], bytes]:
+    """Run len(sets) inferences in ONE C runtime session on the host (a stateful program keeps
+    its persistent tensors across them); `state`: the persistent buffer to start from (None:
+    the initial values). Returns the output sets and the persistent buffer after the last."""
+    blob = _program_bytes(program)
+    p = Program.from_bytes(blob)
+    runner = runner or build_host_runner()
+    with tempfile.TemporaryDirectory(prefix="mcutorch-crt-") as tmp:
+        d = Path(tmp)
+        (d / "program.mtp").write_bytes(blob)
+        args = [str(runner), "program.mtp"]
+        for i, idx in enumerate(p.inputs):
+            t = p.tensors[idx]
+            data = [np.ascontiguousarray(s[i], np.dtype(S.DTYPE_NUMPY[t.dtype])) for s in sets]
+            if any(x.shape != t.shape for x in data):
+                raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}")
+            (d / f"in{i}.bin").write_bytes(b"".join(x.tobytes() for x in data))
+            args.append(f"in{i}.bin")
+        args += ["-o", *(f"out{i}.bin" for i in range(len(p.outputs))), "-n", str(len(sets))]
+        if p.persistent:
+            init = bytearray(p.persistent_size)
+            for r in p.persistent:
+                t = p.tensors[r.tensor]
+                init[t.offset:t.offset + t.nbytes] = p.persistent_init(r).tobytes()
+            (d / "state.bin").write_bytes(bytes(init) if state is None else state)
+            args += ["-p", "state.bin"]
+        proc = subprocess.run(args, cwd=d, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RunError(f"C runtime failed: "
+                           f"{runner_failure(proc.returncode, proc.stdout, proc.stderr)}\n"
+                           f"{proc.stdout}{proc.stderr}")
+        outs = []
+        for i, idx in enumerate(p.outputs):
+            t = p.tensors[idx]
+            data = np.fromfile(d / f"out{i}.bin", np.dtype(S.DTYPE_NUMPY[t.dtype]))
+            outs.append(data.reshape(len(sets), *t.shape))
+        after = (d / "state.bin").read_bytes() if p.persistent else b""
+        return [[o[k] for o in outs] for k in range(len(sets))], after
+
+
 def check_host(programs: Sequence, runner: Path | None = None) -> list[int]:
     """mt_load's status for each program (bytes or paths), in one runner process."""
     runner = runner or build_host_runner(kernels=False)
@@ -288,6 +329,8 @@ def firmware_defines(program: Program, board) -> dict[str, object]:
         "MT_STATE_SIZE": state_size(program, 4),
         "MT_ARENA_ALIGN": max([16, *(r.alignment for r in program.regions)]),
     }
+    if program.persistent:
+        defines["MT_PERSIST_SIZE"] = program.persistent_size
     if len(b.regions) > 1:
         defines["MT_PROGRAM_REGION"] = f'"{b.regions[-1].name}"'
     for k, r in enumerate(program.regions):

@@ -126,6 +126,8 @@ def config_header(name: str, program: Program) -> str:
              '#include "mcutorch.h"', "",
              f"extern const mt_kernel_table {name}_kernels; /* {name}_kernels.c */",
              f"#define {up}_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU */",
+             f"#define {up}_PERSISTENT_SIZE {program.persistent_size}u /* mt_persistent_size: "
+             "the model's state, kept across invokes (0: stateless) */",
              f"#define {up}_STACK_BYTES {stack.bytes}u /* worst case of mt_load/mt_invoke at -Os:",
              f" * {' -> '.join(stack.chain)} (gcc call graph; an NPU driver adds its own) */",
              f"#define {up}_REGION_COUNT {len(program.regions)}u"]
@@ -223,6 +225,12 @@ LOAD_AND_BIND = """\
     for (uint32_t r = 0; s == MT_STATUS_OK && r < %(up)s_REGION_COUNT; r++) {
         s = mt_bind_arena(&m, r, arena_ptr[r], arena_size[r]);
     }
+#if %(up)s_PERSISTENT_SIZE > 0
+    static uint8_t persist[%(up)s_PERSISTENT_SIZE] __attribute__((aligned(16)));
+    if (s == MT_STATUS_OK) {
+        s = mt_bind_persistent(&m, persist, sizeof persist); /* mt_reset(&m) starts over */
+    }
+#endif
 """
 
 MAIN_C = """/* main.c - run the exported model %(name)s once (an example to adapt: docs/firmware.md

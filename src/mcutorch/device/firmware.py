@@ -149,17 +149,20 @@ def read_output_sets(program: Program, folder: Path, count: int) -> list[list[np
 
 
 def run(program: Program, inputs, board: str, profile: bool = False,
-        elf: Path | None = None) -> BoardRun:
+        elf: Path | None = None, reset_every: int = 0) -> BoardRun:
     """Inferences of `program` on int8 NHWC `inputs` in QEMU's model of `board`: one
     inference's arrays, or a list of such lists, which all run in one QEMU run (the runner
     loops; outputs come back the same way). RunError when the firmware fails.
 
     Without `elf`, builds (or reuses) the program's firmware, which checks the board; a given
-    `elf` is checked against the program's target by `run_elf`."""
+    `elf` is checked against the program's target by `run_elf`. A stateful program keeps its
+    state across the inferences; `reset_every` k > 0 resets it before every k-th (mt_reset)."""
     target = None if elf is None else program.target.as_target()
     elf = elf or build(program, board, profile=profile)
     sets = _as_sets(inputs)
     files, args = runner_files(program, sets)
+    if reset_every:
+        args += ["-r", str(int(reset_every))]
     with tempfile.TemporaryDirectory() as tmp:
         for name, data in files.items():
             (Path(tmp) / name).write_bytes(data)

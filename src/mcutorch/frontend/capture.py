@@ -1,10 +1,11 @@
 """Capture a torch.nn.Module with torch.export (static shapes) and tidy the graph for PT2E.
 
-`capture` returns a GraphModule in eval form: a model that writes its buffers in forward refused
-(stateful), no-op nodes removed (`remove_identities`), constants folded (frontend/fold.py),
-BatchNorm folded into the conv/linear before it (any other one a depthwise 1x1 conv), max/min
-over a dim reduced to their values. What torch.export cannot capture becomes an ExportError that
-says why and where.
+`capture` returns a GraphModule in eval form: a model that writes its buffers in forward becomes
+a function of its state (frontend/state.py: the buffers as extra inputs, their new values as
+extra outputs, meta[STATE_KEY] lists them), no-op nodes removed (`remove_identities`),
+constants folded (frontend/fold.py), BatchNorm folded into the conv/linear before it (any other
+one a depthwise 1x1 conv), max/min over a dim reduced to their values. What torch.export cannot
+capture becomes an ExportError that says why and where.
 """
 from __future__ import annotations
 
@@ -54,9 +55,17 @@ def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> Grap
         raise ExportError(_explain(exc)) from exc
     from mcutorch.frontend.builders.movement import split_tuples
     from mcutorch.frontend.fold import check_stateless, fold_constants
+    from mcutorch.frontend import state
 
+    records = []
+    names = state.mutated(ep.module(check_guards=False), ep)
+    if names:  # stateful: the state as inputs and outputs
+        ep, args, records = state.functional(model, args, names)
     gm = ep.module(check_guards=False)
     _strip_guards(gm)
+    if records:
+        state.tidy(gm)
+        state.mark(gm, records)
     sig = ep.graph_signature
     if train:
         from mcutorch.frontend.qat import drop_batch_counters
@@ -79,6 +88,7 @@ def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> Grap
     rewrite(gm)  # einsum, addmm, baddbmm, products with a constant: matmul / linear
     gm.graph.eliminate_dead_code()
     gm.recompile()
+    gm.meta[state.STATE_KEY] = records
     return gm
 
 

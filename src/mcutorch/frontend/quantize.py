@@ -14,6 +14,7 @@ from mcutorch.errors import QuantizeError
 from mcutorch.frontend.capture import as_tuple, capture
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.frontend.quantizer import Quantizer
+from mcutorch.frontend.state import STATE_KEY, calibrate
 from mcutorch.ui.progress import track
 
 __all__ = ["Quantizer", "quantize"]
@@ -51,32 +52,46 @@ def quantize(model: torch.nn.Module, example_inputs, calibration: Iterable | Non
                             "calibrate on the example inputs); an empty calibration would give "
                             "every activation the scale 1.0")
     gm = capture(model, args)
+    records = gm.meta.get(STATE_KEY, [])
     check_supported(gm)  # QAT too: the eval-mode graph (BatchNorm folded) is the one compiled
+    if qat and records:
+        raise QuantizeError("qat=True on a stateful model (one writing its buffers in forward) "
+                            "is not supported yet: quantize it post-training (qat=False)")
     if qat:  # on a copy: training the QAT module leaves the float model's weights alone
-        gm = capture(copy.deepcopy(model), args, train=True)
-    if qat:
         from mcutorch.frontend import qat as qat_flow
 
+        gm = capture(copy.deepcopy(model), args, train=True)
         prepared = qat_flow.prepare(gm, quantizer or Quantizer(), args)
         qat_flow.move_exported_model_to_eval(prepared)  # calibrate on running statistics
     else:
         prepared = prepare_pt2e(gm, quantizer or Quantizer())
-    with torch.no_grad():
-        for i, batch in enumerate(track(batches, "calibrating", enabled=progress)):
-            batch = as_tuple(batch)
-            _check_finite(batch, i)
-            _check_shapes(batch, args, i, isinstance(calibration, torch.Tensor))
-            try:
-                prepared(*batch)
-            except Exception as exc:  # torch raises many types; all mean "this batch is wrong"
-                raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
-                                    f"through the model (example inputs {_shapes(args)}): "
-                                    f"{type(exc).__name__}: {exc}") from exc
+
+    def run(batch, i):
+        try:
+            return prepared(*batch)
+        except Exception as exc:  # torch raises many types; all mean "this batch is wrong"
+            raise QuantizeError(f"calibration batch {i} ({_shapes(batch)}) does not run "
+                                f"through the model (example inputs {_shapes(args)}): "
+                                f"{type(exc).__name__}: {exc}") from exc
+
+    checked = []
+    for i, batch in enumerate(track(batches, "calibrating", enabled=progress)):
+        batch = as_tuple(batch)
+        _check_finite(batch, i)
+        _check_shapes(batch, args, i, isinstance(calibration, torch.Tensor))
+        checked.append(batch)
+        if not records:
+            with torch.no_grad():
+                run(batch, i)
+    if records:  # in order, the state carried from batch to batch (frontend/state.py)
+        with torch.no_grad():
+            calibrate(prepared, checked, records, run)
     if qat:
         return qat_flow.move_exported_model_to_train(prepared)
     _check_ranges(prepared)
     converted = convert_pt2e(prepared)
     converted.meta["mcutorch_example_inputs"] = args
+    converted.meta[STATE_KEY] = records
     return converted
 
 
@@ -143,3 +158,38 @@ def _check_parameters(model: torch.nn.Module) -> None:
             bad = (~torch.isfinite(t)).sum().item()
             raise QuantizeError(f"model parameter {name} {list(t.shape)} has {bad} NaN/Inf "
                                 "values; the model's weights must be finite")
+
+
+def quantize_like(model: torch.nn.Module, example_inputs, reference: torch.nn.Module,
+                  reference_inputs, calibration: Iterable,
+                  quantizer: Quantizer | None = None) -> tuple:
+    """Quantize `reference` on `calibration`, and `model` with the qparams `reference` got,
+    layer by layer (the same module paths; frontend/state.transfer_qparams): e.g. a streaming
+    model cut from a windowed one, whose programs then compute bit-identical outputs. Returns
+    (converted reference, converted model). `model` may be stateful; it is run once, from its
+    initial state, only to observe its (shared) weights.
+
+    Example:
+        >>> q30, qstream = quantize_like(ds_cnn_sww_streaming(), (frame,), ds_cnn_sww(),
+        ...                              (window,), windows)
+    """
+    from mcutorch.frontend.state import transfer_qparams
+
+    prepare_pt2e, convert_pt2e = pt2e()
+    gm_ref = capture(reference, as_tuple(reference_inputs))
+    prep_ref = prepare_pt2e(gm_ref, quantizer or Quantizer())
+    args = as_tuple(example_inputs)
+    gm = capture(model, args)
+    records = gm.meta.get(STATE_KEY, [])
+    prep = prepare_pt2e(gm, quantizer or Quantizer())
+    with torch.no_grad():
+        for batch in calibration:
+            prep_ref(*as_tuple(batch))
+        prep(*args, *(r["init"] for r in records))
+    transfer_qparams(prep_ref, prep)
+    _check_ranges(prep_ref)
+    _check_ranges(prep)
+    converted_ref, converted = convert_pt2e(prep_ref), convert_pt2e(prep)
+    converted.meta[STATE_KEY] = records
+    converted.meta["mcutorch_example_inputs"] = args
+    return converted_ref, converted

@@ -185,6 +185,7 @@ class Quantizer(_PT2EQuantizer):
         for node in model.graph.nodes:
             if node.op == "call_function" and KEY not in node.meta:
                 self.annotate_node(node)
+        self.share_state(model)
         return model
 
     def _check_layers(self, model: GraphModule) -> None:
@@ -215,6 +216,24 @@ class Quantizer(_PT2EQuantizer):
                 f"no int16 form in mcutorch; int16 ops: {', '.join(sorted(INT16_OPS))}. Leave "
                 "its module out of Quantizer(int16_layers=[...]) to keep it int8")
         return True
+
+    def share_state(self, model: GraphModule) -> None:
+        """A stateful model's state (frontend/state.py): the value written gets the qparams
+        of the buffer's read, one SharedQuantizationSpec, so the write is a byte copy."""
+        from mcutorch.frontend.state import STATE_KEY
+
+        reads = {n.meta[STATE_KEY]: n for n in model.graph.nodes
+                 if n.op == "placeholder" and STATE_KEY in n.meta}
+        out = next(n for n in model.graph.nodes if n.op == "output")
+        rets = out.args[0] if isinstance(out.args[0], (list, tuple)) else [out.args[0]]
+        for j, k in out.meta.get(STATE_KEY, {}).items():
+            read, new = reads.get(k), rets[j]
+            users = [u for u in (read.users if read is not None else ())
+                     if read in getattr(u.meta.get(KEY), "input_qspec_map", {})]
+            ann = new.meta.get(KEY) if isinstance(new, Node) else None
+            if not users or ann is None or ann.output_qspec is None:
+                continue
+            ann.output_qspec = SharedQuantizationSpec((read, users[0]))
 
     def validate(self, model: GraphModule) -> None:
         """Nothing to check beyond what annotate enforces."""

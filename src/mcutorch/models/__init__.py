@@ -14,8 +14,8 @@ from mcutorch.models.catalog import MODELS, REFERENCE_TFLITE, build, example_inp
 from mcutorch.models.counting import Cost, Published, cost
 from mcutorch.models.digits import DigitsTCN, digits_split, digits_tcn
 from mcutorch.models.mlperf_tiny import (
-    DSCNNKWS, DSCNNSWW, FCAutoencoder, MobileNetV1VWW, ResNet8, ds_cnn_kws, ds_cnn_sww,
-    fc_autoencoder, mobilenet_v1_vww, resnet8, same_padding,
+    DSCNNKWS, DSCNNSWW, DSCNNSWWStreaming, FCAutoencoder, MobileNetV1VWW, ResNet8, ds_cnn_kws,
+    ds_cnn_sww, ds_cnn_sww_streaming, fc_autoencoder, mobilenet_v1_vww, resnet8, same_padding,
 )
 from mcutorch.models.mobilenet_v2 import MobileNetV2, make_divisible, mobilenet_v2
 from mcutorch.models.tflite_weights import TfliteLayer, load_tflite_weights, read_tflite_layers
@@ -24,7 +24,8 @@ from mcutorch.models.zoo import ZOO, ZooEntry, published_check, zoo_cost
 __all__ = [
     "MODELS", "REFERENCE_TFLITE", "build", "example_input",
     "DSCNNKWS", "DSCNNSWW", "FCAutoencoder", "MobileNetV1VWW", "ResNet8", "MobileNetV2",
-    "ds_cnn_kws", "ds_cnn_sww", "fc_autoencoder", "mobilenet_v1_vww", "resnet8", "mobilenet_v2",
+    "DSCNNSWWStreaming", "ds_cnn_kws", "ds_cnn_sww", "ds_cnn_sww_streaming", "fc_autoencoder",
+    "mobilenet_v1_vww", "resnet8", "mobilenet_v2",
     "same_padding", "make_divisible", "TfliteLayer", "load_tflite_weights", "read_tflite_layers",
     "Cost", "Published", "cost", "ZOO", "ZooEntry", "published_check", "zoo_cost",
     "DigitsTCN", "digits_split", "digits_tcn",

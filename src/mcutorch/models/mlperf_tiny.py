@@ -196,6 +196,42 @@ class DSCNNSWW(nn.Module):
         return self.softmax(self.classifier(torch.flatten(self.features(x), 1)))
 
 
+class DSCNNSWWStreaming(DSCNNSWW):
+    """The streaming form of DSCNNSWW (MLPerf Tiny v1.3): one 40-value frame [N,40,1,1] per call.
+
+    The same layers (so `load_tflite_weights` fills it from the 30-frame model's .tflite); in
+    front of each depthwise (k,1) conv a history buffer of the last k-1 frames of its input
+    (2, 4, 9 and 14 frames), a registered buffer the forward updates: the conv reads the history
+    and the new frame, then the history keeps the newest k-1 frames. After 30 frames from zero
+    histories (`reset_state`), the output is the 30-frame model's on those frames; before, the
+    zeros stand for frames not seen yet.
+    """
+
+    def __init__(self, num_classes: int = 3, features: int = 40, filters=(128, 128, 128, 32),
+                 kernels=(3, 5, 10, 15), dropout: float = 0.2):
+        super().__init__(num_classes, features, sum(k - 1 for k in kernels) + 1, filters,
+                         kernels, dropout)
+        self.input_shape = (1, features, 1, 1)
+        self.kernels = tuple(kernels)
+        for k, (cin, kern) in enumerate(zip((features, *filters[:-1]), kernels)):
+            self.register_buffer(f"hist{k}", torch.zeros(1, cin, kern - 1, 1))
+
+    def reset_state(self) -> None:
+        for k in range(len(self.kernels)):
+            getattr(self, f"hist{k}").zero_()
+
+    def forward(self, x):
+        layers = list(self.features)
+        for k in range(len(self.kernels)):
+            hist = getattr(self, f"hist{k}")
+            window = torch.cat([hist, x], 2)  # the last k frames of this block's input
+            hist.copy_(window[:, :, 1:])
+            for layer in layers[5 * k:5 * k + 5]:
+                window = layer(window)
+            x = window
+        return self.softmax(self.classifier(torch.flatten(x, 1)))
+
+
 def ds_cnn_kws(**kwargs) -> DSCNNKWS:
     """MLPerf Tiny keyword spotting DS-CNN (input [1,1,49,10], softmax over 12 classes).
 
@@ -239,3 +275,14 @@ def ds_cnn_sww(**kwargs) -> DSCNNSWW:
     torch.Size([1, 3])
     """
     return DSCNNSWW(**kwargs)
+
+
+def ds_cnn_sww_streaming(**kwargs) -> DSCNNSWWStreaming:
+    """MLPerf Tiny streaming wake word, streaming form: one frame [1,40,1,1] per call, four
+    history buffers (2, 4, 9, 14 frames) kept as the program's persistent tensors.
+
+    >>> m = ds_cnn_sww_streaming().eval()
+    >>> [m(torch.zeros(1, 40, 1, 1)) for _ in range(30)][-1].shape
+    torch.Size([1, 3])
+    """
+    return DSCNNSWWStreaming(**kwargs)

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 from mcutorch.ir import Graph, verify
-from mcutorch.passes import fuse, layout, padding, requant
+from mcutorch.passes import fuse, layout, padding, persistent, requant
 
 PIPELINE = (
     ("fuse_activations", fuse.run),  # standalone clamp -> producer's act range, or a clamp op
     ("fold_padding", padding.run),  # zero-point pad -> conv's explicit asymmetric padding
     ("to_nhwc", layout.run),  # NCHW -> NHWC, weight re-layout, flatten order into FC weights
     ("requantize", requant.run),  # scales -> int attributes, mult/shift/table constants
+    ("persistent", persistent.run),  # state pairs -> persistent tensors + a last copy each
 )
 
 

@@ -58,14 +58,14 @@ def buffers_of(graph: Graph, steps) -> tuple[list[Buffer], dict]:
                     node.outputs[0].name, alias_of=src.id)
             continue
         for t in node.outputs:
-            if id(t) in written and id(t) not in index:
+            if id(t) in written and id(t) not in index and t.init is None:
                 add(id(t), t.nbytes, written[id(t)], t.name)
         if node.scratch and id(node) in step_of:
             add(("scratch", step_of[id(node)]), node.scratch, step_of[id(node)],
                 f"scratch of {node.outputs[0].name}")
     for i, node in enumerate(steps):
         for t in node.inputs:
-            if not t.is_const:
+            if not t.is_const and t.init is None:  # persistent tensors: not in the arenas
                 b = buffers[index[id(t)]]
                 b.last = max(b.last, i)
     for t in graph.outputs:
@@ -112,7 +112,8 @@ def inplace_pairs(graph: Graph, steps, index, buffers: list[Buffer], fixed: set[
         if node.op in INPLACE_OPS:
             y = node.outputs[0]
             for x in node.inputs:
-                if not x.is_const and x.nbytes == y.nbytes and x not in graph.inputs:
+                if (not x.is_const and x.nbytes == y.nbytes and x not in graph.inputs
+                        and x.init is None and y.init is None):
                     pair = (index[id(x)], index[id(y)])
                     if not any(root_of(buffers, buffers[b]).id in fixed for b in pair):
                         pairs.append(pair)

@@ -47,6 +47,7 @@ def _constants() -> list[str]:
         f"#define MT_MAX_REGIONS {S.MAX_REGIONS}",
         f"#define MT_MAX_IO {S.MAX_IO} /* program inputs; program outputs */",
         f"#define MT_MAX_DELEGATES {S.MAX_DELEGATES}",
+        f"#define MT_MAX_PERSISTENT {S.MAX_PERSISTENT}",
         f"#define MT_MAX_VARIADIC {S.MAX_VARIADIC} /* operands of a variadic list; bindings */",
         f"#define MT_CRC_START {S.CRC_START} /* crc32 = zlib CRC32 of file[MT_CRC_START:] */",
         "#define MT_NONE16 0xFFFFu /* no region */",

@@ -5,8 +5,8 @@ import numpy as np
 
 from mcutorch.ir import Graph
 from mcutorch.plan import Plan, Region
-from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo, Program,
-                            RegionInfo, TargetInfo, TensorInfo)
+from mcutorch.program.model import (Area, Binding, ConstantPool, DelegateInfo, OpInfo,
+                                    PersistentInfo, Program, RegionInfo, TargetInfo, TensorInfo)
 from mcutorch.targets import Target
 
 
@@ -76,6 +76,7 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
     region_index = {r.name: i for i, r in enumerate(regions)}
     pool = ConstantPool()
     tensors, names, tid = [], [], {}
+    persistent, persist_end = [], 0
     used = _used(graph, steps) if npu is not None else None
     for t in graph.tensors():
         if used is not None and id(t) not in used:
@@ -84,6 +85,11 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
         if t.is_const:
             offset = pool.add(np.ascontiguousarray(t.data, np.dtype(t.dtype)))
             info = TensorInfo.const(t.dtype, t.shape, offset, scale, t.zero_point)
+        elif t.init is not None:  # the state: packed, 16-aligned, in the persistent buffer
+            init = pool.add(np.ascontiguousarray(t.init, np.dtype(t.dtype)))
+            info = TensorInfo.persistent(t.dtype, t.shape, persist_end, scale, t.zero_point)
+            persistent.append(PersistentInfo(len(tensors), init))
+            persist_end += -(-t.nbytes // 16) * 16
         else:
             region, offset = result.placement[index[id(t)]]
             info = TensorInfo.arena(t.dtype, t.shape, region_index[region], offset, scale,
@@ -112,6 +118,8 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
                for kind, tensors_of in (("inputs", graph.inputs), ("outputs", graph.outputs))},
         "plan": {"lower_bound": result.lower_bound},
     }
+    if graph.meta.get("persistent"):
+        metadata["persistent"] = graph.meta["persistent"]
     delegates = []
     if npu is not None:
         delegates = _delegates(npu, steps, index, result, region_index, pool, tid)
@@ -122,5 +130,5 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
         TargetInfo.of(target, rounding="single"),
         _regions(regions, result), tensors, op_infos,
         [tid[id(t)] for t in graph.inputs], [tid[id(t)] for t in graph.outputs],
-        pool.to_bytes(), delegates=delegates, metadata=metadata,
+        pool.to_bytes(), delegates=delegates, metadata=metadata, persistent=persistent,
         timings={"vela_seconds": sum(d.vela.seconds for d in npu.delegates)} if npu else {})

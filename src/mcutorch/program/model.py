@@ -123,6 +123,11 @@ class TensorInfo:
     def const(cls, dtype, shape, offset, scale=0.0, zero_point=0) -> TensorInfo:
         return cls(dtype, shape, "const", offset, None, scale, zero_point)
 
+    @classmethod
+    def persistent(cls, dtype, shape, offset, scale=0.0, zero_point=0) -> TensorInfo:
+        """A tensor of the persistent buffer (state kept across invokes, format 1.5)."""
+        return cls(dtype, shape, "persistent", offset, None, scale, zero_point)
+
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
@@ -199,6 +204,15 @@ class DelegateInfo:
 
 
 @dataclass(frozen=True)
+class PersistentInfo:
+    """A persistent tensor (storage "persistent"): its index and its initial value, the CONST
+    bytes [init_offset, init_offset + its size) (format 1.5)."""
+
+    tensor: int
+    init_offset: int
+
+
+@dataclass(frozen=True)
 class Port:
     """A program input or output as the host sees it: its float side in the model's layout and
     batch (`model_shape`, `layout`) and its int8 side in the program (`shape`, `dtype`, NHWC for
@@ -241,6 +255,7 @@ class Program:
     constants: bytes | memoryview = b""
     delegates: list[DelegateInfo] = field(default_factory=list)
     metadata: dict | None = None
+    persistent: list[PersistentInfo] = field(default_factory=list)  # format 1.5
     # measured while compiling (e.g. "vela_seconds"); never written: a program's bytes depend on
     # its inputs only, so two compiles of one model give the same file
     timings: dict = field(default_factory=dict, compare=False, repr=False)
@@ -251,6 +266,8 @@ class Program:
         self.inputs = [int(i) for i in self.inputs]
         self.outputs = [int(i) for i in self.outputs]
         self.delegates = list(self.delegates)
+        self.persistent = [PersistentInfo(int(r.tensor), int(r.init_offset))
+                           for r in self.persistent]
 
     # --- serialisation ---
     def to_bytes(self) -> bytes:
@@ -282,6 +299,17 @@ class Program:
             raise ValueError(f"tensor {index} is not a constant (storage {t.storage!r})")
         dtype = np.dtype(S.DTYPE_NUMPY[t.dtype])
         return np.frombuffer(self.constants, dtype, t.numel, t.offset).reshape(t.shape)
+
+    @property
+    def persistent_size(self) -> int:
+        """Bytes of the persistent buffer: the end of the last persistent tensor (0: none)."""
+        return max((self.tensors[r.tensor].offset + self.tensors[r.tensor].nbytes
+                    for r in self.persistent), default=0)
+
+    def persistent_init(self, record: PersistentInfo) -> np.ndarray:
+        """The initial value of a persistent tensor as raw bytes (a view of CONST)."""
+        t = self.tensors[record.tensor]
+        return np.frombuffer(self.constants, np.uint8, t.nbytes, record.init_offset)
 
     def subgraph_ops(self) -> set[int]:
         """Indices of ops that belong to a delegate's CPU version (the main loop skips them)."""

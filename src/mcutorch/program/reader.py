@@ -16,8 +16,8 @@ import zlib
 from mcutorch import ops
 from mcutorch.errors import ProgramError
 from mcutorch.program import schema as S
-from mcutorch.program.model import (Area, Binding, DelegateInfo, OpInfo, Program, RegionInfo,
-                                    TargetInfo, TensorInfo)
+from mcutorch.program.model import (Area, Binding, DelegateInfo, OpInfo, PersistentInfo, Program,
+                                    RegionInfo, TargetInfo, TensorInfo)
 from mcutorch.program.validate import require, validate
 
 
@@ -33,7 +33,8 @@ def read(buf, verify_crc: bool = True) -> Program:
     p = Program(target=_target(sec["target"]), regions=_regions(sec["regions"]),
                 tensors=_tensors(sec["tensors"]), ops=ops_list, inputs=inputs, outputs=outputs,
                 constants=sec["const"], delegates=_delegates(sec["delegates"], sec["bindings"]),
-                metadata=_metadata(sec.get("metadata")))
+                metadata=_metadata(sec.get("metadata")),
+                persistent=_persistent(sec.get("persistent")))
     validate(p)
     _check_op_flags(p, op_flags)
     return p
@@ -179,10 +180,10 @@ def _tensor(i: int, t: dict) -> TensorInfo:
     size = math.prod(shape) * S.DTYPE_SIZES[dtype]
     require(size == t["size"], "bad_tensor",
             f"{what}: {dtype}{list(shape)} is {size} bytes, record says {t['size']}")
-    is_const = storage == "const"
-    require(is_const == (t["region"] == S.NONE16), "bad_tensor",
+    no_region = storage != "arena"  # const and persistent tensors have none
+    require(no_region == (t["region"] == S.NONE16), "bad_tensor",
             f"{what}: {storage} tensor with region {t['region']}")
-    return TensorInfo(dtype, shape, storage, t["offset"], None if is_const else t["region"],
+    return TensorInfo(dtype, shape, storage, t["offset"], None if no_region else t["region"],
                       t["scale"], t["zero_point"])
 
 
@@ -273,6 +274,16 @@ def _delegate(k: int, r: dict, bindings: list[dict]) -> DelegateInfo:
                         _area(r, "scratch", "bad_delegate", what),
                         _area(r, "fast_scratch", "bad_delegate", what),
                         bound[:n_in], bound[n_in:], cpu)
+
+
+def _persistent(v: memoryview | None) -> list[PersistentInfo]:
+    """PERSISTENT records (format 1.5; absent: none)."""
+    out = []
+    for k, r in enumerate(_records(S.PERSISTENT, v) if v is not None else ()):
+        require(r["flags"] == 0 and r["reserved"] == 0, "bad_persistent",
+                f"persistent {k}: reserved bits set")
+        out.append(PersistentInfo(r["tensor"], r["init_offset"]))
+    return out
 
 
 def _metadata(v: memoryview | None) -> dict | None:

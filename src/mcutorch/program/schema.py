@@ -27,6 +27,7 @@ Layout (little-endian; every section starts on a 16-byte boundary; padding is ze
          |            then i32 output indices             |
          | DELEGATES  n x DELEGATE (56 B)                 |
          | BINDINGS   n x BINDING (36 B)                  |  delegate I/O in Vela's scratch
+         | PERSISTENT n x PERSISTENT (16 B), optional     |  state kept across invokes (1.5)
          | CONST      constant blob: const tensors, NPU   |  every item 16-aligned: read
          |            command streams and weights         |  in place from flash
          | METADATA   UTF-8 JSON object (SKIPPABLE)       |  last, so it is cheap to strip
@@ -73,6 +74,10 @@ Version history:
     it on [N, C, 1, L] views); 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's
     scale, offset and border per axis, shared qparams); 32 `matmul` (two int8 activations, batch
     dims broadcast, `transpose_b` reads b as [..., N, K]). No record changed: 1.3 programs load.
+  * 1.5: persistent tensors (stateful models): TENSOR storage 2 `persistent` (bytes
+    [offset, offset+size) of the persistent buffer the caller binds once, region = NONE16,
+    offset 16-aligned) and the optional PERSISTENT section, one record per persistent tensor
+    (its initial value in CONST); error `bad_persistent`. 1.4 programs load unchanged.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -106,6 +111,15 @@ Meaning of the records:
     The `delegate` op (attribute `index`) runs it; the op's operands are the binding tensors.
   * BINDING: a delegate input/output: tensor index, byte offset inside the scratch area, 6-D
     shape and element size as Vela reports them. The tensor lives exactly there (no copies).
+  * PERSISTENT (1.5, optional): a persistent tensor (TENSOR storage `persistent`): the state of
+    a stateful model, kept across invokes in the persistent buffer (apart from the per-invoke
+    arenas; its size is the end of the last persistent tensor), set to its initial value (the
+    16-aligned CONST bytes [init_offset, init_offset + size)) on binding and by a reset, read
+    by the ops of an invoke and written by its last op (a `copy` of the new value). Every
+    persistent tensor has exactly one record; at most MAX_PERSISTENT records; persistent
+    tensors share no byte with each other, nor do their initial values (so the buffer is
+    bounded by the file size); flags and reserved are 0. A persistent tensor is no program
+    input or output and no delegate binding (bad_persistent).
   * METADATA: a JSON object; known keys: "model" (str), "tensor_names" (list of str, one per
     tensor), "sources" (list of {"loc": "file:line", "op": torch op}; OP.source indexes it),
     "options" (object), "io" ({"inputs": [...], "outputs": [...]}, one {"name", "shape",
@@ -145,7 +159,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 1  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 5  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
@@ -154,6 +168,7 @@ MAX_SECTIONS = 64  # a reader refuses larger section tables outright
 MAX_REGIONS = 16  # regions (bad_region)
 MAX_IO = 256  # program inputs, and program outputs (bad_io)
 MAX_DELEGATES = 256  # delegate records (bad_delegate)
+MAX_PERSISTENT = 256  # persistent tensor records (bad_persistent)
 MAX_VARIADIC = 256  # operands of one variadic list (concat inputs, delegate op inputs / outputs;
 #                     bad_op) and a delegate's input / output bindings (bad_delegate)
 REGION_ALIGN_MIN, REGION_ALIGN_MAX = 4, 65536  # arena alignment bounds (powers of two)
@@ -177,6 +192,7 @@ ERRORS: tuple[str, ...] = (
     "bad_io",  # program inputs / outputs
     "bad_delegate",  # delegate record or binding inconsistent
     "bad_metadata",  # METADATA is not UTF-8 JSON of the documented shape
+    "bad_persistent",  # persistent tensor records: tensor, initial value, overlap, use (1.5)
 )
 ERROR_CODES = {name: i + 1 for i, name in enumerate(ERRORS)}
 RUNTIME_STATUS_BASE = 64  # C runtime statuses that are not format errors start here
@@ -187,7 +203,7 @@ DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4}
 DTYPE_NUMPY = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "int32": "<i4"}
 DTYPE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
                 "int32": (-2**31, 2**31 - 1)}
-STORAGES = ("arena", "const")
+STORAGES = ("arena", "const", "persistent")
 ISAS = ("scalar", "dsp", "mve")
 ROUNDINGS = ("single", "tflite")
 # TARGET.switches: bit 1 << k is the feature switch +TARGET_SWITCHES[k] (targets.SWITCH_ORDER; a
@@ -407,7 +423,13 @@ BINDING = Struct("binding", "bad_delegate", "a delegate input/output inside Vela
     F("elem_size", "u32", doc="bytes per element (1, 2 or 4)"),
     F("shape", "u32", 6, doc="Vela's 6-D shape"),
 ])
-STRUCTS = (HEADER, SECTION, TARGET, REGION, TENSOR, OP, IO, DELEGATE, BINDING)
+PERSISTENT = Struct("persistent", "bad_persistent", "a tensor kept across invokes (1.5)", [
+    F("tensor", "i32", doc="tensor index (storage persistent)"),
+    F("init_offset", "u32", doc="initial value: CONST bytes [init_offset, +size), 16-aligned"),
+    F("flags", "u32", doc="0"),
+    F("reserved", "u32", doc="0"),
+])
+STRUCTS = (HEADER, SECTION, TARGET, REGION, TENSOR, OP, IO, DELEGATE, BINDING, PERSISTENT)
 assert HEADER.offsets["crc32"] + 4 == 16, "CRC covers file[16:]"
 CRC_START = 16
 
@@ -421,6 +443,7 @@ class SectionKind:
     record: Struct | None  # array of these records; None = raw bytes
     skippable: bool = False
     doc: str = ""
+    optional: bool = False  # may be absent (not skippable: an older reader refuses it)
 
 
 I32 = 4  # OPERANDS / ATTRS element size
@@ -436,10 +459,11 @@ SECTION_KINDS: tuple[SectionKind, ...] = (
     SectionKind("bindings", 9, BINDING),
     SectionKind("const", 10, None, doc="constant blob, read in place"),
     SectionKind("metadata", 11, None, skippable=True, doc="UTF-8 JSON object"),
+    SectionKind("persistent", 12, PERSISTENT, optional=True, doc="persistent tensors (1.5)"),
 )
 KIND_BY_NAME = {k.name: k for k in SECTION_KINDS}
 KIND_BY_ID = {k.id: k for k in SECTION_KINDS}
-REQUIRED_SECTIONS = tuple(k.name for k in SECTION_KINDS if not k.skippable)
+REQUIRED_SECTIONS = tuple(k.name for k in SECTION_KINDS if not (k.skippable or k.optional))
 
 
 def main(argv: list[str] | None = None) -> int:

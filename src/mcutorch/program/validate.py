@@ -42,6 +42,7 @@ def validate(p: Program) -> None:
     for i, op in enumerate(p.ops):
         check_op(p, i, op, i in subgraph)
     check_io(p)
+    check_persistent(p)
     check_metadata_io(p)
 
 
@@ -116,6 +117,8 @@ def check_tensor(p: Program, i: int, t) -> None:
             f"{what}: zero point {t.zero_point} outside {t.dtype} [{lo}, {hi}]")
     if t.storage == "arena":
         _check_arena_tensor(p, what, t)
+    elif t.storage == "persistent":
+        _check_persistent_tensor(what, t)
     else:
         _check_const_tensor(p, what, t)
 
@@ -138,6 +141,49 @@ def _check_const_tensor(p: Program, what: str, t) -> None:
     require(t.offset + t.nbytes <= len(p.constants), "bad_offset",
             f"{what}: bytes [{t.offset}, {t.offset + t.nbytes}) outside CONST "
             f"({len(p.constants)} bytes)")
+
+
+def _check_persistent_tensor(what: str, t) -> None:
+    require(t.region is None, "bad_tensor", f"{what}: a persistent tensor has no region")
+    require(is_int(t.offset) and t.offset % S.ALIGN == 0 and t.offset + t.nbytes <= U32,
+            "bad_offset", f"{what}: persistent offset {t.offset} is not {S.ALIGN}-aligned or "
+            "ends past 2^32")
+
+
+def check_persistent(p: Program) -> None:
+    """PERSISTENT records (schema.py): one per persistent tensor, each initial value a 16-aligned
+    range of CONST; neither the tensors nor their initial values share a byte."""
+    recs = p.persistent
+    require(len(recs) <= S.MAX_PERSISTENT, "bad_persistent",
+            f"{len(recs)} persistent records (at most {S.MAX_PERSISTENT})")
+    seen: list = []
+    for k, r in enumerate(recs):
+        what = f"persistent {k}"
+        require(is_int(r.tensor, 0, len(p.tensors) - 1), "bad_persistent",
+                f"{what}: tensor {r.tensor} (program has {len(p.tensors)})")
+        t = p.tensors[r.tensor]
+        require(t.storage == "persistent", "bad_persistent",
+                f"{what}: tensor {r.tensor} is a {t.storage} tensor")
+        require(is_int(r.init_offset) and r.init_offset % S.ALIGN == 0
+                and r.init_offset + t.nbytes <= len(p.constants), "bad_persistent",
+                f"{what}: initial value [{r.init_offset}, {r.init_offset + t.nbytes}) is not a "
+                f"{S.ALIGN}-aligned range of CONST ({len(p.constants)} bytes)")
+        for j, (t2, init2) in enumerate(seen):
+            t1 = p.tensors[t2]
+            require(r.tensor != t2, "bad_persistent", f"{what}: tensor {r.tensor} listed twice")
+            require(not _meet((0, t.offset, t.nbytes), (0, t1.offset, t1.nbytes)),
+                    "bad_persistent", f"{what}: tensor {r.tensor} overlaps persistent {j}")
+            require(not _meet((0, r.init_offset, t.nbytes), (0, init2, t1.nbytes)),
+                    "bad_persistent", f"{what}: initial value overlaps that of persistent {j}")
+        seen.append((r.tensor, r.init_offset))
+    packed = sum(-(-p.tensors[r.tensor].nbytes // S.ALIGN) * S.ALIGN for r in recs)
+    require(p.persistent_size <= packed, "bad_persistent",
+            f"the persistent buffer ends at {p.persistent_size}, past its tensors packed "
+            f"({packed} bytes)")
+    listed = {r.tensor for r in recs}
+    for i, t in enumerate(p.tensors):
+        require(t.storage != "persistent" or i in listed, "bad_persistent",
+                f"tensor {i} is persistent but has no PERSISTENT record")
 
 
 def check_area(p: Program, a, what: str, reason: str) -> None:
@@ -180,7 +226,7 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
                 f"{what}: {len(got)} {kind}, ops.py says {_expected(names)}")
         require(all(is_int(t, 0, len(p.tensors) - 1) for t in got), "bad_op",
                 f"{what}: {kind} {got} (program has {len(p.tensors)} tensors)")
-    require(all(p.tensors[t].storage == "arena" for t in op.outputs), "bad_op",
+    require(all(p.tensors[t].storage != "const" for t in op.outputs), "bad_op",
             f"{what}: an output is a constant")
     require(list(op.attrs) == list(d.attrs), "bad_op",
             f"{what}: attributes {list(op.attrs)}, ops.py says {list(d.attrs)}")
@@ -263,8 +309,11 @@ def _check_mac_range(p: Program, what: str, op, d) -> None:
 
 
 def _bytes_of(p: Program, index: int):
-    """(region, offset, size) of an arena tensor; None for a constant."""
+    """(region, offset, size) of an arena tensor (region "persistent" for one of the persistent
+    buffer); None for a constant."""
     t = p.tensors[index]
+    if t.storage == "persistent":
+        return ("persistent", t.offset, t.nbytes)
     return (t.region, t.offset, t.nbytes) if t.storage == "arena" else None
 
 
@@ -383,7 +432,8 @@ def check_io(p: Program) -> None:
         for t in idx:
             require(is_int(t, 0, len(p.tensors) - 1), "bad_io",
                     f"{kind} tensor {t} (program has {len(p.tensors)})")
-            require(p.tensors[t].storage == "arena", "bad_io", f"{kind} tensor {t} is a constant")
+            require(p.tensors[t].storage == "arena", "bad_io",
+                    f"{kind} tensor {t} is a {p.tensors[t].storage} tensor, not an arena one")
 
 
 def check_metadata(p: Program) -> None:

@@ -36,7 +36,13 @@ def _payloads(p: Program) -> list[tuple[str, bytes]]:
     delegates, bindings = _delegates(p)
     out = [("target", _target(p)), ("regions", _regions(p)), ("tensors", _tensors(p)),
            ("ops", ops), ("operands", operands), ("attrs", attrs), ("io", _io(p)),
-           ("delegates", delegates), ("bindings", bindings), ("const", bytes(p.constants))]
+           ("delegates", delegates), ("bindings", bindings)]
+    if p.persistent:  # format 1.5; absent otherwise, so a stateless program reads as before
+        out.append(("persistent", b"".join(
+            _pack(S.PERSISTENT, {"tensor": r.tensor, "init_offset": r.init_offset, "flags": 0,
+                                 "reserved": 0}, f"persistent {k}")
+            for k, r in enumerate(p.persistent))))
+    out.append(("const", bytes(p.constants)))
     if p.metadata is not None:
         out.append(("metadata", _metadata(p.metadata)))
     return out

@@ -41,6 +41,9 @@ class Interpreter:
             if t.storage == "arena":
                 used[t.region] = max(used[t.region], t.offset + t.nbytes)
         self.arenas = [np.zeros(n, np.uint8) for n in used]
+        # persistent tensors (a stateful program's state): kept across invokes until reset()
+        self.persistent = np.zeros(program.persistent_size, np.uint8)
+        self.reset()
         self.views = [self._view(i) for i in range(len(program.tensors))]
         self.steps = [self._resolve(i) for i in program.main_ops()]
 
@@ -49,7 +52,14 @@ class Interpreter:
         if t.storage == "const":
             return self.program.const_array(index)
         dtype = np.dtype(S.DTYPE_NUMPY[t.dtype])
-        return np.frombuffer(self.arenas[t.region].data, dtype, t.numel, t.offset).reshape(t.shape)
+        buf = self.persistent if t.storage == "persistent" else self.arenas[t.region]
+        return np.frombuffer(buf.data, dtype, t.numel, t.offset).reshape(t.shape)
+
+    def reset(self) -> None:
+        """Set every persistent tensor to its initial value (the state of a fresh model)."""
+        for r in self.program.persistent:
+            t = self.program.tensors[r.tensor]
+            self.persistent[t.offset:t.offset + t.nbytes] = self.program.persistent_init(r)
 
     def _resolve(self, i: int):
         op = self.program.ops[i]

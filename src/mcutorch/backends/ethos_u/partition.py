@@ -65,8 +65,15 @@ class _Dag:
     def __init__(self, graph: Graph):
         self.nodes = list(graph.nodes)
         self.pos = {id(n): i for i, n in enumerate(self.nodes)}
-        made = {id(t): i for i, n in enumerate(self.nodes) for t in n.outputs}
-        self.pred = [sorted({made[id(t)] for t in n.inputs if id(t) in made}) for n in self.nodes]
+        made = {id(t): i for i, n in enumerate(self.nodes) for t in n.outputs if t.init is None}
+        readers: dict[int, set[int]] = {}  # a persistent tensor's write follows its reads
+        for i, n in enumerate(self.nodes):
+            for t in n.inputs:
+                if t.init is not None:
+                    readers.setdefault(id(t), set()).add(i)
+        self.pred = [sorted({made[id(t)] for t in n.inputs if id(t) in made}
+                            | {r for t in n.outputs for r in readers.get(id(t), ()) if r != i})
+                     for i, n in enumerate(self.nodes)]
         self.succ: list[list[int]] = [[] for _ in self.nodes]
         for i, ps in enumerate(self.pred):
             for p in ps:
@@ -122,6 +129,9 @@ def _view_leaks(graph: Graph, dag: _Dag, groups: list[list[int]]) -> dict[int, s
     return leaks
 
 
+STATE_REASON = "reads or writes the model's state (persistent tensors stay on the CPU)"
+
+
 def partition(graph: Graph, npu: str, refused: dict[int, str] | None = None) -> Partition:
     """Place every node of `graph` for Ethos-U configuration `npu` ("ethos-u55-128", ...).
 
@@ -130,6 +140,9 @@ def partition(graph: Graph, npu: str, refused: dict[int, str] | None = None) -> 
     """
     dag = _Dag(graph)
     refused = dict(refused or {})
+    for n in dag.nodes:  # a stateful model's state stays int8 on the CPU (passes/persistent.py)
+        if any(t.init is not None for t in (*n.inputs, *n.outputs)):
+            refused.setdefault(id(n), STATE_REASON)
     support = [npu_support(n, npu) for n in dag.nodes]
     while True:
         on_npu = [ok and id(n) not in refused for n, (ok, _) in zip(dag.nodes, support)]
