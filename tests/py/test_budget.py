@@ -35,12 +35,12 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # int16 spec, refusal of ops without an int16 form by name) and the 16-bit requant multiplier
 # 5,777 with QAT (frontend/qat.py: fake-quant forms of the specs, the conv + BatchNorm
 # annotation PT2E's QAT fusion needs, the BatchNorm checks, convert; capture's training mode)
-# +404 with stateful models (5,950 on their own; 6,181 with the above): frontend/state.py
-# (the state as a function's inputs and outputs, in-place writes as values); passes/persistent.py; format 1.5's PERSISTENT records
-# in the model, writer, reader and validator); 5,927 with quantize_like / transfer_qparams (a streaming
-# model quantized with its windowed model's qparams), the Ethos-U partitioner keeping the state
-# on the CPU, and the state written in place by the op computing it; 5,950 with buffer
-# reassignment as state and the named refusals of writes through views / before any read
+# +404 with stateful models (5,950 on their own; 6,181 with the above): frontend/state.py (the
+# state as a function's inputs and outputs, in-place writes as values), passes/persistent.py,
+# format 1.5's PERSISTENT records in the model, writer, reader and validator, quantize_like /
+# transfer_qparams (a streaming model quantized with its windowed model's qparams), the Ethos-U
+# partitioner keeping the state on the CPU, the state written in place by the op computing it,
+# buffer reassignment as state and the named refusals of writes through views / before any read
 BUDGET = 6181
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
