@@ -1,6 +1,8 @@
 """compile(): quantized module -> IR -> passes -> kernel choice -> memory plan -> Program."""
 from __future__ import annotations
 
+import dataclasses
+
 from contextlib import nullcontext
 
 import torch
@@ -87,7 +89,19 @@ def compile_graph(graph: Graph, target: Target, regions: list[Region], board: st
     scratch = bind_delegates(buffers, index, steps, npu) if npu else set()
     inplace = inplace_pairs(graph, steps, index, buffers, scratch)
     result = plan(buffers, len(steps), regions, alignment=16, inplace=inplace)
+    if npu is not None and npu.fallback:
+        npu.fallback_ram = sum(result.regions.values()) - _lean_ram(graph, npu, regions)
     return build_program(graph, steps, index, result, regions, target, board, name, npu)
+
+
+def _lean_ram(graph: Graph, npu, regions: list[Region]) -> int:
+    """RAM of the plan without the delegates' CPU versions (what the fallback costs, reported)."""
+    lean = dataclasses.replace(npu, fallback=False)
+    steps = steps_of(graph, lean)
+    buffers, index = buffers_of(graph, steps)
+    scratch = bind_delegates(buffers, index, steps, lean)
+    inplace = inplace_pairs(graph, steps, index, buffers, scratch)
+    return sum(plan(buffers, len(steps), regions, alignment=16, inplace=inplace).regions.values())
 
 
 def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
