@@ -300,11 +300,6 @@ def _bound(blocks: list[_Block]) -> int:
     the op where it hands over) count once."""
     live = [0] * (max((b.last for b in blocks), default=0) + 2)
     for b in blocks:
-        if len(b.segs) == 1:
-            first, last, lo, hi = b.segs[0]
-            live[first] += hi - lo
-            live[last + 1] -= hi - lo
-            continue
         cuts = sorted({s[0] for s in b.segs} | {s[1] + 1 for s in b.segs})
         for a, z in zip(cuts, cuts[1:]):
             n = _union([(lo, hi) for first, last, lo, hi in b.segs if first <= a <= last])
@@ -329,20 +324,10 @@ def _union(ranges: list[tuple[int, int]]) -> int:
 
 
 def _clash(p: _Block, q: _Block) -> list[tuple[int, int]]:
-    """The offsets of p relative to q, as merged [lo, hi) ranges, at which bytes of p and q live
-    at a common op would meet; p and q's spans overlap."""
-    if len(p.segs) == 1 and len(q.segs) == 1:
-        (_, _, pl, ph), (_, _, ql, qh) = p.segs[0], q.segs[0]
-        return [(ql - ph + 1, qh - pl)] if ph > pl and qh > ql else []
-    hits = sorted((ql - ph + 1, qh - pl) for fp, lp, pl, ph in p.segs for fq, lq, ql, qh in q.segs
-                  if ph > pl and qh > ql and fp <= lq and fq <= lp)
-    merged: list[tuple[int, int]] = []
-    for lo, hi in hits:
-        if merged and lo <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
-        else:
-            merged.append((lo, hi))
-    return merged
+    """The offsets of p relative to q, as [lo, hi) ranges, at which bytes of p and q live at a
+    common op would meet (one range per pair of such segments)."""
+    return sorted({(ql - ph + 1, qh - pl) for fp, lp, pl, ph in p.segs
+                   for fq, lq, ql, qh in q.segs if ph > pl and qh > ql and fp <= lq and fq <= lp})
 
 
 def _interference(blocks: list[_Block]) -> list[list[tuple[int, int, int]]]:
