@@ -16,7 +16,10 @@ Four buffers of a chain, 16-byte alignment, one arena (offset up, ops to the rig
 Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
 
 - Aliases (free views such as reshape) fold into their root buffer: the root's lifetime
-  grows to cover every view, and a view lands at root offset + alias_offset.
+  grows to cover every view, and a view lands at root offset + alias_offset. An
+  own-lifetime view (a delegate's I/O inside Vela's scratch) keeps its bytes live only over
+  its own lifetime: a block is a set of (ops, byte range) segments, and two blocks may not
+  place segments live at a common op on common bytes.
 - Legal in-place pairs (the input dies at the op that writes the output, which is no
   bigger) chain into one block at one offset. Any other two blocks live at a common op
   (lifetimes [first, last], inclusive) must not overlap in memory.
