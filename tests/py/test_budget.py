@@ -31,9 +31,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # 5,545 with conv_transpose2d (its TOSA check and lowering, the U55 stride rule, the quantizer's
 # axis-1 weight spec), conv1d/conv3d BatchNorm folding, unused views dropped; 5,546 with
 # BatchNorm folded into transposed convs (the layout-aware weight scaling is in builders/norm.py);
-# 5,575 with the CPU fallback in Vela's scratch (planner segments: own-lifetime views, byte-range
+# 5,578 with the CPU fallback in Vela's scratch (planner segments: own-lifetime views, byte-range
 # interference and live bytes; the fallback's RAM / flash cost in the compile report)
-BUDGET = 5575
+BUDGET = 5578
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

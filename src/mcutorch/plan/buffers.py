@@ -102,11 +102,14 @@ def bind_delegates(buffers: list[Buffer], index: dict, steps, npu) -> set[int]:
             if root.id in scratch:
                 raise McutorchError(f"{t.name} is bound twice (delegate {d.index})")
             root.alias_of, root.alias_offset, root.own_lifetime = sid, placed.offset, True
-        if npu.fallback:  # the CPU version's own tensors and kernel scratch: beside Vela's
-            for i, node in enumerate(d.cpu_nodes, s + 1):
+        if npu.fallback:  # the CPU version's own tensors and kernel scratch: beside Vela's;
+            for i, node in enumerate(d.cpu_nodes, s + 1):  # an output is live once written
                 keys = [id(t) for t in node.outputs] + [("scratch", i)]
                 for b in [buffers[index[k]] for k in keys if k in index]:
-                    b.npu = True
+                    if any(b is buffers[index[id(y)]] for y in d.outputs):
+                        b.first = min(i, b.last)  # its views keep their own start
+                    else:
+                        b.npu = True
     return scratch
 
 
