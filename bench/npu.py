@@ -70,10 +70,13 @@ def measure(name: str, npu: str, options: dict, verify: bool, per_channel: bool 
     qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal,
                                quantizer=mcutorch.Quantizer(per_channel=per_channel))
     t1 = time.perf_counter()
-    program = mcutorch.compile(qmodel, (cal[0],), target=f"cortex-m55+{npu}",
-                               board="mps3-an547", name=name, verify=verify,
-                               npu_options=options).program
+    compiled = mcutorch.compile(qmodel, (cal[0],), target=f"cortex-m55+{npu}",
+                                board="mps3-an547", name=name, verify=verify,
+                                npu_options=options)
+    program = compiled.program
     t2 = time.perf_counter()
+    lean = mcutorch.compile(qmodel, (cal[0],), target=f"cortex-m55+{npu}", board="mps3-an547",
+                            name=name, verify=False, npu_options=options, npu_fallback=False)
     meta = program.metadata
     delegates = meta["ethos_u"]["delegates"]
     est = [d["estimate"] for d in delegates]
@@ -90,7 +93,10 @@ def measure(name: str, npu: str, options: dict, verify: bool, per_channel: bool 
             "compile_s": t2 - t1,
             "vela_s": program.timings["vela_seconds"],
             "cpu_ops": ", ".join(f"{op}x{n}" if n > 1 else op for op, n in cpu_ops.items()),
-            "config": meta["ethos_u"]["config"]}
+            "config": meta["ethos_u"]["config"],
+            "ram": [sum(r.size for r in c.program.regions) for c in (compiled, lean)],
+            "flash": [len(c.to_bytes()) for c in (compiled, lean)],
+            "fallback_cost": meta["ethos_u"].get("fallback_cost", {})}
 
 
 def _macs(program, i: int) -> int:
@@ -124,6 +130,18 @@ def print_table(rows: list[dict]) -> None:
               f"{r['sram_kib']:>9.1f} {r['quantize_s']:>7.2f} {r['compile_s']:>9.2f} "
               f"{r['vela_s']:>8.2f} "
               f"{_ref(EXECUTORCH_COMPILE_S, n, '.1f'):>10}")
+    print("\nCPU fallback (the delegates' CPU versions, run when no NPU driver is linked):")
+    head = (f"{'model':<13} {'RAM with':>10} {'without':>10} {'ratio':>6} {'program with':>13} "
+            f"{'without':>10} {'ratio':>6} {'CPU consts':>10}")
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        (rw, ro), (fw, fo) = r["ram"], r["flash"]
+        print(f"{r['label']:<13} {rw:>10,} {ro:>10,} {rw / max(ro, 1):>6.2f} {fw:>13,} "
+              f"{fo:>10,} {fw / max(fo, 1):>6.2f} {r['fallback_cost'].get('flash', 0):>10,}")
+    print("RAM: all planned arenas (mps3-an547); program: the program file (constants, Vela's "
+          "command streams and weights);\nCPU consts: the constants only the CPU versions read "
+          "(Vela encodes its own copy of the weights).")
     print("\nops left on the CPU (Cortex-M55 kernels):")
     for r in rows:
         print(f"  {r['label']:<13} {r['cpu_ops'] or '-'}")

@@ -144,6 +144,8 @@ class CompiledModel:
             "state_bytes": state_size(p, 4),
             "lower_bound": (p.metadata or {}).get("plan", {}).get("lower_bound", 0),
             "ops": len(p.ops),
+            # Ethos-U: the bytes the delegates' CPU versions cost ({} without them)
+            "npu_fallback": (p.metadata or {}).get("ethos_u", {}).get("fallback_cost", {}),
         }
 
     def __repr__(self) -> str:

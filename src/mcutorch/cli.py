@@ -245,6 +245,11 @@ def _print_offload(p) -> None:
     print(f"{p.target.npu}: {len(npu['delegates'])} delegate(s), {on_npu} ops on the NPU "
           f"(Vela estimate {ms:.3f} ms), on the CPU: {', '.join(on_cpu) or 'nothing'}; "
           "`mcutorch inspect` shows why")
+    cost = npu.get("fallback_cost")
+    if npu.get("fallback") and cost:
+        print(f"CPU fallback (runs when no NPU driver is linked): {cost['flash']:,} B of "
+              f"constants, {cost['ram']:,} B of RAM beyond the NPU-only plan "
+              "(--no-npu-fallback drops it)")
 
 
 def cmd_run(args) -> int:

@@ -1,6 +1,8 @@
 """compile(): quantized module -> IR -> passes -> kernel choice -> memory plan -> Program."""
 from __future__ import annotations
 
+import dataclasses
+
 from contextlib import nullcontext
 
 import torch
@@ -91,12 +93,20 @@ def compile_graph(graph: Graph, target: Target, regions: list[Region], board: st
         from mcutorch.backends import tosa
 
         tosa.emit_tosa(graph, emit_tosa)
+    steps, index, result = _planned(graph, npu, regions)
+    if npu is not None and npu.fallback:  # what the CPU versions cost: the plan without them
+        lean = _planned(graph, dataclasses.replace(npu, fallback=False), regions)[2]
+        npu.fallback_ram = sum(result.regions.values()) - sum(lean.regions.values())
+    return build_program(graph, steps, index, result, regions, target, board, name, npu)
+
+
+def _planned(graph: Graph, npu, regions: list[Region]):
+    """Run order, buffer index and memory plan of a graph (its delegates bound)."""
     steps = steps_of(graph, npu)
     buffers, index = buffers_of(graph, steps)
     scratch = bind_delegates(buffers, index, steps, npu) if npu else set()
     inplace = inplace_pairs(graph, steps, index, buffers, scratch)
-    result = plan(buffers, len(steps), regions, alignment=16, inplace=inplace)
-    return build_program(graph, steps, index, result, regions, target, board, name, npu)
+    return steps, index, plan(buffers, len(steps), regions, alignment=16, inplace=inplace)
 
 
 def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",

@@ -75,6 +75,7 @@ def describe(p: Program) -> dict:
         "delegates": delegates,
         "placement": meta.get("placement", []),
         "vela": (meta.get("ethos_u") or {}).get("config"),
+        "fallback_cost": (meta.get("ethos_u") or {}).get("fallback_cost"),
     }
 
 
@@ -108,6 +109,10 @@ def parts(info: dict) -> list:
         lines.append("[k] op: part of delegate k's CPU version (runs only without an NPU driver)")
     lines.append(f"total MACs {info['total_macs']:,}; constants {info['const_bytes']:,} B")
     lines += _render_npu(info)
+    if info["fallback_cost"] and info["delegates"]:
+        cost = info["fallback_cost"]
+        lines.append(f"CPU fallback: {cost['flash']:,} B of constants, {cost['ram']:,} B of RAM "
+                     "beyond the NPU-only plan")
     bound = info["lower_bound"]
     lines.append("memory plan: " + (f"live lower bound {bound:,} B" if bound is not None else
                                     "live lower bound unknown (not in this program's metadata)"))

@@ -271,10 +271,11 @@ def test_python_and_host_c_runtime_agree(name, target):
 def test_emulated_m55_agrees():
     from mcutorch.device import firmware
 
-    cpu, x = int8_inputs("skip")
-    for target in (U55, U85):
-        run = firmware.run(compiled("skip", target).program, x, "mps3-an547")
-        assert all(np.array_equal(a, b) for a, b in zip(run.outputs, cpu.run_int8(x)))
+    for name, targets in (("skip", (U55, U85)), ("kws", (U55,))):
+        cpu, x = int8_inputs(name)  # the fallback, in arenas of exactly the planned size
+        for target in targets:
+            run = firmware.run(compiled(name, target).program, x, "mps3-an547")
+            assert all(np.array_equal(a, b) for a, b in zip(run.outputs, cpu.run_int8(x)))
 
 
 def test_no_npu_fallback_drops_the_cpu_versions():
@@ -288,6 +289,30 @@ def test_no_npu_fallback_drops_the_cpu_versions():
         lean.run_int8(x)
     with pytest.raises(McutorchError, match="no_npu"):
         crt.run_host(lean.program, x)
+
+
+@pytest.mark.parametrize("name", ["skip", "kws"])
+def test_cpu_version_shares_vela_scratch(name):
+    """The CPU version runs instead of the NPU, so its own tensors sit in Vela's scratch
+    (beside the delegate's I/O still live): the plan with it is within 5 % of the plan
+    without, the compile report names what is left, and it still runs bit-exact."""
+    full, lean = compiled(name, U55), compiled(name, U55, False)
+    ram = [sum(r.size for r in c.program.regions) for c in (full, lean)]
+    assert ram[0] <= 1.05 * ram[1]
+    cost = full.summary()["npu_fallback"]
+    assert cost["ram"] == ram[0] - ram[1] and lean.summary()["npu_fallback"]["ram"] == 0
+    p = full.program
+    cpu_ops = {i for d in p.delegates for i in range(d.cpu_ops[0], sum(d.cpu_ops))}
+    bound = {b.tensor for d in p.delegates for b in d.inputs + d.outputs}
+    own = {t for i in cpu_ops for t in p.ops[i].outputs} - bound
+    inside = [t for t in own for d in p.delegates
+              if p.tensors[t].region == d.scratch.region
+              and d.scratch.offset <= p.tensors[t].offset < d.scratch.offset + d.scratch.size]
+    assert inside, "no CPU-version tensor reuses a delegate's scratch"
+    assert cost["flash"] > 0 and cost["flash"] <= len(p.constants) - len(lean.program.constants)
+    cpu, x = int8_inputs(name)
+    for got in (full.run_int8(x), crt.run_host(p, x)):
+        assert all(np.array_equal(a, b) for a, b in zip(got, cpu.run_int8(x)))
 
 
 # ----------------------------------------------------------------------------- the binding

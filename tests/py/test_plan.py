@@ -353,6 +353,52 @@ def test_views_extend_the_root_and_sit_inside_it():
     assert p.regions["arena"] == 512 and p.lower_bound == 512  # conv is held live to op 4 by slice
 
 
+def owned_spans(buffers: list[Buffer]) -> dict[int, tuple[int, int, int]]:
+    """Own-lifetime semantics: owner id (the nearest own-lifetime view or root up the chain) ->
+    (first, last, byte offset in the root) covering it and its plain views."""
+    byid, roots = {b.id: b for b in buffers}, roots_of(buffers)
+    out: dict[int, tuple[int, int, int]] = {}
+    for b in buffers:
+        o = b
+        while o.alias_of is not None and not o.own_lifetime:
+            o = byid[o.alias_of]
+        first, last, off = out.get(o.id, (b.first, b.last, roots[o.id][1]))
+        out[o.id] = (min(first, b.first), max(last, b.last), off)
+    return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(graphs(pins=False, npu=False), st.sampled_from([4, 16]), st.randoms(use_true_random=False))
+def test_own_lifetime_views_free_the_rest_of_their_root(graph, alignment, rng):
+    """With some views marked own_lifetime, bytes of two alias trees never meet while live."""
+    buffers, num_ops, _ = graph
+    for b in buffers:
+        b.own_lifetime = b.alias_of is not None and rng.random() < 0.7
+    p = plan(buffers, num_ops, None, alignment)
+    byid, roots, owned = {b.id: b for b in buffers}, roots_of(buffers), owned_spans(buffers)
+    assert p.lower_bound <= brute_bound(buffers, num_ops) and p.regions["arena"] >= p.lower_bound
+    items = [(o, *v) for o, v in owned.items() if byid[o].size]
+    for n, (a, fa, la, _) in enumerate(items):
+        for c, fc, lc, _ in items[n + 1:]:
+            live = max(fa, 0) <= max(lc, 0) and max(fc, 0) <= max(la, 0)
+            if roots[a][0] == roots[c][0] or not live:
+                continue
+            xa, xc = p.placement[a][1], p.placement[c][1]
+            assert xa + byid[a].size <= xc or xc + byid[c].size <= xa, f"{a}, {c} overlap"
+
+
+def test_own_lifetime_views_let_the_scratch_be_reused():
+    """A delegate's scratch (op 1) holding its input (ops 0-1) and output (ops 1-3): a tensor of
+    its CPU version (op 2) fits in the scratch bytes the output does not use."""
+    buffers = [Buffer(0, 256, 1, 1, name="scratch"),
+               Buffer(1, 64, 0, 1, alias_of=0, name="in", own_lifetime=True),
+               Buffer(2, 64, 1, 3, alias_of=0, alias_offset=192, name="out", own_lifetime=True),
+               Buffer(3, 128, 2, 2, name="cpu")]
+    p = plan(buffers, 4)
+    assert p.regions["arena"] == 256 and p.lower_bound == 256
+    assert p.placement[3][1] + 128 <= p.placement[2][1]
+
+
 def test_inplace_pairs_share_when_legal():
     buffers = [Buffer(0, 100, -1, 1), Buffer(1, 80, 1, 2), Buffer(2, 80, 2, 3), Buffer(3, 16, 0, 3)]
     inplace = [(0, 1), (1, 2)]

@@ -80,16 +80,17 @@ def root_of(buffers: list[Buffer], b: Buffer) -> Buffer:
 
 
 def bind_delegates(buffers: list[Buffer], index: dict, steps, npu) -> set[int]:
-    """Vela's scratch (and fast scratch) as NPU-reachable buffers, live through the delegate
-    and its CPU version; each bound tensor's bytes alias the scratch at Vela's offset. Returns
-    the scratch buffer ids."""
+    """Vela's scratch (and fast scratch) as NPU-reachable buffers, live at the delegate op
+    only; each bound tensor's bytes alias the scratch at Vela's offset, live for the tensor's
+    own lifetime. So the delegate's CPU version (the steps after the delegate op, run instead
+    of the NPU) may put its own tensors anywhere in the scratch but on the bound tensors still
+    live: the two never run together. Returns the scratch buffer ids."""
     step_of = {id(n): i for i, n in enumerate(steps)}
     scratch = set()
     for d in npu.delegates:
         s = step_of[id(d.op)]
-        end = s + (len(d.cpu_nodes) if npu.fallback else 0)
         sid = index[("npu_scratch", d.index)] = len(buffers)
-        buffers.append(Buffer(sid, d.vela.scratch_size, s, end, npu=True,
+        buffers.append(Buffer(sid, d.vela.scratch_size, s, s, npu=True,
                               name=f"delegate {d.index} scratch"))
         scratch.add(sid)
         if d.vela.fast_scratch_size:
@@ -100,7 +101,15 @@ def bind_delegates(buffers: list[Buffer], index: dict, steps, npu) -> set[int]:
             root = root_of(buffers, buffers[index[id(t)]])
             if root.id in scratch:
                 raise McutorchError(f"{t.name} is bound twice (delegate {d.index})")
-            root.alias_of, root.alias_offset = sid, placed.offset
+            root.alias_of, root.alias_offset, root.own_lifetime = sid, placed.offset, True
+        if npu.fallback:  # the CPU version's own tensors and kernel scratch: beside Vela's;
+            for i, node in enumerate(d.cpu_nodes, s + 1):  # an output is live once written
+                keys = [id(t) for t in node.outputs] + [("scratch", i)]
+                for b in [buffers[index[k]] for k in keys if k in index]:
+                    if any(b is buffers[index[id(y)]] for y in d.outputs):
+                        b.first = min(i, b.last)  # its views keep their own start
+                    else:
+                        b.npu = True
     return scratch
 
 

@@ -16,7 +16,10 @@ Four buffers of a chain, 16-byte alignment, one arena (offset up, ops to the rig
 Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
 
 - Aliases (free views such as reshape) fold into their root buffer: the root's lifetime
-  grows to cover every view, and a view lands at root offset + alias_offset.
+  grows to cover every view, and a view lands at root offset + alias_offset. An
+  own-lifetime view (a delegate's I/O inside Vela's scratch) keeps its bytes live only over
+  its own lifetime: a block is a set of (ops, byte range) segments, and two blocks may not
+  place segments live at a common op on common bytes.
 - Legal in-place pairs (the input dies at the op that writes the output, which is no
   bigger) chain into one block at one offset. Any other two blocks live at a common op
   (lifetimes [first, last], inclusive) must not overlap in memory.
@@ -59,7 +62,12 @@ class Region:
 
 @dataclass
 class Buffer:
-    """A tensor's bytes, live from op `first` (-1: graph input) to op `last` (num_ops: output)."""
+    """A tensor's bytes, live from op `first` (-1: graph input) to op `last` (num_ops: output).
+
+    A view (`alias_of`) extends its root's lifetime, unless it has `own_lifetime`: then only its
+    own bytes are live over its own lifetime (with the lifetimes of its plain views), and other
+    buffers may use the rest of the root's bytes meanwhile (a delegate's I/O in Vela's scratch).
+    """
 
     id: int
     size: int
@@ -70,6 +78,7 @@ class Buffer:
     npu: bool = False
     region: str | None = None
     name: str = ""
+    own_lifetime: bool = False  # a view whose bytes are live only in its own lifetime
 
 
 @dataclass
@@ -136,15 +145,16 @@ class _Root:
     last: int
     npu: bool = False
     pins: set[str] = field(default_factory=set)
+    segs: dict[int, list[int]] = field(default_factory=dict)  # owner -> first, last, lo, hi
 
 
 @dataclass
 class _Block:
     """Root buffers sharing one offset (a single root, or an in-place chain) and their
-    constraints."""
+    constraints; `segs` are (first op, last op, first byte, end byte) of each buffer in it."""
 
     members: list[int]
-    segs: list[tuple[int, int, int]]
+    segs: list[tuple[int, int, int, int]]
     npu: bool
     pins: frozenset[str]
     size: int = field(init=False)
@@ -152,8 +162,8 @@ class _Block:
     last: int = field(init=False)
 
     def __post_init__(self):
-        self.size = max(s for _, _, s in self.segs)
-        self.first, self.last = self.segs[0][0], self.segs[-1][1]
+        self.size = max(hi for *_, hi in self.segs)
+        self.first, self.last = min(s[0] for s in self.segs), max(s[1] for s in self.segs)
 
 
 @dataclass
@@ -242,6 +252,12 @@ def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Bl
         r.first, r.last = min(r.first, b.first), max(r.last, b.last)
         r.npu |= b.npu
         r.pins |= {b.region} - {None}
+        owner = b
+        while owner.alias_of is not None and not owner.own_lifetime:
+            owner = byid[owner.alias_of]
+        off = roots[owner.id][1]
+        seg = r.segs.setdefault(owner.id, [b.first, b.last, off, off + owner.size])
+        seg[0], seg[1] = min(seg[0], b.first), max(seg[1], b.last)
     return roots, _chain(info, roots, inplace, num_ops)
 
 
@@ -274,22 +290,24 @@ def _legal(info: dict[int, _Root], gi: list[int], go: list[int], num_ops: int) -
 
 
 def _block(members: list[int], info: dict[int, _Root], num_ops: int) -> _Block:
-    """Build a block from a chain of root ids."""
-    segs = [(*_span(info[m].first, info[m].last, num_ops), info[m].size) for m in members]
+    """Build a block from a chain of root ids: each root's bytes, and each own-lifetime view's,
+    over its lifetime."""
+    segs = [(*_span(first, last, num_ops), lo, hi)
+            for m in members for first, last, lo, hi in info[m].segs.values()]
     pins = frozenset(p for m in members for p in info[m].pins)
     return _Block(members, segs, any(info[m].npu for m in members), pins)
 
 
 def _bound(blocks: list[_Block]) -> int:
-    """Peak over ops of live bytes; an in-place pair counts once at the op where it hands over."""
+    """Peak over ops of live bytes; bytes of one block live at once (views, an in-place pair at
+    the op where it hands over) count once."""
     live = [0] * (max((b.last for b in blocks), default=0) + 2)
     for b in blocks:
-        for first, last, size in b.segs:
-            live[first] += size
-            live[last + 1] -= size
-        for (_, last, _), (_, _, size) in zip(b.segs, b.segs[1:]):
-            live[last] -= size
-            live[last + 1] += size
+        cuts = sorted({s[0] for s in b.segs} | {s[1] + 1 for s in b.segs})
+        for a, z in zip(cuts, cuts[1:]):
+            n = _union([(lo, hi) for first, last, lo, hi in b.segs if first <= a <= last])
+            live[a] += n
+            live[z] -= n
     peak = run = 0
     for d in live:
         run += d
@@ -297,26 +315,36 @@ def _bound(blocks: list[_Block]) -> int:
     return peak
 
 
-def _clash(p: _Block, q: _Block) -> tuple[int, int] | None:
-    """Biggest sizes (p's, q's) among members live together, or None; p and q's spans overlap."""
-    if len(p.segs) == 1 and len(q.segs) == 1:
-        return (p.size, q.size) if p.size and q.size else None
-    hits = [(sp, sq) for fp, lp, sp in p.segs for fq, lq, sq in q.segs
-            if sp and sq and fp <= lq and fq <= lp]
-    return (max(h[0] for h in hits), max(h[1] for h in hits)) if hits else None
+def _union(ranges: list[tuple[int, int]]) -> int:
+    """Bytes covered by a set of [lo, hi) ranges."""
+    total, end = 0, None
+    for lo, hi in sorted(ranges):
+        if end is None or lo > end:
+            total, end = total + hi - lo, hi
+        elif hi > end:
+            total, end = total + hi - end, hi
+    return total
+
+
+def _clash(p: _Block, q: _Block) -> list[tuple[int, int]]:
+    """The offsets of p relative to q, as [lo, hi) ranges, at which bytes of p and q live at a
+    common op would meet (one range per pair of such segments)."""
+    return sorted({(ql - ph + 1, qh - pl) for fp, lp, pl, ph in p.segs
+                   for fq, lq, ql, qh in q.segs if ph > pl and qh > ql and fp <= lq and fq <= lp})
 
 
 def _interference(blocks: list[_Block]) -> list[list[tuple[int, int, int]]]:
-    """Per block, (other, own size, other size) for every block it must not overlap in memory."""
+    """Per block, (other, lo, hi) for every block it must not overlap in memory: its offset must
+    not lie in [other's offset + lo, other's offset + hi)."""
     nbrs: list[list[tuple[int, int, int]]] = [[] for _ in blocks]
     order = sorted(range(len(blocks)), key=lambda k: blocks[k].first)
     for n, a in enumerate(order):
         for b in order[n + 1:]:
             if blocks[b].first > blocks[a].last:
                 break
-            if sizes := _clash(blocks[a], blocks[b]):
-                nbrs[a].append((b, *sizes))
-                nbrs[b].append((a, sizes[1], sizes[0]))
+            for lo, hi in _clash(blocks[a], blocks[b]):
+                nbrs[a].append((b, lo, hi))
+                nbrs[b].append((a, 1 - hi, 1 - lo))
     return nbrs
 
 
@@ -336,7 +364,7 @@ def _offset(nbrs: list[tuple[int, int, int]], pos: dict[int, int], size: int, al
             ceiling: int | None) -> int:
     """Lowest aligned offset clear of the placed neighbours; unless that is 0, hang from a free
     ceiling."""
-    spans = sorted([(at - own + 1, at + other) for j, own, other in nbrs
+    spans = sorted([(at + lo, at + hi) for j, lo, hi in nbrs
                     if (at := pos.get(j)) is not None])
     x = 0
     for lo, hi in spans:

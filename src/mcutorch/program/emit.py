@@ -59,6 +59,7 @@ def _delegates(npu, steps, index: dict, result: Plan, region_index: dict, pool: 
 def _npu_metadata(npu) -> dict:
     """Vela's configuration and estimates per delegate (inspect, bench)."""
     return {"config": npu.config.as_dict(), "fallback": npu.fallback, "verified": npu.verified,
+            "fallback_cost": {"ram": npu.fallback_ram, "flash": npu.fallback_flash()},
             "delegates": [{
                 "index": d.index, "ops": sum(n.op != "reshape" for n in d.nodes), "macs": d.macs,
                 "estimate": d.vela.estimate,

@@ -72,6 +72,13 @@ class Delegation:
     placement: list[dict]
     fallback: bool
     verified: bool
+    fallback_ram: int = 0  # plan bytes the CPU versions add (the compiler fills it in)
+
+    def fallback_flash(self) -> int:
+        """Constant bytes only the CPU versions read (their weights; Vela encodes its own)."""
+        consts = {id(t): t.nbytes for d in self.delegates for n in d.cpu_nodes
+                  for t in n.inputs if t.is_const} if self.fallback else {}
+        return sum(consts.values())
 
 
 def delegate_graph(graph: Graph, npu: str, *, fallback: bool = True, verify: bool = False,
