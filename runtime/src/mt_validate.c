@@ -200,8 +200,9 @@ static int mt_meet(const mt_tensor_t *a, uint32_t region, uint32_t offset, uint3
 }
 
 /* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch,
- * nor an input unless the op runs in place and the two are the same bytes; the scratch meets no
- * input. Delegate ops are exempt. One output except for delegates: linear in the operands. */
+ * nor an input unless the two are the same bytes and the op runs in place (INPLACE: any input;
+ * RESIDUAL: the last, the skip); the scratch meets no input. Delegate ops are exempt. One output
+ * except for delegates: linear in the operands. */
 static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
   const uint32_t alias = mt_op_table[op->opcode].alias, n = (uint32_t)op->n_inputs + op->n_outputs;
@@ -211,8 +212,11 @@ static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int3
     for (j = 0; j < k; j++) {
       const mt_tensor_t *x = &m->tensors[in[j]];
       MT_REQUIRE(!mt_meet(x, y->region, y->offset, y->size) ||
-                     (j < op->n_inputs && (alias & MT_ALIAS_INPLACE) && x->storage == y->storage &&
-                      x->region == y->region && x->offset == y->offset && x->size == y->size),
+                     (j < op->n_inputs &&
+                      ((alias & MT_ALIAS_INPLACE) ||
+                       ((alias & MT_ALIAS_RESIDUAL) && j + 1u == op->n_inputs)) &&
+                      x->storage == y->storage && x->region == y->region &&
+                      x->offset == y->offset && x->size == y->size),
                  MT_ERR_BAD_OP);
     }
   }

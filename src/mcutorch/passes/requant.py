@@ -65,6 +65,27 @@ def _add(node: Node) -> None:
                   "out_shift": osh, **_act(node)}
 
 
+def _conv_add(node: Node) -> None:
+    """conv2d_add: the conv's rule on its output (the tensor the fusion removed), add's rule on
+    (that, skip) in add's operand order, a/b swapped so that a is the conv's side."""
+    a, mid, skip = node.attrs, node.attrs["mid"], node.inputs[3]
+    conv = Node("conv2d", node.inputs[:3], [mid], {k: a[k] for k in a if k not in
+                                                    ("add", "mid", "conv_is_b")})
+    _mac(conv)
+    add = Node("add", [skip, mid] if a["conv_is_b"] else [mid, skip], node.outputs, a["add"])
+    _add(add)
+    sides = ("b", "a") if a["conv_is_b"] else ("a", "b")
+    at = add.attrs
+    node.inputs = [*conv.inputs, skip]
+    node.attrs = {**{k: v for k, v in conv.attrs.items() if k not in ("out_zp", "act_min",
+                                                                       "act_max")},
+                  "conv_zp": conv.attrs["out_zp"], "conv_min": conv.attrs["act_min"],
+                  "conv_max": conv.attrs["act_max"],
+                  **{f"{s}_{k}": at[f"{o}_{k}"] for s, o in zip("ab", sides)
+                     for k in ("zp", "mult", "shift")},
+                  **{k: at[k] for k in ("out_zp", "out_mult", "out_shift", "act_min", "act_max")}}
+
+
 def _mul(node: Node) -> None:
     """mul and matmul: one multiplier s_a * s_b / s_y (matmul's transpose_b first)."""
     a, b = node.inputs
@@ -235,7 +256,7 @@ def _no_attrs(node: Node) -> None:
 
 
 RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
-         "conv_transpose2d": _mac, "add": _add,
+         "conv_transpose2d": _mac, "add": _add, "conv2d_add": _conv_add,
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,

@@ -73,6 +73,8 @@ Version history:
     it on [N, C, 1, L] views); 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's
     scale, offset and border per axis, shared qparams); 32 `matmul` (two int8 activations, batch
     dims broadcast, `transpose_b` reads b as [..., N, K]). No record changed: 1.3 programs load.
+  * 1.5: opcode 33 `conv2d_add` (conv2d with the residual add fused into its output stage;
+    its output may lie on exactly the skip input's bytes: alias kind `residual`, MT_ALIAS_RESIDUAL).
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
