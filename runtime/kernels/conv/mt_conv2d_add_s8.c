@@ -20,11 +20,35 @@
 #endif /* attribute layout */
 
 typedef struct {
-  mt_tensor in[MT_CONV2D_N_INPUTS], y, a, b, sum;
+  mt_tensor in[MT_CONV2D_N_INPUTS], sum, add_in[2], y; /* the two calls' operands */
   int32_t attrs[MT_CONV2D_N_ATTRS];
+  size_t x_row, y_row; /* bytes of one row of x, of y */
 } conv_add_block;
 
-/* The conv2d of output rows [oh0, oh0 + rows) of image n: x's rows its windows reach. */
+/* The operands of both calls once: conv2d's (x a view of one image, y the scratch), add's. */
+static void conv_add_init(conv_add_block *k, const mt_op_args *args)
+{
+  const mt_tensor *x = &args->in[MT_CONV2D_ADD_IN_X], *y = &args->out[MT_CONV2D_ADD_OUT_Y];
+  for (int i = 0; i < MT_CONV2D_N_INPUTS; i++) {
+    k->in[i] = args->in[i];
+  }
+  for (int i = 0; i < MT_CONV2D_N_ATTRS; i++) {
+    k->attrs[i] = args->attrs[i];
+  }
+  k->x_row = (size_t)x->shape[2] * x->shape[3];
+  k->y_row = (size_t)y->shape[2] * y->shape[3];
+  k->in[MT_CONV2D_IN_X].shape[0] = 1;
+  k->sum = *y;
+  k->sum.data = args->scratch;
+  k->sum.shape[0] = 1;
+  k->add_in[1] = args->in[MT_CONV2D_ADD_IN_SKIP];
+  k->add_in[1].shape[0] = 1;
+  k->y = *y;
+  k->y.shape[0] = 1;
+}
+
+/* Output rows [oh0, oh0 + rows) of image n: the conv reads the x rows its windows reach (the
+ * padding re-derived), the add reads and writes those rows of skip and y. */
 static void conv_add_view(conv_add_block *k, const mt_op_args *args, uint32_t n, int32_t oh0,
                           int32_t rows)
 {
@@ -37,30 +61,19 @@ static void conv_add_view(conv_add_block *k, const mt_op_args *args, uint32_t n,
   if (r1 <= r0) { /* every window of the block lies in the padding */
     r0 = r1 = 0;
   }
-  const size_t row = (size_t)x->shape[2] * x->shape[3];
-  for (int i = 0; i < MT_CONV2D_N_INPUTS; i++) {
-    k->in[i] = args->in[i];
-  }
-  k->in[MT_CONV2D_IN_X].data = (int8_t *)x->data + ((size_t)n * h + (size_t)r0) * row;
-  k->in[MT_CONV2D_IN_X].shape[0] = 1;
-  k->in[MT_CONV2D_IN_X].shape[1] = (uint32_t)(r1 - r0);
-  k->in[MT_CONV2D_IN_X].size = (uint32_t)((size_t)(r1 - r0) * row);
-  for (int i = 0; i < MT_CONV2D_N_ATTRS; i++) {
-    k->attrs[i] = at[i];
-  }
+  mt_tensor *xv = &k->in[MT_CONV2D_IN_X];
+  xv->data = (int8_t *)x->data + ((size_t)n * (size_t)h + (size_t)r0) * k->x_row;
+  xv->shape[1] = (uint32_t)(r1 - r0);
+  xv->size = (uint32_t)((size_t)(r1 - r0) * k->x_row);
   const int64_t top = r1 > r0 ? r0 - start : 0; /* in [0, pad_top] */
   k->attrs[MT_CONV2D_PAD_TOP] = (int32_t)top;
   k->attrs[MT_CONV2D_PAD_BOTTOM] = (int32_t)(span + 1 - (r1 - r0) - top);
-}
-
-/* t: rows [oh0, oh0 + rows) of image n of the 4-D tensor src, data at `data`. */
-static void conv_add_rows(mt_tensor *t, const mt_tensor *src, void *data, int32_t rows)
-{
-  *t = *src;
-  t->data = data;
-  t->shape[0] = 1;
-  t->shape[1] = (uint32_t)rows;
-  t->size = (uint32_t)rows * src->shape[2] * src->shape[3];
+  const size_t off = ((size_t)n * args->out[0].shape[1] + (size_t)oh0) * k->y_row;
+  const uint32_t bytes = (uint32_t)((size_t)rows * k->y_row);
+  k->add_in[1].data = (int8_t *)args->in[MT_CONV2D_ADD_IN_SKIP].data + off;
+  k->y.data = (int8_t *)args->out[MT_CONV2D_ADD_OUT_Y].data + off;
+  k->sum.shape[1] = k->add_in[1].shape[1] = k->y.shape[1] = (uint32_t)rows;
+  k->sum.size = k->add_in[1].size = k->y.size = bytes;
 }
 
 // x: (N, H, W, Cin) int8; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI); bias, mult, shift:
@@ -91,33 +104,36 @@ mt_status mt_conv2d_add_s8(const mt_op_args *args)
   }
   const uint32_t row = y->shape[2] * y->shape[3]; /* bytes of one output row */
   const int32_t ho = (int32_t)y->shape[1];
-  int32_t per = row == 0 ? ho : (int32_t)(args->scratch_size / row);
+  const uint32_t fit = row == 0 ? (uint32_t)ho : args->scratch_size / row; /* rows per block */
+  const int32_t per = fit < (uint32_t)ho ? (int32_t)fit : ho;
   if (y->size == 0) {
     return MT_STATUS_OK;
   }
   if (args->scratch == NULL || per < 1) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  per = per < ho ? per : ho;
   conv_add_block k;
-  mt_op_args conv = {k.in, &k.sum, k.attrs, NULL, 0, MT_CONV2D_N_INPUTS, 1, MT_CONV2D_N_ATTRS};
-  mt_tensor add_in[2];
-  mt_op_args add = {add_in, &k.y, args->attrs + MT_CONV2D_N_ATTRS, NULL, 0, 2, 1, MT_ADD_N_ATTRS};
+  conv_add_init(&k, args);
+  const mt_op_args conv = {.in = k.in,
+                           .out = &k.sum,
+                           .attrs = k.attrs,
+                           .n_in = MT_CONV2D_N_INPUTS,
+                           .n_out = 1,
+                           .n_attrs = MT_CONV2D_N_ATTRS};
+  const mt_op_args add = {.in = k.add_in,
+                          .out = &k.y,
+                          .attrs = args->attrs + MT_CONV2D_N_ATTRS,
+                          .n_in = 2,
+                          .n_out = 1,
+                          .n_attrs = MT_ADD_N_ATTRS};
   for (uint32_t n = 0; n < y->shape[0]; n++) {
     for (int32_t oh = 0; oh < ho; oh += per) {
-      const int32_t rows = ho - oh < per ? ho - oh : per;
-      const size_t off = ((size_t)n * (size_t)ho + (size_t)oh) * row;
-      conv_add_view(&k, args, n, oh, rows);
-      conv_add_rows(&k.sum, y, args->scratch, rows);
-      k.sum.zero_point = args->attrs[MT_CONV2D_ADD_CONV_ZP];
+      conv_add_view(&k, args, n, oh, ho - oh < per ? ho - oh : per);
       mt_status s = mt_conv2d_s8(&conv);
-      if (s != MT_STATUS_OK) {
-        return s;
+      if (s == MT_STATUS_OK) {
+        k.add_in[0] = k.sum;
+        s = mt_add_s8(&add);
       }
-      add_in[0] = k.sum;
-      conv_add_rows(&add_in[1], skip, (int8_t *)skip->data + off, rows);
-      conv_add_rows(&k.y, y, (int8_t *)y->data + off, rows);
-      s = mt_add_s8(&add);
       if (s != MT_STATUS_OK) {
         return s;
       }

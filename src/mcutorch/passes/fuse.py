@@ -31,49 +31,38 @@ def run(graph: Graph) -> Graph:
 
 def residuals(graph: Graph) -> Graph:
     """add(conv2d(x), skip) -> conv2d_add(x, w, b, skip), when the conv's output feeds only that
-    add and skip, of y's shape, exists before the conv runs. The fused op takes the conv's place,
+    add and skip, of its shape, exists before the conv runs. The fused op takes the conv's place,
     so no input lives longer; it may then write y over skip's bytes (alias kind `residual`).
     Of two conv operands the later one fuses (the other's input would outlive it otherwise)."""
     producers, consumers = graph.producers(), graph.consumers()
     order = {id(n): i for i, n in enumerate(graph.nodes)}
-    fused: dict[int, Node] = {}
-    gone: set[int] = set()
-    for add in graph.nodes:
-        if add.op != "add" or len(add.inputs) != 2 or add.inputs[0] is add.inputs[1]:
-            continue
+    fused, gone = {}, set()
+    for add in (n for n in graph.nodes if n.op == "add" and n.inputs[0] is not n.inputs[1]):
         best = None
-        for side, t in enumerate(add.inputs):
-            conv, skip = producers.get(t), add.inputs[1 - side]
-            if (conv is None or conv.op != "conv2d" or id(conv) in fused or t in graph.outputs
-                    or len(consumers.get(t, [])) != 1 or skip.is_const or t.is_const
-                    or tuple(skip.shape) != tuple(add.outputs[0].shape)
-                    or tuple(t.shape) != tuple(skip.shape) or len(t.shape) != 4
-                    or order.get(id(producers.get(skip)), -1) >= order[id(conv)]):
-                continue
-            if best is None or order[id(conv)] > order[id(best[0])]:
+        for side, (t, skip) in enumerate((add.inputs, add.inputs[::-1])):
+            conv = producers.get(t)
+            if (conv is not None and conv.op == "conv2d" and id(conv) not in fused
+                    and consumers.get(t) == [add] and t not in graph.outputs and not skip.is_const
+                    and len(t.shape) == 4 and t.shape == skip.shape == add.outputs[0].shape
+                    and order.get(id(producers.get(skip)), -1) < order[id(conv)]
+                    and (best is None or order[id(conv)] > order[id(best[0])])):
                 best = (conv, side, skip)
-        if best is None:
-            continue
-        conv, side, skip = best
-        fused[id(conv)] = Node("conv2d_add", [*conv.inputs, skip], list(add.outputs),
-                               {**conv.attrs, "add": dict(add.attrs), "mid": conv.outputs[0],
-                                "conv_is_b": side == 1}, add.source or conv.source)
-        gone.add(id(add))
+        if best is not None:
+            conv, side, skip = best
+            fused[id(conv)] = Node("conv2d_add", [*conv.inputs, skip], add.outputs,
+                                   {**conv.attrs, "add": add.attrs, "mid": conv.outputs[0],
+                                    "conv_is_b": side == 1}, add.source)
+            gone.add(id(add))
     graph.nodes = [fused.get(id(n), n) for n in graph.nodes if id(n) not in gone]
     return graph
 
 
-CONV_PART = {"conv_zp": "out_zp", "conv_min": "act_min", "conv_max": "act_max"}
-
-
-def split_residual(node: Node) -> tuple[Node, Node, Tensor]:
-    """The conv2d and add of a requantized conv2d_add, and the int8 tensor between them (for
-    lowerings that emit the pair: TOSA)."""
-    y, skip = node.outputs[0], node.inputs[5]
-    d, a = ops.get("conv2d"), node.attrs
+def split_residual(node: Node) -> tuple[Node, Node]:
+    """The conv2d and the add of a requantized conv2d_add (for lowerings that emit the pair)."""
+    a, y = node.attrs, node.outputs[0]
     mid = Tensor(y.name + "_conv", y.shape, "int8", 1.0, a["conv_zp"])
+    names = {"out_zp": "conv_zp", "act_min": "conv_min", "act_max": "conv_max"}
     conv = Node("conv2d", node.inputs[:5], [mid],
-                {k: a[next((f for f, t in CONV_PART.items() if t == k), k)] for k in d.attrs},
-                node.source)
-    add = Node("add", [mid, skip], [y], {k: a[k] for k in ops.get("add").attrs}, node.source)
-    return conv, add, mid
+                {k: a[names.get(k, k)] for k in ops.get("conv2d").attrs}, node.source)
+    add = Node("add", [mid, node.inputs[5]], [y], {k: a[k] for k in ops.get("add").attrs})
+    return conv, add

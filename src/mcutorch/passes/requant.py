@@ -68,22 +68,18 @@ def _add(node: Node) -> None:
 def _conv_add(node: Node) -> None:
     """conv2d_add: the conv's rule on its output (the tensor the fusion removed), add's rule on
     (that, skip) in add's operand order, a/b swapped so that a is the conv's side."""
-    a, mid, skip = node.attrs, node.attrs["mid"], node.inputs[3]
-    conv = Node("conv2d", node.inputs[:3], [mid], {k: a[k] for k in a if k not in
-                                                    ("add", "mid", "conv_is_b")})
+    a, skip = node.attrs, node.inputs[3]
+    conv = Node("conv2d", node.inputs[:3], [a["mid"]], a)
     _mac(conv)
-    add = Node("add", [skip, mid] if a["conv_is_b"] else [mid, skip], node.outputs, a["add"])
+    add = Node("add", [skip, a["mid"]] if a["conv_is_b"] else [a["mid"], skip], node.outputs,
+               a["add"])
     _add(add)
-    sides = ("b", "a") if a["conv_is_b"] else ("a", "b")
-    at = add.attrs
+    c, at, sides = conv.attrs, add.attrs, "ba" if a["conv_is_b"] else "ab"
     node.inputs = [*conv.inputs, skip]
-    node.attrs = {**{k: v for k, v in conv.attrs.items() if k not in ("out_zp", "act_min",
-                                                                       "act_max")},
-                  "conv_zp": conv.attrs["out_zp"], "conv_min": conv.attrs["act_min"],
-                  "conv_max": conv.attrs["act_max"],
+    node.attrs = {**c, "conv_zp": c["out_zp"], "conv_min": c["act_min"],
+                  "conv_max": c["act_max"], **at,
                   **{f"{s}_{k}": at[f"{o}_{k}"] for s, o in zip("ab", sides)
-                     for k in ("zp", "mult", "shift")},
-                  **{k: at[k] for k in ("out_zp", "out_mult", "out_shift", "act_min", "act_max")}}
+                     for k in ("zp", "mult", "shift")}}
 
 
 def _mul(node: Node) -> None:

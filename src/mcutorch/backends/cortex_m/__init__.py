@@ -34,7 +34,7 @@ def _fold(node: Node) -> bool:
 
 # conv2d_add computes its conv in blocks of output rows of about this many bytes, each added to
 # skip and written over it before the next: more rows, fewer calls of the conv kernel.
-CONV_ADD_BLOCK = 2048
+CONV_ADD_BLOCK = 8192
 
 
 def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int:

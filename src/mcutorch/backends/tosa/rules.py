@@ -223,13 +223,13 @@ def lower_add(b: Builder, node: Node, ins, out: str, notes) -> str:
 
 
 def check_conv2d_add(node: Node) -> str:
-    conv, add, _ = split_residual(node)
+    conv, add = split_residual(node)
     return S.check_mac(conv) or S.check_add(add)
 
 
 def lower_conv2d_add(b: Builder, node: Node, ins, out: str, notes) -> str:
     """CONV2D's sequence to the conv's int8 output, then add's with skip (exactly the pair)."""
-    conv, add, _ = split_residual(node)
+    conv, add = split_residual(node)
     mid = lower_conv2d(b, conv, ins[:1], None, notes)
     return lower_add(b, add, [mid, ins[1]], out, notes)
 
