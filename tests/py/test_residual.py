@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import mcutorch
+import needs
 from mcutorch import passes
 from mcutorch.api import CompiledModel
 from mcutorch.compiler import build_graph, compile_graph, resolve_regions
@@ -32,7 +33,7 @@ def resnet8(target="cortex-m55", board=None, fused=True, monkeypatch=None):
     try:
         regions, name = resolve_regions(board, None)
         return CompiledModel(compile_graph(build_graph(qmodel), parse_target(target), regions,
-                                           name, "resnet8"))
+                                           name, "resnet8", verify=True))
     finally:
         if not fused:
             monkeypatch.undo()
@@ -101,3 +102,17 @@ def test_readers_refuse_the_output_over_the_conv_input():
         validate.validate(bad)
     with pytest.raises(mcutorch.McutorchError, match="bad_op"):  # the C loader too
         run_host(unchecked_bytes(bad), [np.zeros((1, 32, 32, 3), np.int8)])
+
+
+def test_resnet8_on_ethos_u_lowers_the_fused_op():
+    """conv2d_add goes to the NPU as CONV2D + add's sequence (verified bit for bit on the TOSA
+    reference model at compile time, accepted by Vela); the delegate's CPU version runs it."""
+    needs.module("tosa_reference_model")
+    needs.module("ethosu.vela")
+    npu = resnet8("cortex-m55+ethos-u55-128", "mps3-an547")
+    p = npu.program
+    assert p.ops[0].name == "delegate"
+    assert [op.name for op in p.ops].count("conv2d_add") == 3  # the CPU version
+    cpu = resnet8()
+    q = cpu.quantize_inputs([compiled("resnet8")[3][0]])
+    assert all(np.array_equal(a, b) for a, b in zip(npu.run_int8(q), cpu.run_int8(q)))
