@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import tempfile
 import time
 from pathlib import Path
@@ -17,6 +18,7 @@ from mcutorch.models import REFERENCE_TFLITE, build, example_input, load_tflite_
 
 from . import boards as board_bench
 from .peers import EXECUTORCH, TFLM_PUBLISHED, tflm_arena
+from mcutorch.device.crt import state_size
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "mlperf_tiny"
 MODELS = ["ds_cnn_kws", "mobilenet_v1_vww", "resnet8", "fc_autoencoder", "ds_cnn_sww",
@@ -44,6 +46,19 @@ def warm_up() -> None:
     mcutorch.compile(mcutorch.quantize(m, (x,)), (x,))
 
 
+@contextlib.contextmanager
+def unfused():
+    """Compile without the residual fusion (conv2d + add as two ops), as before opcode 33."""
+    from mcutorch import passes
+
+    saved = passes.PIPELINE
+    passes.PIPELINE = tuple(p for p in saved if p[0] != "fuse_residuals")
+    try:
+        yield
+    finally:
+        passes.PIPELINE = saved
+
+
 def measure(name: str, workdir: Path) -> dict:
     torch.manual_seed(0)
     model = make_model(name).eval()
@@ -62,8 +77,12 @@ def measure(name: str, workdir: Path) -> dict:
         loaded.run_int8(q)
     ms = (time.perf_counter() - t0) / runs * 1e3
     s = loaded.summary()
+    with unfused():
+        plain = mcutorch.compile(qmodel, (cal[0],), target="cortex-m55", name=name)
     return {"name": name, "compile_s": compile_s, "ms": ms, "bytes": s["program_bytes"],
             "arena": sum(s["regions"].values()), "lower": s["lower_bound"],
+            "state": state_size(loaded.program, 4), "program": loaded, "plain": plain,
+            "unfused_lower": plain.summary()["lower_bound"],
             "qmodel": qmodel, "x": cal[0],
             **agreement(model, qmodel, loaded, example_input(model, seed=99))}
 
@@ -93,6 +112,38 @@ def print_numerics_table(rows: list[dict]) -> None:
 
 def ratio(a: float, b: float) -> str:
     return f"{a / b:5.2f}x" if b else "   - "
+
+
+def print_memory_table(rows: list[dict]) -> None:
+    print("\n## RAM (cortex-m55): layer-by-layer lower bound without fusion, the plan (fused "
+          "residuals, y over the skip), the C runtime state, peers")
+    print(f"{'model':<13} {'LB unfused':>10} {'plan B':>8} {'state B':>7} {'RAM B':>8} "
+          f"{'RAM/LB':>6} | {'TFLM B':>7} {'RAM/TFLM':>8} | {'ET B':>7} {'RAM/ET':>6}")
+    for r in rows:
+        name, total = r["name"], r["arena"] + r["state"]
+        tfl = DATA / REFERENCE_TFLITE.get(name, "-")
+        tflm = (tflm_arena(tfl)[0] if tfl.exists() else 0) or TFLM_PUBLISHED.get(name, 0)
+        et = EXECUTORCH.get(name, (0, 0.0))[0]
+        print(f"{SHORT[name]:<13} {r['unfused_lower']:>10,} {r['arena']:>8,} {r['state']:>7,} "
+              f"{total:>8,} {ratio(total, r['unfused_lower']):>6} | {tflm:>7,} "
+              f"{ratio(total, tflm):>8} | {et:>7,} {ratio(total, et):>6}")
+
+
+def print_residual_instructions(rows: list[dict]) -> None:
+    """M55 (mps3-an547) instructions of each model with conv2d_add against conv2d + add."""
+    fused = [r for r in rows if any(op.name == "conv2d_add" for op in r["program"].program.ops)]
+    if not fused:
+        return
+    print("\n## Fused residuals on mps3-an547 (Cortex-M55, exact instructions, one inference)")
+    print(f"{'model':<13} {'conv2d + add':>13} {'conv2d_add':>11} {'change':>8}")
+    for r in fused:
+        q = r["program"].quantize_inputs([r["x"]])
+        counts = []
+        for prog in (r["plain"], r["program"]):
+            prog.run_on_board(q, "mps3-an547")
+            counts.append(prog.last_run.instructions)
+        print(f"{SHORT[r['name']]:<13} {counts[0]:>13,} {counts[1]:>11,} "
+              f"{(counts[1] - counts[0]) / counts[0]:>+8.2%}")
 
 
 def print_compiler_table(rows: list[dict]) -> None:
@@ -128,7 +179,10 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(n, Path(tmp)) for n in names]
     print_compiler_table(rows)
+    print_memory_table(rows)
     print_numerics_table(rows)
+    if args.boards != "none":
+        print_residual_instructions(rows)
     if args.boards != "none":
         wanted = [b for b in board_bench.BOARDS
                   if args.boards == "all" or b[1] in args.boards.split(",")]

@@ -183,14 +183,16 @@ typedef enum {
   MT_OP_CONV_TRANSPOSE2D = 30,
   MT_OP_RESIZE = 31,
   MT_OP_MATMUL = 32,
-  MT_OP_COUNT = 33,
+  MT_OP_CONV2D_ADD = 33,
+  MT_OP_COUNT = 34,
 } mt_opcode_t;
 
 #define MT_VARIADIC (-1) /* any number (1..MT_MAX_VARIADIC) of operands */
-#define MT_MAX_ATTRS 18
+#define MT_MAX_ATTRS 24
 /* MT_<OP>_ALIAS: the ways (ops.ALIAS_KINDS) the op's operands may share bytes */
 #define MT_ALIAS_INPLACE 0x1u
 #define MT_ALIAS_DELEGATE 0x2u
+#define MT_ALIAS_RESIDUAL 0x4u
 /* MT_<OP>_MAC: 0, or for a MAC op (x, weight, bias, mult, shift) the weight's
  * output-channel axis, the in_zp attribute index and the variants whose
  * accumulator reads x itself (in_zp folded into the bias): mt_validate.c
@@ -238,7 +240,8 @@ typedef enum {
   X(WHERE, 29, MT_WHERE_N_INPUTS, MT_WHERE_N_OUTPUTS, MT_WHERE_N_ATTRS, MT_WHERE_N_VARIANTS, MT_WHERE_ALIAS, MT_WHERE_MAC) \
   X(CONV_TRANSPOSE2D, 30, MT_CONV_TRANSPOSE2D_N_INPUTS, MT_CONV_TRANSPOSE2D_N_OUTPUTS, MT_CONV_TRANSPOSE2D_N_ATTRS, MT_CONV_TRANSPOSE2D_N_VARIANTS, MT_CONV_TRANSPOSE2D_ALIAS, MT_CONV_TRANSPOSE2D_MAC) \
   X(RESIZE, 31, MT_RESIZE_N_INPUTS, MT_RESIZE_N_OUTPUTS, MT_RESIZE_N_ATTRS, MT_RESIZE_N_VARIANTS, MT_RESIZE_ALIAS, MT_RESIZE_MAC) \
-  X(MATMUL, 32, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS, MT_MATMUL_N_VARIANTS, MT_MATMUL_ALIAS, MT_MATMUL_MAC)
+  X(MATMUL, 32, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS, MT_MATMUL_N_VARIANTS, MT_MATMUL_ALIAS, MT_MATMUL_MAC) \
+  X(CONV2D_ADD, 33, MT_CONV2D_ADD_N_INPUTS, MT_CONV2D_ADD_N_OUTPUTS, MT_CONV2D_ADD_N_ATTRS, MT_CONV2D_ADD_N_VARIANTS, MT_CONV2D_ADD_ALIAS, MT_CONV2D_ADD_MAC)
 
 /* conv2d: y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0 */
 #define MT_CONV2D_N_INPUTS 5
@@ -849,6 +852,46 @@ typedef enum {
 #define MT_MATMUL_ACT_MIN 6
 #define MT_MATMUL_ACT_MAX 7
 #define MT_MATMUL_VARIANT_DEFAULT 0
+
+/* conv2d_add: y = add(conv2d(x) with out_zp/act = conv_zp/conv_min/conv_max, skip): the residual add fused into the conv's output stage, y may be skip's bytes */
+#define MT_CONV2D_ADD_N_INPUTS 6
+#define MT_CONV2D_ADD_N_OUTPUTS 1
+#define MT_CONV2D_ADD_N_ATTRS 24
+#define MT_CONV2D_ADD_N_VARIANTS 1
+#define MT_CONV2D_ADD_ALIAS (MT_ALIAS_RESIDUAL)
+#define MT_CONV2D_ADD_MAC (MT_MAC_AXIS_FIRST | MT_MAC_ZP_ATTR(9) | MT_MAC_ZP_FOLDED(0x0u))
+#define MT_CONV2D_ADD_IN_X 0
+#define MT_CONV2D_ADD_IN_WEIGHT 1
+#define MT_CONV2D_ADD_IN_BIAS 2
+#define MT_CONV2D_ADD_IN_MULT 3
+#define MT_CONV2D_ADD_IN_SHIFT 4
+#define MT_CONV2D_ADD_IN_SKIP 5
+#define MT_CONV2D_ADD_OUT_Y 0
+#define MT_CONV2D_ADD_STRIDE_H 0
+#define MT_CONV2D_ADD_STRIDE_W 1
+#define MT_CONV2D_ADD_DILATION_H 2
+#define MT_CONV2D_ADD_DILATION_W 3
+#define MT_CONV2D_ADD_PAD_TOP 4
+#define MT_CONV2D_ADD_PAD_LEFT 5
+#define MT_CONV2D_ADD_PAD_BOTTOM 6
+#define MT_CONV2D_ADD_PAD_RIGHT 7
+#define MT_CONV2D_ADD_GROUPS 8
+#define MT_CONV2D_ADD_IN_ZP 9
+#define MT_CONV2D_ADD_CONV_ZP 10
+#define MT_CONV2D_ADD_CONV_MIN 11
+#define MT_CONV2D_ADD_CONV_MAX 12
+#define MT_CONV2D_ADD_A_ZP 13
+#define MT_CONV2D_ADD_A_MULT 14
+#define MT_CONV2D_ADD_A_SHIFT 15
+#define MT_CONV2D_ADD_B_ZP 16
+#define MT_CONV2D_ADD_B_MULT 17
+#define MT_CONV2D_ADD_B_SHIFT 18
+#define MT_CONV2D_ADD_OUT_ZP 19
+#define MT_CONV2D_ADD_OUT_MULT 20
+#define MT_CONV2D_ADD_OUT_SHIFT 21
+#define MT_CONV2D_ADD_ACT_MIN 22
+#define MT_CONV2D_ADD_ACT_MAX 23
+#define MT_CONV2D_ADD_VARIANT_DEFAULT 0
 
 /* ---- records (little-endian; the loader requires a little-endian CPU) ---- */
 #define MT_LAYOUT_CHECK(name, cond) \

@@ -7,7 +7,7 @@
  * Generated from the op registry (src/mcutorch/ops) by `python -m
  * mcutorch.device.generate`; do not edit.
  *
- *   conv/        conv2d, depthwise_conv2d, fully_connected, conv_transpose2d, matmul
+ *   conv/        conv2d, depthwise_conv2d, fully_connected, conv_transpose2d, matmul, conv2d_add
  *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum, sub, div, compare, where
  *   pool/        max_pool2d, avg_pool2d, resize
  *   softmax/     softmax, log_softmax
@@ -56,6 +56,7 @@ mt_status mt_where_s8(const mt_op_args *args);
 mt_status mt_conv_transpose2d_s8(const mt_op_args *args);
 mt_status mt_resize_s8(const mt_op_args *args);
 mt_status mt_matmul_s8(const mt_op_args *args);
+mt_status mt_conv2d_add_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

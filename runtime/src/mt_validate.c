@@ -204,19 +204,20 @@ static int mt_meet(const mt_tensor_t *a, uint32_t storage, uint32_t region, uint
          (uint64_t)offset < (uint64_t)a->offset + a->size;
 }
 
-/* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch,
- * nor an input unless the op runs in place and the two are the same bytes; the scratch meets no
- * input. Delegate ops are exempt. One output except for delegates: linear in the operands. */
+/* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch, nor
+ * an input unless exactly its bytes and the input is `first` or later (INPLACE: any; RESIDUAL: the
+ * last, the skip); the scratch meets no input. Delegates are exempt. Linear in the operands. */
 static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
   const uint32_t alias = mt_op_table[op->opcode].alias, n = (uint32_t)op->n_inputs + op->n_outputs;
-  uint32_t k, j;
+  uint32_t k, j, first = (alias & MT_ALIAS_INPLACE) ? 0u : (uint32_t)op->n_inputs - 1u;
+  first = (alias & (MT_ALIAS_INPLACE | MT_ALIAS_RESIDUAL)) ? first : op->n_inputs;
   for (k = op->n_inputs; k < n && !(alias & MT_ALIAS_DELEGATE); k++) {
     const mt_tensor_t *y = &m->tensors[in[k]];
     for (j = 0; j < k; j++) {
       const mt_tensor_t *x = &m->tensors[in[j]];
       MT_REQUIRE(!mt_meet(x, y->storage, y->region, y->offset, y->size) ||
-                     (j < op->n_inputs && (alias & MT_ALIAS_INPLACE) && x->storage == y->storage &&
+                     (j >= first && j < op->n_inputs && x->storage == y->storage &&
                       x->region == y->region && x->offset == y->offset && x->size == y->size),
                  MT_ERR_BAD_OP);
     }

@@ -41,9 +41,11 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # transfer_qparams (a streaming model quantized with its windowed model's qparams), the Ethos-U
 # partitioner keeping the state on the CPU, the state written in place by the op computing it,
 # buffer reassignment as state and the named refusals of writes through views / before any read
-# +32 (6,213) with the CPU fallback in Vela's scratch (planner segments: own-lifetime views, byte-range
-# interference and live bytes; the fallback's RAM / flash cost in the compile report)
-BUDGET = 6213
+# +32 (6,213) with the CPU fallback in Vela's scratch (planner segments: own-lifetime views,
+# byte-range interference and live bytes; the fallback's RAM / flash cost in the compile report)
+# +66 (6,279) with fused residuals (the conv2d + add fusion pass, its split for TOSA, conv2d_add's
+# requant rule and TOSA check/lowering, the readers' `residual` overlap kind, its planner pairs)
+BUDGET = 6279
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -30,8 +30,9 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # activations, K * 255 * 255, checked at load (mt_check_matmul); 1,550 with persistent tensors
 # (format 1.5: PERSISTENT records validated at load, mt_bind_persistent / mt_reset, the
 # persistent storage in views and in the overlap rule); 1,551 with the bind-time kernel args
-# rebuilt when the persistent buffer is bound.
-CORE_LINE_BUDGET = 1551
+# rebuilt when the persistent buffer is bound; 1,552 with the overlap rule's `residual` kind
+# (an output may be exactly the last input's bytes: conv2d_add's skip).
+CORE_LINE_BUDGET = 1552
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
 

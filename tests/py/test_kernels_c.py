@@ -520,6 +520,38 @@ def add_case(name, shape, alias=None, extreme=False):
     return Case(name, "add", (s8(rng, shape), s8(rng, shape)), attrs, alias)
 
 
+def conv_add_case(name, x_shape, w_shape, *, alias=5, **conv):
+    """conv2d_add: a conv2d case's operands and output stage, then an add case's attributes with
+    a = the conv's int8 output (a_zp = its out_zp); y over skip (input 5) unless alias is None."""
+    c = mac_case(name, "conv2d", x_shape, w_shape, **conv)
+    y = kernel_for("conv2d")(*c.inputs, **c.attrs)
+    a = add_case(name + "/add", y.shape).attrs
+    part = {("conv_" + k[4:] if k.startswith("act_") else k): v for k, v in c.attrs.items()}
+    part["conv_zp"] = part.pop("out_zp")
+    attrs = {**part, **a, "a_zp": c.attrs["out_zp"]}
+    skip = s8(rng_for(name + "/skip"), y.shape)
+    return Case(name, "conv2d_add", (*c.inputs, skip), attrs, alias)
+
+
+def conv_add_cases():
+    """The row blocks (8 KiB of scratch in the runner: one block up to 8192 output bytes, then
+    more), padding at the block edges, strides, dilation, groups, in place over skip or not."""
+    return [conv_add_case("conv_add_resnet", (1, 8, 8, 16), (16, 3, 3, 16), pads=(1, 1, 1, 1)),
+            conv_add_case("conv_add_blocks", (1, 24, 24, 16), (16, 3, 3, 16), pads=(1, 1, 1, 1)),
+            conv_add_case("conv_add_blocks_s2", (2, 33, 40, 8), (24, 3, 3, 8), stride=(2, 2),
+                          pads=(0, 1, 1, 1)),
+            conv_add_case("conv_add_dil", (1, 30, 12, 4), (30, 3, 2, 4), dil=(2, 1),
+                          pads=(2, 0, 2, 1), alias=None),
+            conv_add_case("conv_add_1x1", (1, 16, 16, 40), (64, 1, 1, 40), alias=None),
+            conv_add_case("conv_add_1x1_s2", (1, 32, 32, 16), (32, 1, 1, 16), stride=(2, 2)),
+            conv_add_case("conv_add_groups", (1, 9, 7, 6), (9, 3, 3, 2), groups=3,
+                          pads=(1, 1, 1, 1)),
+            conv_add_case("conv_add_tall_pad", (1, 40, 20, 12), (12, 5, 3, 12),
+                          pads=(4, 1, 4, 1)),
+            conv_add_case("conv_add_all_pad", (1, 2, 3, 3), (5, 3, 3, 3), pads=(3, 1, 3, 1)),
+            conv_add_case("conv_add_batch", (3, 6, 5, 7), (11, 3, 3, 7), pads=(1, 1, 1, 1))]
+
+
 def mul_case(name, shape, alias=None, extreme=False):
     rng = rng_for(name)
     a_zp, b_zp, out_zp = pick_zp(rng), pick_zp(rng), pick_zp(rng)
@@ -1269,7 +1301,7 @@ def all_cases(n_random):
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases() +
-             matmul_cases(n_random) + convt_cases())
+             matmul_cases(n_random) + convt_cases() + conv_add_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

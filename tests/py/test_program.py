@@ -533,6 +533,18 @@ def _conv(y_offset: int, scratch=None) -> Program:
                           scratch)
 
 
+CONV_ADD = {**{k: v for k, v in CONV.items() if k not in ("out_zp", "act_min", "act_max")},
+            "conv_zp": 0, "conv_min": -128, "conv_max": 127, **ADD}
+
+
+def _conv_add(skip: int, y: int, scratch=Area(0, 96, 32)) -> Program:
+    """conv2d_add of x at [0, 32), skip at `skip`, y at `y` (32 bytes each)."""
+    w = np.ones((2, 1, 1, 2), np.int8)
+    consts = [w, np.zeros(2, np.int32), np.full(2, 1 << 30, np.int32), np.full(2, 31, np.int32)]
+    return one_op_program("conv2d_add", [((1, 4, 4, 2), 0), *consts, ((1, 4, 4, 2), skip)],
+                          ((1, 4, 4, 2), y), CONV_ADD, scratch)
+
+
 def _add(a: int, b: int, y: int, y_shape=(1, 4), region: int = 0) -> Program:
     return one_op_program("add", [((1, 4), a), ((1, 4), b)], (y_shape, y), ADD, out_region=region)
 
@@ -574,6 +586,12 @@ OVERLAP_CASES = [
     ("copy_exact", lambda: one_op_program("copy", [((1, 4), 0)], ((1, 4), 0)), "bad_op"),
     ("copy_empty", lambda: one_op_program("copy", [((1, 0), 0)], ((0,), 0)), None),
     ("copy_reshape", lambda: one_op_program("copy", [((2, 3), 0)], ((6,), 8)), None),
+    ("conv_add_over_skip", lambda: _conv_add(32, 32), None),  # residual: y on the skip
+    ("conv_add_apart", lambda: _conv_add(32, 64), None),
+    ("conv_add_over_x", lambda: _conv_add(32, 0), "bad_op"),  # the conv still reads x
+    ("conv_add_skip_is_x", lambda: _conv_add(0, 0), "bad_op"),  # skip = x: still x's bytes
+    ("conv_add_partly_skip", lambda: _conv_add(32, 48), "bad_op"),
+    ("conv_add_scratch_on_skip", lambda: _conv_add(32, 64, Area(0, 40, 16)), "bad_op"),
     ("add_inplace_a", lambda: _add(0, 8, 0), None),
     ("add_inplace_b", lambda: _add(0, 8, 8), None),
     ("add_inplace_both", lambda: _add(0, 0, 0), None),  # add(x, x) into x

@@ -487,3 +487,23 @@ def test_vela_accepts_lowered_graph(name, model_graphs, request, tmp_path, capsy
     out = capsys.readouterr().out
     assert rc == 0 and (tmp_path / "tosa_0_vela.npz").is_file(), out
     assert "CPU operators = 0 " in out, out
+
+
+@pytest.mark.parametrize("stride,pads,act", [((1, 1), (1, 1, 1, 1), (-128, 127)),
+                                             ((2, 2), (0, 0, 1, 1), (0, 127))])
+def test_conv2d_add(stride, pads, act):
+    """The fused residual: CONV2D's sequence, then add's, equal to the reference bit for bit."""
+    rng = np.random.default_rng(33)
+    x, skip_shape = Tensor("x", (1, 8, 8, 6)), (1, 8 // stride[0], 8 // stride[1], 5)
+    consts = mac_consts(rng, (5, 3, 3, 6), 5, 54, zero_channel=True)
+    cs = [Tensor(f"c{i}", a.shape, dtype=str(a.dtype), data=a) for i, a in enumerate(consts)]
+    skip, y = Tensor("skip", skip_shape), Tensor("y", skip_shape)
+    conv = conv_attrs(stride, (1, 1), pads, -3, 7, (-128, 127))
+    attrs = {**{k: v for k, v in conv.items() if k not in ("out_zp", "act_min", "act_max")},
+             "groups": 1, "conv_zp": 7, "conv_min": -128, "conv_max": 127,
+             **add_attrs(0.05, 0.08, 0.1, 7, -20, 3, act)}
+    graph = Graph([Node("conv2d_add", [x, *cs, skip], [y], attrs)], [x, skip], [y])
+    ok, why = tosa.tosa_support(graph.nodes[0])
+    assert ok, why
+    for arrays in input_sets([x.shape, skip_shape], rng):
+        tosa.verify(graph, None, arrays)

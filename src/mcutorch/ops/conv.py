@@ -9,6 +9,10 @@ PAD4 = ("pad_top", "pad_left", "pad_bottom", "pad_right")
 CONV_ATTRS = ("stride_h", "stride_w", "dilation_h", "dilation_w", *PAD4)
 OUT_ATTRS = ("in_zp", "out_zp", "act_min", "act_max")
 MATMUL_ATTRS = ("transpose_b", "a_zp", "b_zp", "out_zp", "mult", "shift", "act_min", "act_max")
+# conv2d_add: conv2d's attributes (its output stage renamed conv_*), then add's, in their orders
+CONV_ADD_ATTRS = (*CONV_ATTRS, "groups", "in_zp", "conv_zp", "conv_min", "conv_max", "a_zp",
+                  "a_mult", "a_shift", "b_zp", "b_mult", "b_shift", "out_zp", "out_mult",
+                  "out_shift", "act_min", "act_max")
 MATMUL_MAX_K = (2**31 - 1) // (255 * 255)  # 33,025: K * 255 * 255 fits int32
 
 
@@ -49,6 +53,14 @@ OPS = (
           fusable=True, since=4, macs=lambda i, o, a: _out(o) * i[0][-1],
           doc="y = clamp(rq(sum_k (a - a_zp) * (b - b_zp)) + out_zp), two int8 activations; "
               "K * 255 * 255 and its rq fit int32 (both readers check it at load)"),
+    OpDef("conv2d_add", 33, (*MAC_OPERANDS, "skip"), ("y",), CONV_ADD_ATTRS,
+          {"x": "NHWC", "weight": "OHWI", "skip": "NHWC, y's shape", "y": "NHWC"},
+          family="conv", fusable=True, alias=("residual",), since=5,
+          macs=lambda i, o, a: _out(o) * math.prod(i[1][1:]), mac_axis=0,
+          c_sources={"default": ("conv/mt_conv2d_add_s8.c", "conv/mt_conv2d_s8.c",
+                                 "elementwise/mt_add_s8.c")},
+          doc="y = add(conv2d(x) with out_zp/act = conv_zp/conv_min/conv_max, skip): the "
+              "residual add fused into the conv's output stage, y may be skip's bytes"),
 )
 
 

@@ -36,8 +36,10 @@ QPARAM_RULES = {
 # uses only these. "inplace": an output on exactly the bytes (region, offset, size) of an input
 # of the same size, e.g. one that dies at this op (element-wise kernels read element i before
 # writing it). "delegate": any overlap; the operands are where Vela placed them in its scratch
-# area (the ops of the delegate's CPU version follow the rules of their own ops).
-ALIAS_KINDS = ("inplace", "delegate")
+# area (the ops of the delegate's CPU version follow the rules of their own ops). "residual":
+# the output on exactly the bytes of the op's last input (the skip of a fused residual add, read
+# at the output's own position before it is written), never on another input's.
+ALIAS_KINDS = ("inplace", "delegate", "residual")
 
 
 @dataclass(frozen=True)

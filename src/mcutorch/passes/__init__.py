@@ -8,6 +8,7 @@ PIPELINE = (
     ("fuse_activations", fuse.run),  # standalone clamp -> producer's act range, or a clamp op
     ("fold_padding", padding.run),  # zero-point pad -> conv's explicit asymmetric padding
     ("to_nhwc", layout.run),  # NCHW -> NHWC, weight re-layout, flatten order into FC weights
+    ("fuse_residuals", fuse.residuals),  # add(conv2d(x), skip) -> conv2d_add, y over skip
     ("requantize", requant.run),  # scales -> int attributes, mult/shift/table constants
     ("persistent", persistent.run),  # state pairs -> persistent tensors + a last copy each
 )

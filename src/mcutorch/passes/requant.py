@@ -65,6 +65,23 @@ def _add(node: Node) -> None:
                   "out_shift": osh, **_act(node)}
 
 
+def _conv_add(node: Node) -> None:
+    """conv2d_add: the conv's rule on its output (the tensor the fusion removed), add's rule on
+    (that, skip) in add's operand order, a/b swapped so that a is the conv's side."""
+    a, skip = node.attrs, node.inputs[3]
+    conv = Node("conv2d", node.inputs[:3], [a["mid"]], a)
+    _mac(conv)
+    add = Node("add", [skip, a["mid"]] if a["conv_is_b"] else [a["mid"], skip], node.outputs,
+               a["add"])
+    _add(add)
+    c, at, sides = conv.attrs, add.attrs, "ba" if a["conv_is_b"] else "ab"
+    node.inputs = [*conv.inputs, skip]
+    node.attrs = {**c, "conv_zp": c["out_zp"], "conv_min": c["act_min"],
+                  "conv_max": c["act_max"], **at,
+                  **{f"{s}_{k}": at[f"{o}_{k}"] for s, o in zip("ab", sides)
+                     for k in ("zp", "mult", "shift")}}
+
+
 def _mul(node: Node) -> None:
     """mul and matmul: one multiplier s_a * s_b / s_y (matmul's transpose_b first)."""
     a, b = node.inputs
@@ -235,7 +252,7 @@ def _no_attrs(node: Node) -> None:
 
 
 RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
-         "conv_transpose2d": _mac, "add": _add,
+         "conv_transpose2d": _mac, "add": _add, "conv2d_add": _conv_add,
          "mul": _mul, "max_pool2d": _pool, "avg_pool2d": _pool, "rescale": _rescale,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,

@@ -13,6 +13,7 @@ from mcutorch.ir import Graph
 from mcutorch.plan.planner import Buffer
 
 INPLACE_OPS = frozenset(d.name for d in ops.REGISTRY if "inplace" in d.alias)
+RESIDUAL_OPS = frozenset(d.name for d in ops.REGISTRY if "residual" in d.alias)
 
 
 def steps_of(graph: Graph, npu) -> list:
@@ -114,16 +115,21 @@ def bind_delegates(buffers: list[Buffer], index: dict, steps, npu) -> set[int]:
 
 
 def inplace_pairs(graph: Graph, steps, index, buffers: list[Buffer], fixed: set[int]):
-    """(input, output) buffer pairs of element-wise ops that may share bytes; never a tensor
-    bound inside a delegate's scratch (`fixed`: scratch buffer ids), whose offset Vela chose."""
+    """(input, output) buffer pairs of element-wise ops (and of a fused residual: skip, y) that
+    may share bytes; never a tensor bound inside a delegate's scratch (`fixed`: scratch buffer
+    ids), whose offset Vela chose."""
     pairs = []
     for node in steps:
-        if node.op in INPLACE_OPS:
+        if node.op in INPLACE_OPS or node.op in RESIDUAL_OPS:
             y = node.outputs[0]
-            for x in node.inputs:
+            for x in node.inputs if node.op in INPLACE_OPS else node.inputs[-1:]:
                 if (not x.is_const and x.nbytes == y.nbytes and x not in graph.inputs
                         and x.init is None and y.init is None):
                     pair = (index[id(x)], index[id(y)])
+                    others = {root_of(buffers, buffers[index[id(t)]]).id for t in node.inputs
+                              if t is not x and not t.is_const}
+                    if node.op in RESIDUAL_OPS and root_of(buffers, buffers[pair[0]]).id in others:
+                        continue  # skip is also the conv's input: y must not overwrite it
                     if not any(root_of(buffers, buffers[b]).id in fixed for b in pair):
                         pairs.append(pair)
     return pairs

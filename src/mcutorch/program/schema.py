@@ -74,10 +74,12 @@ Version history:
     it on [N, C, 1, L] views); 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's
     scale, offset and border per axis, shared qparams); 32 `matmul` (two int8 activations, batch
     dims broadcast, `transpose_b` reads b as [..., N, K]). No record changed: 1.3 programs load.
-  * 1.5: persistent tensors (stateful models): TENSOR storage 2 `persistent` (bytes
-    [offset, offset+size) of the persistent buffer the caller binds once, region = NONE16,
-    offset 16-aligned) and the optional PERSISTENT section, one record per persistent tensor
-    (its initial value in CONST); error `bad_persistent`. 1.4 programs load unchanged.
+  * 1.5: persistent tensors (stateful models): TENSOR storage 2 `persistent` (bytes [offset,
+    offset+size) of the persistent buffer the caller binds once, region = NONE16, offset
+    16-aligned) and the optional PERSISTENT section, one record per persistent tensor (its
+    initial value in CONST); error `bad_persistent`. Opcode 33 `conv2d_add` (conv2d with the
+    residual add fused into its output stage; its output may lie on exactly the skip input's
+    bytes: alias kind `residual`, MT_ALIAS_RESIDUAL). 1.4 programs load unchanged.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

@@ -238,7 +238,7 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
     if op.name == "delegate":
         _check_delegate_op(p, what, op, in_subgraph)
     if "delegate" not in d.alias:
-        _check_alias(p, what, op, "inplace" in d.alias)
+        _check_alias(p, what, op, d.alias)
     if d.mac_axis is not None:
         _check_mac_range(p, what, op, d)
     if op.name == "gather":
@@ -323,20 +323,24 @@ def _meet(a, b) -> bool:
             and a[1] < b[1] + b[2] and b[1] < a[1] + a[2])
 
 
-def _check_alias(p: Program, what: str, op, inplace: bool) -> None:
+def _check_alias(p: Program, what: str, op, kinds) -> None:
     """ops.ALIAS_KINDS: an output shares no byte with another output or the scratch buffer, nor
-    with an input unless the op is in-place capable and the two are exactly the same bytes; the
-    scratch buffer shares none with an input either. The C loader checks the same (bad_op)."""
+    with an input unless the two are exactly the same bytes and the op runs in place ("inplace":
+    any input; "residual": the last input only, the skip); the scratch buffer shares none with an
+    input either. The C loader checks the same (bad_op)."""
     scratch = None if op.scratch is None else (op.scratch.region, op.scratch.offset,
                                                op.scratch.size)
+    last = len(op.inputs) - 1
     for k, o in enumerate(op.outputs):
         y = _bytes_of(p, o)
-        for i in op.inputs:
+        for j, i in enumerate(op.inputs):
             x = _bytes_of(p, i)
-            require(not _meet(y, x) or (inplace and x == y), "bad_op",
+            may = "inplace" in kinds or ("residual" in kinds and j == last)
+            require(not _meet(y, x) or (may and x == y), "bad_op",
                     f"{what}: output tensor {o} {y} overlaps input tensor {i} {x}"
-                    + ("" if inplace else " (the op cannot run in place)")
-                    + (" without being exactly its bytes" if inplace else ""))
+                    + (" without being exactly its bytes" if may else
+                       " (only the skip, the last input, may share the output's bytes)"
+                       if "residual" in kinds else " (the op cannot run in place)"))
         for o2 in op.outputs[:k]:
             require(not _meet(y, _bytes_of(p, o2)), "bad_op",
                     f"{what}: outputs {o2} and {o} overlap")

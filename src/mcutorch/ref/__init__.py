@@ -38,6 +38,7 @@ VARIANTS = {
 # allocate more than a few times the operands the program declares.
 SHAPES = {
     "conv2d": conv.conv2d_shape,
+    "conv2d_add": conv.conv2d_add_shape,
     "depthwise_conv2d": conv.depthwise_conv2d_shape,
     "fully_connected": conv.fully_connected_shape,
     "matmul": conv.matmul_shape,

@@ -28,6 +28,7 @@ from mcutorch import quant
 from mcutorch.ref._common import (DIM_MAX, INT32_MAX, INT32_MIN, INT48_MAX, as_activation,
                                   as_array, check, check_dims, check_scale, check_zp, out_size,
                                   requantize, requantize16, tap_outputs, tap_slice)
+from mcutorch.ref.elementwise import add
 
 
 def _mac_operands(bias, mult, shift, cout: int, wide: bool = False):
@@ -130,6 +131,34 @@ def conv2d(x, weight, bias, mult, shift, *, stride_h, stride_w, dilation_h, dila
                              wt[:, :, i, j, :].transpose(0, 2, 1)).transpose(1, 0, 2)
         acc[:, orow, ocol, :] += part.reshape(slab.shape[:3] + (cout,))
     return _output(acc.astype(np.int64), mult, shift, out_zp, act_min, act_max, wide)
+
+
+def conv2d_add_shape(x, weight, bias, mult, shift, skip, **attrs):
+    """The shape conv2d_add returns: skip's, which must be conv2d's output shape."""
+    y = conv2d_shape(x, weight, **attrs)
+    check(tuple(np.shape(skip)) == y, f"conv2d_add: skip {np.shape(skip)} is not the conv's "
+          f"output shape {y}")
+    return y
+
+
+def conv2d_add(x, weight, bias, mult, shift, skip, *, stride_h, stride_w, dilation_h, dilation_w,
+               pad_top, pad_left, pad_bottom, pad_right, groups, in_zp, conv_zp, conv_min,
+               conv_max, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp, out_mult,
+               out_shift, act_min, act_max):
+    """add(conv2d(x, ...), skip): exactly the unfused pair, the conv's int8 output (conv_zp,
+    clamped to [conv_min, conv_max]) rescaled as add's a, skip as its b (no broadcasting)."""
+    # x: (N, H, W, Cin) int8; weight: (Cout, KH, KW, Cin/groups) int8; bias, mult, shift:
+    # (Cout,) int32; skip: (N, Ho, Wo, Cout) int8  ->  y: (N, Ho, Wo, Cout) int8
+    geo = dict(stride_h=stride_h, stride_w=stride_w, dilation_h=dilation_h,
+               dilation_w=dilation_w, pad_top=pad_top, pad_left=pad_left, pad_bottom=pad_bottom,
+               pad_right=pad_right)
+    as_array(skip, np.int8, "skip", 4)
+    conv2d_add_shape(x, weight, bias, mult, shift, skip, **geo)
+    t = conv2d(x, weight, bias, mult, shift, **geo, groups=groups, in_zp=in_zp, out_zp=conv_zp,
+               act_min=conv_min, act_max=conv_max)
+    return add(t, skip, a_zp=a_zp, a_mult=a_mult, a_shift=a_shift, b_zp=b_zp, b_mult=b_mult,
+               b_shift=b_shift, out_zp=out_zp, out_mult=out_mult, out_shift=out_shift,
+               act_min=act_min, act_max=act_max)
 
 
 def _dw_weight(weight):

@@ -15,6 +15,7 @@ import numpy as np
 import tosa_serializer as ts
 
 from mcutorch.ir import Node, Tensor
+from mcutorch.passes.fuse import split_residual
 from mcutorch.quant import reciprocal_scale
 from mcutorch.ref.elementwise import COMPARE_KINDS
 
@@ -219,6 +220,18 @@ def lower_add(b: Builder, node: Node, ins, out: str, notes) -> str:
     total = b.op(kind.upper(), scaled, _out_shape(node), "int32", attr(kind))
     return _output_stage(b, total, a["out_mult"], a["out_shift"], a["out_zp"], a["act_min"],
                          a["act_max"], out)
+
+
+def check_conv2d_add(node: Node) -> str:
+    conv, add = split_residual(node)
+    return S.check_mac(conv) or S.check_add(add)
+
+
+def lower_conv2d_add(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """CONV2D's sequence to the conv's int8 output, then add's with skip (exactly the pair)."""
+    conv, add = split_residual(node)
+    mid = lower_conv2d(b, conv, ins[:1], None, notes)
+    return lower_add(b, add, [mid, ins[1]], out, notes)
 
 
 def lower_mul(b: Builder, node: Node, ins, out: str, notes) -> str:
@@ -472,6 +485,7 @@ def lower_reshape(b: Builder, node: Node, ins, out: str, notes) -> str:
 # whose `tosa` fact is "" has a row (tests/py/test_registry.py).
 RULES = {
     "conv2d": (S.check_mac, lower_conv2d),
+    "conv2d_add": (check_conv2d_add, lower_conv2d_add),
     "depthwise_conv2d": (S.check_mac, lower_depthwise_conv2d),
     "fully_connected": (S.check_mac, lower_fully_connected),
     "matmul": (check_matmul, lower_matmul),
