@@ -44,8 +44,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # +32 (6,213) with the CPU fallback in Vela's scratch (planner segments: own-lifetime views,
 # byte-range interference and live bytes; the fallback's RAM / flash cost in the compile report)
 # +66 (6,279) with fused residuals (the conv2d + add fusion pass, its split for TOSA, conv2d_add's
-# requant rule and TOSA check/lowering, the readers' `residual` overlap kind, its planner pairs)
-BUDGET = 6279
+# requant rule and TOSA check/lowering, the readers' `residual` overlap kind, its planner pairs);
+# 6,281 with QAT on a stateful model refused by name
+BUDGET = 6281
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
