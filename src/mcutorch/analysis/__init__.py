@@ -123,11 +123,14 @@ def timeline(p: Program) -> list[dict]:
     n = len(p.ops)
     written: dict[int, int] = {}
     read: dict[int, list[int]] = {}
+    by_delegate: dict[int, int] = {}
     for i, op in enumerate(p.ops):
-        for t in op.outputs:
-            written.setdefault(t, i)
+        for t in op.outputs:  # a delegate output its CPU version writes: live from that write
+            (by_delegate if op.name == "delegate" else written).setdefault(t, i)
         for t in op.inputs:
             read.setdefault(t, []).append(i)
+    for t, i in by_delegate.items():
+        written.setdefault(t, i)
     bars = []
     for t, info in enumerate(p.tensors):
         if info.storage != "arena":
@@ -149,15 +152,14 @@ def timeline(p: Program) -> list[dict]:
     delegate_at = {int(op.attrs["index"]): i for i, op in enumerate(p.ops)
                    if op.name == "delegate"}
     for k, d in enumerate(p.delegates):
-        s = delegate_at.get(k, 0)
-        end = sum(d.cpu_ops) - 1 if d.cpu_ops else s
+        s = delegate_at.get(k, 0)  # Vela's scratch is live at the delegate op alone: the CPU
+        # version's tensors may lie in its bytes (plan/buffers.py bind_delegates)
         for what, area in (("scratch", d.scratch), ("fast scratch", d.fast_scratch)):
             if area and area.size:
                 bars.append({"kind": "scratch", "tensor": None,
                              "name": f"delegate {k} {what}",
                              "region": p.regions[area.region].name, "offset": area.offset,
-                             "bytes": area.size, "first": s,
-                             "last": s if what == "fast scratch" else end})
+                             "bytes": area.size, "first": s, "last": s})
     return bars
 
 

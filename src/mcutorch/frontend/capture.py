@@ -58,8 +58,10 @@ def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> Grap
     from mcutorch.frontend import state
 
     records = []
-    names = state.mutated(ep.module(check_guards=False), ep)
-    if names:  # stateful: the state as inputs and outputs
+    # stateful: the state as inputs and outputs (QAT's training graph: BatchNorm's statistics
+    # are the only writes, and a stateful model is refused before it is captured for training)
+    names = () if train else state.mutated(ep.module(check_guards=False), ep)
+    if names:
         ep, args, records = state.functional(model, args, names)
     gm = ep.module(check_guards=False)
     _strip_guards(gm)
