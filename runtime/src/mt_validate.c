@@ -47,15 +47,18 @@ static int mt_qscale_ok(const float *scale)
 
 static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
 {
-  static const int32_t lo[4] = {-128, 0, -32768, INT32_MIN};
-  static const int32_t hi[4] = {127, 255, 32767, INT32_MAX};
+  static const int32_t lo[MT_DTYPE_COUNT] = {-128, 0, -32768, INT32_MIN, INT32_MIN};
+  static const int32_t hi[MT_DTYPE_COUNT] = {127, 255, 32767, INT32_MAX, INT32_MAX};
   return zp >= lo[dtype] && zp <= hi[dtype];
 }
 
 static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
 {
+  uint32_t k;
+  int64_t v;
   MT_REQUIRE(mt_qscale_ok(&t->scale), MT_ERR_BAD_TENSOR);
   MT_REQUIRE(mt_zero_point_ok(t->dtype, t->zero_point), MT_ERR_BAD_TENSOR);
+  MT_REQUIRE(t->dtype != MT_DTYPE_INT64 || t->storage == MT_STORAGE_CONST, MT_ERR_BAD_TENSOR);
   if (t->storage == MT_STORAGE_ARENA) {
     MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);
@@ -63,6 +66,10 @@ static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
   } else {
     MT_REQUIRE(t->offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)t->offset + t->size <= m->const_size, MT_ERR_BAD_OFFSET);
+  }
+  for (k = 0; t->dtype == MT_DTYPE_INT64 && k < t->size / 8; k++) { /* an int48 bias (1.5) */
+    memcpy(&v, m->constants + t->offset + 8 * k, sizeof v);
+    MT_REQUIRE(v >= MT_INT48_MIN && v <= MT_INT48_MAX, MT_ERR_BAD_TENSOR);
   }
   return MT_STATUS_OK;
 }
@@ -313,6 +320,29 @@ static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int
                                                              : (mt_status)MT_ERR_BAD_OP;
 }
 
+/* validate.py _check_dtypes: the activation inputs (MT_<OP>_ACT_INPUTS) share a dtype, the
+ * outputs another, and the pair is one of MT_<OP>_DTYPES (ops.OpDef.dtypes; 0 = unchecked). */
+static const uint32_t mt_op_dtypes[MT_OP_COUNT][2] = {
+#define MT_OP_DTYPES(name, code, dtypes, act) [code] = {dtypes, act},
+    MT_OP_DTYPE_LIST(MT_OP_DTYPES)
+#undef MT_OP_DTYPES
+};
+static mt_status mt_check_dtypes(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const uint32_t *rule = mt_op_dtypes[op->opcode], n = (uint32_t)op->n_inputs + op->n_outputs;
+  uint32_t k, d[2] = {MT_DTYPE_COUNT, MT_DTYPE_COUNT}; /* MT_DTYPE_COUNT <= 6: pairs fit 32 bits */
+  for (k = 0; k < n && rule[0] != 0; k++) {
+    const uint32_t out = k >= op->n_inputs, t = m->tensors[in[k]].dtype;
+    if (out || rule[1] == MT_ACT_ALL || (k < 32 && ((rule[1] >> k) & 1u))) {
+      MT_REQUIRE(d[out] == MT_DTYPE_COUNT || d[out] == t, MT_ERR_BAD_OP);
+      d[out] = t;
+    }
+  }
+  MT_REQUIRE(rule[0] == 0 || (d[0] < MT_DTYPE_COUNT && (rule[0] & MT_DTYPE_PAIR(d[0], d[1]))),
+             MT_ERR_BAD_OP);
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -324,6 +354,7 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   for (k = 0; k < op->n_outputs; k++) {
     MT_REQUIRE(m->tensors[out[k]].storage == MT_STORAGE_ARENA, MT_ERR_BAD_OP);
   }
+  MT_TRY(mt_check_dtypes(m, op, in));
   if (op->scratch_region != MT_NONE16) {
     MT_TRY(
         mt_check_area(m, op->scratch_region, op->scratch_offset, op->scratch_size, MT_ERR_BAD_OP));

@@ -12,8 +12,9 @@ from torch import nn
 
 import mcutorch
 from mcutorch import quant
-from mcutorch.errors import McutorchError, QuantizeError, UnsupportedOpError
+from mcutorch.errors import QuantizeError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
+from mcutorch.program import schema as S
 
 pt2e()
 QD = torch.ops.quantized_decomposed
@@ -536,10 +537,12 @@ def test_ref_movement_ops_move_int16_elements():
 
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
-    """The reference kernels define int16 forms, but a program runs them only where the C
-    runtime does (none yet): an int8 program edited to int16 tensors is refused by name."""
-    from mcutorch.errors import ExecutionError
+    """The reference kernels define int16 forms, but a program holds them only where the C
+    runtime has a kernel (none yet, OpDef.dtypes): an int8 program edited to int16 tensors is
+    refused by name by both program readers at load (bad_op) and by the interpreter."""
+    from mcutorch.errors import ExecutionError, ProgramError
     from mcutorch.ref.interpreter import C_INT16_OPS
+    from test_program import reason_of, unchecked_bytes
 
     assert not C_INT16_OPS
     x = torch.randn(4, 16)
@@ -555,13 +558,18 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     wide = dc.replace(program, tensors=[dc.replace(t, dtype="int16", offset=2 * t.offset)
                                         if t.storage == "arena" else t for t in program.tensors],
                       regions=[dc.replace(r, size=2 * r.size) for r in program.regions])
+    with pytest.raises(ProgramError, match=r"op 0 \(max_pool2d\): int16 inputs -> int16 output: "
+                                           r"its kernels take int8 -> int8") as e:
+        wide.to_bytes()
+    assert e.value.reason == "bad_op"
+    blob = unchecked_bytes(wide)
+    assert reason_of(blob) == "bad_op"
+    from mcutorch.device import crt  # the C loader gives the same verdict
+
+    assert crt.check_host([program.to_bytes(), blob]) == [0, S.ERROR_CODES["bad_op"]]
     from mcutorch.ref.interpreter import Interpreter
 
     inputs = [np.zeros(wide.tensors[i].shape, np.int16) for i in wide.inputs]
     with pytest.raises(ExecutionError, match=r"op 0 \(.*int16 activations .a16w8. are not run "
                                              "yet"):
         Interpreter(wide).invoke(inputs)
-    from mcutorch.device import crt  # the C runtime on the host: the kernel refuses it too
-
-    with pytest.raises(McutorchError, match="bad_argument"):
-        crt.run_host(wide, inputs)

@@ -38,6 +38,10 @@ QPARAM_RULES = {
 # writing it). "delegate": any overlap; the operands are where Vela placed them in its scratch
 # area (the ops of the delegate's CPU version follow the rules of their own ops).
 ALIAS_KINDS = ("inplace", "delegate")
+# Operands whose dtype OpDef.dtypes states (the activations); the others (weights, biases,
+# tables, indices, masks) have their own checks. Both program readers check the rule (bad_op).
+ACTIVATION_OPERANDS = ("x", "a", "b", VARIADIC)
+INT8_ONLY = (("int8", "int8"),)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,9 @@ class OpDef:
     # program readers bound every channel's accumulator from the constant weights at load.
     mac_axis: int | None = None
     zp_folded: tuple[str, ...] = ()
+    # (input dtype, output dtype) pairs its kernels take: every activation input
+    # (ACTIVATION_OPERANDS) has the first, every output the second. None = not checked (delegate).
+    dtypes: tuple[tuple[str, str], ...] | None = INT8_ONLY
 
     def __post_init__(self):
         assert self.qparams in QPARAM_RULES, (self.name, self.qparams)
@@ -99,6 +106,7 @@ class OpDef:
         assert self.mac_axis in (None, 0, -1) and set(self.zp_folded) <= set(self.variants)
         assert self.mac_axis is None or (self.inputs[:5] == MAC_OPERANDS
                                          and "in_zp" in self.attrs), self.name
+        assert self.dtypes is None or all(len(d) == 2 for d in self.dtypes), self.name
 
     @property
     def c_name(self) -> str:
@@ -107,6 +115,12 @@ class OpDef:
     @property
     def has_kernel(self) -> bool:
         return bool(self.family)
+
+    def activation_inputs(self) -> tuple[int, ...]:
+        """Indices of the inputs OpDef.dtypes covers (a variadic list: every input, (-1,))."""
+        if VARIADIC in self.inputs:
+            return (-1,)
+        return tuple(i for i, n in enumerate(self.inputs) if n in ACTIVATION_OPERANDS)
 
     def attr_index(self, attr: str) -> int:
         return self.attrs.index(attr)

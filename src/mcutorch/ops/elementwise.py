@@ -198,7 +198,7 @@ OPS = (
     OpDef("compare", 28, ("a", "b"), ("y",), COMPARE_ATTRS, family="elementwise",
           sources=tuple(Source(f"aten.{k}.{o}", "compare") for k in COMPARE_KINDS
                         for o in ("Tensor", "Scalar")),
-          alias=("inplace",), since=4,
+          alias=("inplace",), since=4, dtypes=(("int8", "uint8"),),
           doc="y = (sa (a - a_zp) KIND sb (b - b_zp)) as a uint8 0/1 mask, decided exactly in "
               "int64 from the scales' integer ratio; a constant scalar side is an int8 "
               "threshold on a's codes"),

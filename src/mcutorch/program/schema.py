@@ -73,6 +73,11 @@ Version history:
     it on [N, C, 1, L] views); 31 `resize` (nearest / bilinear resampling with TOSA RESIZE's
     scale, offset and border per axis, shared qparams); 32 `matmul` (two int8 activations, batch
     dims broadcast, `transpose_b` reads b as [..., N, K]). No record changed: 1.3 programs load.
+  * 1.5 (int16 activations, a16w8): an int64 TENSOR (DTYPES id 4, 8 B) holds a MAC's int48 bias:
+    constants only, every value within int48 [-2^47, 2^47) (both readers check, bad_tensor).
+    Each op's activation operands are checked against the dtypes its kernels take
+    (`OpDef.dtypes`, mt_program.h MT_<OP>_DTYPES; bad_op): an int16 tensor on an op without an
+    int16 kernel is refused at load, no longer at run time. No record changed: 1.4 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -95,6 +100,7 @@ Meaning of the records:
     [offset, offset+size) of arena `region`, offset a multiple of the element size) or CONST
     (bytes of the CONST section, offset 16-aligned, region = NONE16); size = prod(shape) *
     element size; per-tensor scale (f32, finite, >= 0) and zero point (in the dtype's range).
+    An int64 tensor is a constant whose values all lie in int48 (since 1.5).
   * OP: opcode and kernel variant (indices into ops.py), inputs and outputs as a range of
     OPERANDS, attributes as a range of ATTRS (count = len(ops.py attrs)), a scratch buffer in a
     region (region = NONE16 when none), an index into metadata "sources" (NONE32 = none), and
@@ -145,7 +151,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 1  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 5  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
@@ -182,11 +188,12 @@ ERROR_CODES = {name: i + 1 for i, name in enumerate(ERRORS)}
 RUNTIME_STATUS_BASE = 64  # C runtime statuses that are not format errors start here
 
 # --- enums (append-only: ids are stored in files) ---
-DTYPES = ("int8", "uint8", "int16", "int32")
-DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4}
-DTYPE_NUMPY = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "int32": "<i4"}
+DTYPES = ("int8", "uint8", "int16", "int32", "int64")
+DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8}
+DTYPE_NUMPY = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "int32": "<i4", "int64": "<i8"}
+INT48 = (-2**47, 2**47 - 1)  # an int64 tensor's values (a16w8 bias) and zero point
 DTYPE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-                "int32": (-2**31, 2**31 - 1)}
+                "int32": (-2**31, 2**31 - 1), "int64": INT48}
 STORAGES = ("arena", "const")
 ISAS = ("scalar", "dsp", "mve")
 ROUNDINGS = ("single", "tflite")

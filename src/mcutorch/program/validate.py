@@ -114,10 +114,16 @@ def check_tensor(p: Program, i: int, t) -> None:
     lo, hi = S.DTYPE_RANGES[t.dtype]
     require(is_int(t.zero_point, lo, hi), "bad_tensor",
             f"{what}: zero point {t.zero_point} outside {t.dtype} [{lo}, {hi}]")
+    require(t.dtype != "int64" or t.storage == "const", "bad_tensor",
+            f"{what}: an int64 tensor holds a constant int48 bias; it cannot live in an arena")
     if t.storage == "arena":
         _check_arena_tensor(p, what, t)
     else:
         _check_const_tensor(p, what, t)
+    if t.dtype == "int64":  # the C loader checks the same (mt_validate.c mt_check_tensor)
+        v = p.const_array(i)
+        require(v.size == 0 or (int(v.min()) >= S.INT48[0] and int(v.max()) <= S.INT48[1]),
+                "bad_tensor", f"{what}: an int64 value outside int48 [-2^47, 2^47)")
 
 
 def _check_arena_tensor(p: Program, what: str, t) -> None:
@@ -182,6 +188,7 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
                 f"{what}: {kind} {got} (program has {len(p.tensors)} tensors)")
     require(all(p.tensors[t].storage == "arena" for t in op.outputs), "bad_op",
             f"{what}: an output is a constant")
+    _check_dtypes(p, what, op, d)
     require(list(op.attrs) == list(d.attrs), "bad_op",
             f"{what}: attributes {list(op.attrs)}, ops.py says {list(d.attrs)}")
     require(all(is_int(v, *I32) for v in op.attrs.values()), "bad_op",
@@ -203,6 +210,19 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
                                            >> op.attrs["shift"]) <= I32[1] for v in (k, -k)]
         require(op.attrs["mult"] >= 0 and 2 <= op.attrs["shift"] <= 62 and all(fits), "bad_op",
                 f"{what}: K * 255 * 255 = {k} or its rq leaves int32 (docs/numerics.md, Domain)")
+
+
+def _check_dtypes(p: Program, what: str, op, d) -> None:
+    """OpDef.dtypes: the activation inputs share one dtype, the outputs another, and the pair is
+    one the op's kernels take (the C loader: the same, MT_<OP>_DTYPES)."""
+    if d.dtypes is None:
+        return
+    act = d.activation_inputs()
+    ins = sorted({p.tensors[t].dtype for k, t in enumerate(op.inputs) if -1 in act or k in act})
+    outs = sorted({p.tensors[t].dtype for t in op.outputs})
+    require((*ins, *outs) in d.dtypes, "bad_op", f"{what}: {' / '.join(ins)} inputs -> "
+            f"{' / '.join(outs)} output: its kernels take "
+            + ", ".join(f"{a} -> {b}" for a, b in d.dtypes))
 
 
 def _check_gather(p: Program, what: str, op) -> None:
