@@ -538,13 +538,16 @@ def test_ref_movement_ops_move_int16_elements():
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     """The reference kernels define int16 forms, but a program holds them only where the C
-    runtime has a kernel (none yet, OpDef.dtypes): an int8 program edited to int16 tensors is
-    refused by name by both program readers at load (bad_op) and by the interpreter."""
+    runtime has a kernel (OpDef.dtypes: rescale so far): an int8 program edited to int16 tensors
+    is refused by name by both program readers at load (bad_op) and by the interpreter."""
+    from mcutorch import ops
+
     from mcutorch.errors import ExecutionError, ProgramError
     from mcutorch.ref.interpreter import C_INT16_OPS
     from test_program import reason_of, unchecked_bytes
 
-    assert not C_INT16_OPS
+    assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None
+                           and any("int16" in pair for pair in op.dtypes)} == {"rescale"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
@@ -573,3 +576,89 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     with pytest.raises(ExecutionError, match=r"op 0 \(.*int16 activations .a16w8. are not run "
                                              "yet"):
         Interpreter(wide).invoke(inputs)
+
+
+def _rescale_program(x_dtype: str, y_dtype: str, attrs: dict, shape=(3, 37),
+                     target: str = "cortex-m55"):
+    """One rescale from an x_dtype tensor to a y_dtype one (format 1.5)."""
+    from mcutorch.program import OpInfo, Program, RegionInfo, TensorInfo
+    from test_program import _target_info
+
+    n = int(np.prod(shape))
+    x = TensorInfo.arena(x_dtype, shape, 0, 0, 0.5)
+    y = TensorInfo.arena(y_dtype, shape, 0, 2 * n, 0.25)  # after x's bytes for either size
+    return Program(_target_info(target), [RegionInfo("ram", 4 * n)], [x, y],
+                   [OpInfo("rescale", [0], [1], attrs)], [0], [1], b"")
+
+
+RESCALE16 = {  # (x dtype, y dtype): attributes; M = mult / 2^shift
+    ("int8", "int16"): dict(in_zp=-7, out_zp=0, mult=1_616_421_456, shift=23, act_min=-32767,
+                            act_max=32767),
+    ("int16", "int8"): dict(in_zp=0, out_zp=5, mult=1_299_090_612, shift=39, act_min=-128,
+                            act_max=127),
+    ("int16", "int16"): dict(in_zp=0, out_zp=0, mult=1_874_919_424, shift=31, act_min=-30000,
+                             act_max=32767),
+}
+
+
+def _rescale_inputs(x_dtype: str, shape, seed: int = 0) -> np.ndarray:
+    info = np.iinfo(x_dtype)
+    x = np.random.default_rng(seed).integers(info.min, info.max + 1, shape).astype(x_dtype)
+    x.flat[:4] = [info.min, info.max, 0, -1]
+    return x
+
+
+@pytest.mark.parametrize("pair", list(RESCALE16), ids="->".join)
+def test_rescale_int8_int16_alike_in_the_reference_and_host_c(pair):
+    """rescale int8 -> int16, int16 -> int8, int16 -> int16 (docs/numerics.md section 6): the
+    program's reference run is the integer definition, and the C runtime on the host (ASan +
+    UBSan) gives the same integers."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    attrs = RESCALE16[pair]
+    p = Program.from_bytes(_rescale_program(*pair, attrs).to_bytes())
+    x = _rescale_inputs(pair[0], p.tensors[0].shape)
+    (want,) = Interpreter(p).invoke([x])
+    r = quant.rq(x.astype(np.int64) - attrs["in_zp"], attrs["mult"], attrs["shift"])
+    expect = np.clip(r + attrs["out_zp"], attrs["act_min"], attrs["act_max"]).astype(pair[1])
+    np.testing.assert_array_equal(want, expect)
+    assert want.dtype == np.dtype(pair[1]) and len(np.unique(want)) > 20
+    (got,) = crt.run_host(p, [x])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
+                                          ("cortex-m0plus", "mps2-an385")])
+def test_rescale_int16_on_boards(target, board):
+    """The same rescales as firmware on an emulated M55 and M0+: the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    for pair, attrs in RESCALE16.items():
+        p = _rescale_program(*pair, attrs, target=target)
+        x = _rescale_inputs(pair[0], p.tensors[0].shape, seed=1)
+        run = firmware.run(p, [x], board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke([x])[0],
+                                      err_msg=f"{pair} on {board}")
+
+
+@pytest.mark.parametrize("pair,change", [
+    (("int16", "int8"), {"in_zp": 3}), (("int8", "int16"), {"out_zp": 1}),
+    (("int8", "int16"), {"act_min": -32768}), (("int16", "int16"), {"shift": 1}),
+    (("int16", "int8"), {"mult": 2**31 - 1, "shift": 2})])
+def test_rescale_int16_domain_refused_by_both_executors(pair, change):
+    """A zero point on an int16 side, an int16 range beyond +-32767, an illegal scale or an rq
+    that leaves int32: the reference refuses by name, the C kernel with bad_argument."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = _rescale_program(*pair, {**RESCALE16[pair], **change})
+    x = np.zeros(p.tensors[0].shape, pair[0])
+    with pytest.raises(ExecutionError, match=r"op 0 \(rescale\): "):
+        Interpreter(p).invoke([x])
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(p, [x])

@@ -77,7 +77,8 @@ Version history:
     constants only, every value within int48 [-2^47, 2^47) (both readers check, bad_tensor).
     Each op's activation operands are checked against the dtypes its kernels take
     (`OpDef.dtypes`, mt_program.h MT_<OP>_DTYPES; bad_op): an int16 tensor on an op without an
-    int16 kernel is refused at load, no longer at run time. No record changed: 1.4 programs load.
+    int16 kernel is refused at load, no longer at run time; `rescale` takes int8 or int16 on
+    either side (zero point 0 on an int16 side). No record changed: 1.4 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
