@@ -258,7 +258,8 @@ INT48 = 2**47
 
 
 # (name, program, reason): format 1.5's int64 constants (int48 values only) and the per-op
-# activation dtype rule (ops.OpDef.dtypes; of the C kernels only rescale takes int16 so far).
+# activation dtype rule (ops.OpDef.dtypes; of the C kernels, rescale, concat and copy take int16
+# so far).
 DTYPE_CASES = [
     ("add_int8", lambda: _add(0, 16, 32), None),
     ("add_int16", lambda: _typed(_add(0, 16, 32), {0: "int16", 1: "int16", 2: "int16"}),
@@ -267,6 +268,9 @@ DTYPE_CASES = [
     ("add_int16_output", lambda: _typed(_add(0, 16, 32), {2: "int16"}), "bad_op"),
     ("add_uint8", lambda: _typed(_add(0, 16, 32), {0: "uint8", 1: "uint8", 2: "uint8"}),
      "bad_op"),
+    ("concat_int16", lambda: _typed(one_op_program("concat", [((1, 4), 0), ((1, 4), 16)],
+                                                   ((1, 8), 32), {"axis": 3}),
+                                    {0: "int16", 1: "int16", 2: "int16"}), None),
     ("concat_mixed", lambda: _typed(one_op_program("concat", [((1, 4), 0), ((1, 4), 16)],
                                                    ((1, 8), 32), {"axis": 3}), {1: "int16"}),
      "bad_op"),

@@ -538,16 +538,17 @@ def test_ref_movement_ops_move_int16_elements():
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     """The reference kernels define int16 forms, but a program holds them only where the C
-    runtime has a kernel (OpDef.dtypes: rescale so far): an int8 program edited to int16 tensors
-    is refused by name by both program readers at load (bad_op) and by the interpreter."""
+    runtime has a kernel (OpDef.dtypes: rescale, concat, copy so far): an int8 program edited to
+    int16 tensors is refused by name by both program readers at load (bad_op) and by the
+    interpreter."""
     from mcutorch import ops
 
     from mcutorch.errors import ExecutionError, ProgramError
     from mcutorch.ref.interpreter import C_INT16_OPS
     from test_program import reason_of, unchecked_bytes
 
-    assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None
-                           and any("int16" in pair for pair in op.dtypes)} == {"rescale"}
+    assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
+        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
@@ -578,17 +579,57 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
         Interpreter(wide).invoke(inputs)
 
 
-def _rescale_program(x_dtype: str, y_dtype: str, attrs: dict, shape=(3, 37),
-                     target: str = "cortex-m55"):
-    """One rescale from an x_dtype tensor to a y_dtype one (format 1.5)."""
+def _one_op16(name: str, ins: list, out: tuple, attrs: dict, target: str = "cortex-m55"):
+    """One op over arena tensors (dtype, shape) placed one after another (format 1.5)."""
     from mcutorch.program import OpInfo, Program, RegionInfo, TensorInfo
     from test_program import _target_info
 
-    n = int(np.prod(shape))
-    x = TensorInfo.arena(x_dtype, shape, 0, 0, 0.5)
-    y = TensorInfo.arena(y_dtype, shape, 0, 2 * n, 0.25)  # after x's bytes for either size
-    return Program(_target_info(target), [RegionInfo("ram", 4 * n)], [x, y],
-                   [OpInfo("rescale", [0], [1], attrs)], [0], [1], b"")
+    tensors, at = [], 0
+    for dtype, shape in (*ins, out):
+        tensors.append(TensorInfo.arena(dtype, shape, 0, at, 0.5))
+        at += -(-tensors[-1].nbytes // 16) * 16
+    return Program(_target_info(target), [RegionInfo("ram", at)], tensors,
+                   [OpInfo(name, list(range(len(ins))), [len(ins)], attrs)],
+                   list(range(len(ins))), [len(ins)], b"")
+
+
+def _rescale_program(x_dtype: str, y_dtype: str, attrs: dict, shape=(3, 37),
+                     target: str = "cortex-m55"):
+    """One rescale from an x_dtype tensor to a y_dtype one."""
+    return _one_op16("rescale", [(x_dtype, shape)], (y_dtype, shape), attrs, target)
+
+
+MOVES16 = {  # int16 movement programs: (op, input shapes, output shape, attributes)
+    "concat_channels": ("concat", [(2, 3, 5, 4), (2, 3, 5, 7), (2, 3, 5, 1)], (2, 3, 5, 12),
+                        {"axis": 3}),
+    "concat_rows": ("concat", [(2, 3, 5, 4), (2, 1, 5, 4)], (2, 4, 5, 4), {"axis": 1}),
+    "concat_rank2": ("concat", [(3, 9), (5, 9)], (8, 9), {"axis": 2}),
+    "copy": ("copy", [(3, 37)], (111,), {}),
+}
+
+
+def _move_program(case: str, target: str = "cortex-m55"):
+    op, shapes, out, attrs = MOVES16[case]
+    return _one_op16(op, [("int16", s) for s in shapes], ("int16", out), attrs, target)
+
+
+@pytest.mark.parametrize("case", list(MOVES16))
+def test_int16_concat_and_copy_alike_in_the_reference_and_host_c(case):
+    """concat and copy move int16 elements (2 bytes each): the program's reference run is numpy's
+    concatenate / reshape, and the C runtime on the host (ASan + UBSan) gives the same."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = Program.from_bytes(_move_program(case).to_bytes())
+    xs = [_rescale_inputs("int16", p.tensors[i].shape, seed=i) for i in p.inputs]
+    (want,) = Interpreter(p).invoke(xs)
+    op, shapes, out, attrs = MOVES16[case]
+    expect = (xs[0].reshape(out) if op == "copy" else
+              np.concatenate(xs, axis=attrs["axis"] - 4 + len(out)))
+    np.testing.assert_array_equal(want, expect)
+    (got,) = crt.run_host(p, xs)
+    np.testing.assert_array_equal(got, want)
 
 
 RESCALE16 = {  # (x dtype, y dtype): attributes; M = mult / 2^shift
@@ -632,17 +673,22 @@ def test_rescale_int8_int16_alike_in_the_reference_and_host_c(pair):
 @pytest.mark.slow
 @pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
                                           ("cortex-m0plus", "mps2-an385")])
-def test_rescale_int16_on_boards(target, board):
-    """The same rescales as firmware on an emulated M55 and M0+: the reference's integers."""
+def test_int16_programs_on_boards(target, board):
+    """The same rescales, concats and copies as firmware on an emulated M55 and M0+: the
+    reference's integers."""
     from mcutorch.device import firmware
     from mcutorch.ref.interpreter import Interpreter
 
-    for pair, attrs in RESCALE16.items():
-        p = _rescale_program(*pair, attrs, target=target)
-        x = _rescale_inputs(pair[0], p.tensors[0].shape, seed=1)
-        run = firmware.run(p, [x], board)
-        np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke([x])[0],
-                                      err_msg=f"{pair} on {board}")
+    programs = [_rescale_program(*pair, attrs, target=target)
+                for pair, attrs in RESCALE16.items()]
+    programs += [_move_program(case, target) for case in MOVES16]
+    for k, p in enumerate(programs):
+        xs = [_rescale_inputs(p.tensors[i].dtype, p.tensors[i].shape, seed=i) for i in p.inputs]
+        run = firmware.run(p, xs, board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke(xs)[0],
+                                      err_msg=f"{p.ops[0].name} {k} on {board}")
+        print(f"{board} {p.ops[0].name} {[p.tensors[i].dtype for i in p.inputs]} -> "
+              f"{p.tensors[p.outputs[0]].dtype}: {run.instructions} instructions")
 
 
 @pytest.mark.parametrize("pair,change", [
