@@ -12,6 +12,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch import quant
+from mcutorch.ref import pad_attrs
 from mcutorch.errors import QuantizeError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.program import schema as S
@@ -538,9 +539,9 @@ def test_ref_movement_ops_move_int16_elements():
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     """The reference kernels define int16 forms, but a program holds them only where the C
-    runtime has a kernel (OpDef.dtypes: rescale, concat, copy so far): an int8 program edited to
-    int16 tensors is refused by name by both program readers at load (bad_op) and by the
-    interpreter."""
+    runtime has a kernel (OpDef.dtypes: rescale, concat, copy, pad so far): an int8 program
+    edited to int16 tensors is refused by name by both program readers at load (bad_op) and by
+    the interpreter."""
     from mcutorch import ops
 
     from mcutorch.errors import ExecutionError, ProgramError
@@ -548,7 +549,7 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     from test_program import reason_of, unchecked_bytes
 
     assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
-        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy"}
+        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
@@ -605,6 +606,9 @@ MOVES16 = {  # int16 movement programs: (op, input shapes, output shape, attribu
     "concat_rows": ("concat", [(2, 3, 5, 4), (2, 1, 5, 4)], (2, 4, 5, 4), {"axis": 1}),
     "concat_rank2": ("concat", [(3, 9), (5, 9)], (8, 9), {"axis": 2}),
     "copy": ("copy", [(3, 37)], (111,), {}),
+    "pad_hw": ("pad", [(1, 5, 6, 3)], (1, 8, 7, 3), {**pad_attrs([(0, 0), (1, 2), (0, 1), (0, 0)],
+                                                                     -32767)}),
+    "pad_rank2": ("pad", [(4, 9)], (5, 12), {**pad_attrs([(1, 0), (2, 1)], 12345)}),
 }
 
 
@@ -614,9 +618,10 @@ def _move_program(case: str, target: str = "cortex-m55"):
 
 
 @pytest.mark.parametrize("case", list(MOVES16))
-def test_int16_concat_and_copy_alike_in_the_reference_and_host_c(case):
-    """concat and copy move int16 elements (2 bytes each): the program's reference run is numpy's
-    concatenate / reshape, and the C runtime on the host (ASan + UBSan) gives the same."""
+def test_int16_concat_copy_pad_alike_in_the_reference_and_host_c(case):
+    """concat, copy and pad move int16 elements (2 bytes each): the program's reference run is
+    numpy's concatenate / reshape / pad, and the C runtime on the host (ASan + UBSan) gives the
+    same."""
     from mcutorch.device import crt
     from mcutorch.program import Program
     from mcutorch.ref.interpreter import Interpreter
@@ -625,8 +630,13 @@ def test_int16_concat_and_copy_alike_in_the_reference_and_host_c(case):
     xs = [_rescale_inputs("int16", p.tensors[i].shape, seed=i) for i in p.inputs]
     (want,) = Interpreter(p).invoke(xs)
     op, shapes, out, attrs = MOVES16[case]
-    expect = (xs[0].reshape(out) if op == "copy" else
-              np.concatenate(xs, axis=attrs["axis"] - 4 + len(out)))
+    if op == "pad":
+        lead = 4 - len(out)
+        widths = [(attrs[f"before{k}"], attrs[f"after{k}"]) for k in range(lead, 4)]
+        expect = np.pad(xs[0], widths, constant_values=attrs["value"])
+    else:
+        expect = (xs[0].reshape(out) if op == "copy" else
+                  np.concatenate(xs, axis=attrs["axis"] - 4 + len(out)))
     np.testing.assert_array_equal(want, expect)
     (got,) = crt.run_host(p, xs)
     np.testing.assert_array_equal(got, want)
@@ -705,6 +715,22 @@ def test_rescale_int16_domain_refused_by_both_executors(pair, change):
     p = _rescale_program(*pair, {**RESCALE16[pair], **change})
     x = np.zeros(p.tensors[0].shape, pair[0])
     with pytest.raises(ExecutionError, match=r"op 0 \(rescale\): "):
+        Interpreter(p).invoke([x])
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(p, [x])
+
+
+def test_int16_pad_value_refused_by_both_executors():
+    """An int16 pad value outside [-32767, 32767]: the reference refuses it by name, the C kernel
+    with bad_argument (the readers load it: the value is an attribute)."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = _one_op16("pad", [("int16", (4, 9))], ("int16", (5, 12)),
+                  pad_attrs([(1, 0), (2, 1)], -32768))
+    x = np.zeros((4, 9), np.int16)
+    with pytest.raises(ExecutionError, match=r"pad: value -32768 is not int16"):
         Interpreter(p).invoke([x])
     with pytest.raises(McutorchError, match="bad_argument"):
         crt.run_host(p, [x])

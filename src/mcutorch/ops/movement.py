@@ -25,7 +25,7 @@ OPS = (
           ("before0", "before1", "before2", "before3", "after0", "after1", "after2", "after3",
            "value"), family="movement", qparams="shared",
           sources=(Source("aten.pad.default", "shared"),
-                   Source("aten.constant_pad_nd.default", "shared"))),
+                   Source("aten.constant_pad_nd.default", "shared")), dtypes=SAME_8_OR_16),
     OpDef("copy", 14, ("x",), ("y",), (), family="movement", qparams="shared", dtypes=SAME_8_OR_16,
           doc="byte copy (a reshape that cannot alias, a tensor out of an NPU scratch area)"),
     OpDef("strided_slice", 18, ("x",), ("y",),

@@ -78,7 +78,8 @@ Version history:
     Each op's activation operands are checked against the dtypes its kernels take
     (`OpDef.dtypes`, mt_program.h MT_<OP>_DTYPES; bad_op): an int16 tensor on an op without an
     int16 kernel is refused at load, no longer at run time; `rescale` takes int8 or int16 on
-    either side (zero point 0 on an int16 side), `concat` and `copy` int16 tensors. No record
+    either side (zero point 0 on an int16 side), `concat`, `copy` and `pad` int16
+    tensors. No record
     changed: 1.4 programs load.
 
 Meaning of the records:
