@@ -238,11 +238,12 @@ static const mt_tensor_t *mt_mac_const(const mt_model *m, const int32_t *in, int
   return t->storage == MT_STORAGE_CONST && t->dtype == dtype && t->rank >= 1 ? t : NULL;
 }
 
-/* v and rq(v) = (v * mult + 2^(shift-1)) >> shift fit int32 (v first: then no int64 overflow). */
-static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift)
+/* |v| <= bound (2^31 or 2^47) and rq(v) = (v * mult + 2^(shift-1)) >> shift fits int32 (v
+ * first: then no int64 overflow while mult < 2^31, or 2^15 for the int48 bound). */
+static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift, int64_t bound)
 {
   int64_t r;
-  if (v < INT32_MIN || v > INT32_MAX) {
+  if (v < -bound - (bound == INT32_MAX) || v > bound) {
     return 0;
   }
   r = (v * mult + ((int64_t)1 << (shift - 1))) >> shift;
@@ -251,13 +252,17 @@ static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift)
 
 /* validate.py _check_mac_range: weight int8 and bias/mult/shift int32 constants, one of each
  * per output channel; for every channel, the accumulator bias + sum((x - zp) * w) over all int8
- * x, and its rq, fit int32 (docs/numerics.md, Domain). One pass over the weights. */
+ * x, and its rq, fit int32 (docs/numerics.md, Domain). An int16 x (section 6): an int64 bias,
+ * zp 0, mult < 2^15 and the accumulator within +-(2^47 - 1). One pass over the weights. */
 static mt_status mt_check_mac(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
   const uint32_t mac = mt_op_table[op->opcode].mac;
+  const int wide = m->tensors[in[0]].dtype == MT_DTYPE_INT16;
   const mt_tensor_t *w = mt_mac_const(m, in, 1, MT_DTYPE_INT8), *t[3];
   const int8_t *wd;
   const int32_t *q[3];
+  const int64_t x_lo = wide ? -32768 : -128, x_hi = wide ? 32767 : 127;
+  const int64_t a_lo = wide ? -MT_INT48_MAX : INT32_MIN, a_hi = wide ? MT_INT48_MAX : INT32_MAX;
   uint32_t k, c, n_c, n_k, step_c, step_k;
   int32_t zp;
   if (mac == 0) {
@@ -266,29 +271,32 @@ static mt_status mt_check_mac(const mt_model *m, const mt_op_t *op, const int32_
   MT_REQUIRE(w != NULL, MT_ERR_BAD_OP);
   n_c = w->shape[MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? 0 : w->rank - 1];
   for (k = 0; k < 3; k++) {
-    t[k] = mt_mac_const(m, in, (int)k + 2, MT_DTYPE_INT32);
-    MT_REQUIRE(t[k] != NULL && t[k]->size / 4 == n_c, MT_ERR_BAD_OP);
+    t[k] = mt_mac_const(m, in, (int)k + 2, wide && k == 0 ? MT_DTYPE_INT64 : MT_DTYPE_INT32);
+    MT_REQUIRE(t[k] != NULL && t[k]->size / mt_dtype_bytes(t[k]->dtype) == n_c, MT_ERR_BAD_OP);
     q[k] = (const int32_t *)(const void *)(m->constants + t[k]->offset); /* 16-aligned */
   }
   zp =
       MT_MAC_ZP_FOLDED_IN(mac, op->variant) ? 0 : m->attrs[op->first_attr + MT_MAC_ZP_ATTR_OF(mac)];
-  MT_REQUIRE(zp >= -128 && zp <= 127, MT_ERR_BAD_OP);
+  MT_REQUIRE(zp >= -128 && zp <= 127 && !(wide && zp != 0), MT_ERR_BAD_OP);
   n_k = n_c != 0 ? w->size / n_c : 0;
   step_c = MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? n_k : 1;
   step_k = MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? 1 : n_c;
   wd = (const int8_t *)(const void *)(m->constants + w->offset);
   for (c = 0; c < n_c; c++) {
     int64_t pos = 0, neg = 0, lo, hi;
+    const int64_t bias = wide ? ((const int64_t *)(const void *)q[0])[c] : q[0][c];
     const int32_t mult = q[1][c], shift = q[2][c];
     for (k = 0; k < n_k; k++) {
       const int32_t v = wd[c * step_c + k * step_k];
       pos += v > 0 ? v : 0;
       neg += v < 0 ? v : 0;
     }
-    MT_REQUIRE(mult >= 0 && shift >= 2 && shift <= 62, MT_ERR_BAD_OP);
-    hi = (127 - zp) * pos + (-128 - zp) * neg + q[0][c];
-    lo = (-128 - zp) * pos + (127 - zp) * neg + q[0][c];
-    MT_REQUIRE(mt_rq_fits(lo, mult, shift) && mt_rq_fits(hi, mult, shift), MT_ERR_BAD_OP);
+    MT_REQUIRE(mult >= 0 && (!wide || mult <= 32767) && shift >= 2 && shift <= 62, MT_ERR_BAD_OP);
+    hi = (x_hi - zp) * pos + (x_lo - zp) * neg + bias;
+    lo = (x_lo - zp) * pos + (x_hi - zp) * neg + bias;
+    MT_REQUIRE(lo >= a_lo && hi <= a_hi && mt_rq_fits(lo, mult, shift, a_hi) &&
+                   mt_rq_fits(hi, mult, shift, a_hi),
+               MT_ERR_BAD_OP);
   }
   return MT_STATUS_OK;
 }
@@ -315,9 +323,9 @@ static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int
   const int32_t *at = m->attrs + op->first_attr, shift = at[MT_MATMUL_SHIFT];
   const int64_t bound = a->rank >= 1 ? (int64_t)a->shape[a->rank - 1] * 255 * 255 : 0;
   const int ok = at[MT_MATMUL_MULT] >= 0 && shift >= 2 && shift <= 62 &&
-                 mt_rq_fits(bound, at[MT_MATMUL_MULT], shift);
-  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift) ? MT_STATUS_OK
-                                                             : (mt_status)MT_ERR_BAD_OP;
+                 mt_rq_fits(bound, at[MT_MATMUL_MULT], shift, INT32_MAX);
+  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift, INT32_MAX) ? MT_STATUS_OK
+                                                                        : (mt_status)MT_ERR_BAD_OP;
 }
 
 /* validate.py _check_dtypes: the activation inputs (MT_<OP>_ACT_INPUTS) share a dtype, the

@@ -258,8 +258,8 @@ INT48 = 2**47
 
 
 # (name, program, reason): format 1.5's int64 constants (int48 values only) and the per-op
-# activation dtype rule (ops.OpDef.dtypes; of the C kernels, rescale, concat, copy and pad take
-# int16 so far).
+# activation dtype rule (ops.OpDef.dtypes; of the C kernels, rescale, concat, copy, pad and
+# fully_connected take int16 so far).
 DTYPE_CASES = [
     ("add_int8", lambda: _add(0, 16, 32), None),
     ("add_int16", lambda: _typed(_add(0, 16, 32), {0: "int16", 1: "int16", 2: "int16"}),

@@ -539,9 +539,9 @@ def test_ref_movement_ops_move_int16_elements():
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     """The reference kernels define int16 forms, but a program holds them only where the C
-    runtime has a kernel (OpDef.dtypes: rescale, concat, copy, pad so far): an int8 program
-    edited to int16 tensors is refused by name by both program readers at load (bad_op) and by
-    the interpreter."""
+    runtime has a kernel (OpDef.dtypes: rescale, concat, copy, pad, fully_connected): an int8
+    program edited to int16 tensors is refused by name by both program readers at load (bad_op)
+    and by the interpreter."""
     from mcutorch import ops
 
     from mcutorch.errors import ExecutionError, ProgramError
@@ -549,7 +549,8 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     from test_program import reason_of, unchecked_bytes
 
     assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
-        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad"}
+        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad",
+                                                     "fully_connected"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
@@ -692,6 +693,7 @@ def test_int16_programs_on_boards(target, board):
     programs = [_rescale_program(*pair, attrs, target=target)
                 for pair, attrs in RESCALE16.items()]
     programs += [_move_program(case, target) for case in MOVES16]
+    programs.append(_fc16_program(target=target))
     for k, p in enumerate(programs):
         xs = [_rescale_inputs(p.tensors[i].dtype, p.tensors[i].shape, seed=i) for i in p.inputs]
         run = firmware.run(p, xs, board)
@@ -734,3 +736,75 @@ def test_int16_pad_value_refused_by_both_executors():
         Interpreter(p).invoke([x])
     with pytest.raises(McutorchError, match="bad_argument"):
         crt.run_host(p, [x])
+
+
+FC16 = dict(in_zp=0, out_zp=0, act_min=-32767, act_max=32767)
+
+
+def _fc16_program(n=3, k=37, m=11, seed=0, bias_dtype="int64", target="cortex-m55", **change):
+    """fully_connected on an int16 x: int8 weight, int64 bias (format 1.5), 16-bit multipliers."""
+    from mcutorch.program import ConstantPool, OpInfo, Program, RegionInfo, TensorInfo
+    from test_program import _target_info
+
+    rng = np.random.default_rng(seed)
+    consts = change.pop("consts", {})
+    w = consts.get("weight", rng.integers(-128, 128, (m, k)).astype(np.int8))
+    bias = consts.get("bias", rng.integers(-2**22, 2**22, m)).astype(bias_dtype)
+    mult = consts.get("mult", rng.integers(2**14, 2**15, m)).astype(np.int32)
+    shift = consts.get("shift", np.full(m, 24)).astype(np.int32)
+    pool = ConstantPool()
+    tensors = [TensorInfo.arena("int16", (n, k), 0, 0, 0.5),
+               *(pool.tensor(a) for a in (w, bias, mult, shift)),
+               TensorInfo.arena("int16", (n, m), 0, -(-2 * n * k // 16) * 16, 0.5)]
+    return Program(_target_info(target), [RegionInfo("ram", 4 * n * (k + m) + 32)], tensors,
+                   [OpInfo("fully_connected", [0, 1, 2, 3, 4], [5], {**FC16, **change})],
+                   [0], [5], pool.to_bytes())
+
+
+def _fc16_expect(p, x):
+    w, bias, mult, shift = (p.const_array(i).astype(np.int64) for i in (1, 2, 3, 4))
+    acc = bias + np.einsum("nk,mk->nm", x.astype(np.int64), w)
+    attrs = p.ops[0].attrs
+    r = (acc * mult + (np.int64(1) << (shift - 1))) >> shift
+    return np.clip(r, attrs["act_min"], attrs["act_max"]).astype(np.int16)
+
+
+@pytest.mark.parametrize("case", [dict(), dict(n=1, k=1, m=1), dict(n=5, k=200, m=3, seed=2),
+                                  dict(act_min=-1000, act_max=20000, seed=3)],
+                         ids=["3x37x11", "1x1x1", "5x200x3", "clamped"])
+def test_fully_connected_int16_alike_in_the_reference_and_host_c(case):
+    """The a16w8 fully_connected (int64 accumulator within int48, 16-bit multiplier): the
+    program's reference run is the integer definition, host C (ASan + UBSan) the same integers."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = Program.from_bytes(_fc16_program(**case).to_bytes())
+    x = _rescale_inputs("int16", p.tensors[0].shape, seed=7)
+    (want,) = Interpreter(p).invoke([x])
+    np.testing.assert_array_equal(want, _fc16_expect(p, x))
+    assert want.size < 8 or len(np.unique(want)) > want.size // 2
+    (got,) = crt.run_host(p, [x])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(bias_dtype="int32"), "bad_op"),  # an int16 x takes an int64 bias
+    (dict(consts={"mult": np.full(11, 2**15)}), "bad_op"),  # not a 16-bit multiplier
+    (dict(in_zp=1), "bad_op"),  # zero point 0
+    (dict(consts={"bias": np.full(11, 2**47 - 2**20), "shift": np.full(11, 50)}),
+     "bad_op"),  # the accumulator leaves int48 (its rq would fit)
+    (dict(consts={"bias": np.full(11, 2**47)}), "bad_tensor"),  # an int64 value beyond int48
+    (dict(consts={"shift": np.full(11, 8)}), "bad_op"),  # rq leaves int32
+    (dict(consts={"bias": np.full(11, 2**47 - 2**28), "shift": np.full(11, 50)}),
+     None),  # within int48: 2^28 > 32768 * 37 * 128
+])
+def test_fully_connected_int16_domain_at_load_in_both_readers(change, reason):
+    """Both readers bound an int16 fully_connected from its constants (docs/numerics.md section
+    6) and give the same verdict."""
+    from mcutorch.device import crt
+    from test_program import reason_of, unchecked_bytes
+
+    blob = unchecked_bytes(_fc16_program(**change))
+    assert reason_of(blob) == reason
+    assert crt.check_host([blob]) == [S.ERROR_CODES[reason] if reason else 0]

@@ -78,9 +78,9 @@ Version history:
     Each op's activation operands are checked against the dtypes its kernels take
     (`OpDef.dtypes`, mt_program.h MT_<OP>_DTYPES; bad_op): an int16 tensor on an op without an
     int16 kernel is refused at load, no longer at run time; `rescale` takes int8 or int16 on
-    either side (zero point 0 on an int16 side), `concat`, `copy` and `pad` int16
-    tensors. No record
-    changed: 1.4 programs load.
+    either side (zero point 0 on an int16 side), `concat`, `copy` and `pad` int16 tensors,
+    `fully_connected` an int16 x (an int64 bias, a 16-bit mult; the accumulator bounded within
+    int48 at load). No record changed: 1.4 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

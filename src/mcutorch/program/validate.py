@@ -253,33 +253,37 @@ def _check_mac_range(p: Program, what: str, op, d) -> None:
     accumulator bias + sum((x - in_zp) * w) and its rq(acc, mult, shift) fit int32, whatever the
     input. Checked from the constant operands, so no input can leave the domain at run time; the
     C loader checks the same (mt_validate.c mt_check_mac), one pass over the weights."""
+    wide = p.tensors[op.inputs[0]].dtype == "int16"  # int48 accumulator, 16-bit mult (sec. 6)
     w = _const_operand(p, what, op, 1, "int8")  # summed as int8 into int64: no wide copy
     channels = w.shape[d.mac_axis]
-    bias, mult, shift = (_const_operand(p, what, op, k, "int32", channels).ravel()
-                         .astype(np.int64) for k in (2, 3, 4))
+    bias, mult, shift = (_const_operand(p, what, op, k, "int64" if wide and k == 2 else "int32",
+                                        channels).ravel().astype(np.int64) for k in (2, 3, 4))
     zp = 0 if op.variant in d.zp_folded else op.attrs["in_zp"]
-    require(-128 <= zp <= 127, "bad_op", f"{what}: in_zp {zp} is not int8")
+    require(-128 <= zp <= 127 and not (wide and zp), "bad_op", f"{what}: in_zp {zp} is not "
+            + ("0 (int16 x)" if wide else "int8"))
     if channels == 0:
         return
     w = np.moveaxis(w, d.mac_axis, 0).reshape(channels, -1)
     pos = np.maximum(w, 0).sum(axis=1, dtype=np.int64)
     neg = np.minimum(w, 0).sum(axis=1, dtype=np.int64)
-    hi = (127 - zp) * pos + (-128 - zp) * neg + bias
-    lo = (-128 - zp) * pos + (127 - zp) * neg + bias
-    bad = (mult < 0) | (mult > I32[1]) | (shift < 2) | (shift > 62)
+    x_lo, x_hi, m_hi, a_hi = (-32768, 32767, 32767, S.INT48[1]) if wide else (-128, 127, *I32[1:],
+                                                                            I32[1])
+    hi = (x_hi - zp) * pos + (x_lo - zp) * neg + bias
+    lo = (x_lo - zp) * pos + (x_hi - zp) * neg + bias
+    bad = (mult < 0) | (mult > m_hi) | (shift < 2) | (shift > 62)
     c = int(np.argmax(bad)) if bad.any() else -1
     require(c < 0, "bad_op", f"{what}: channel {c}: mult {mult[c]} / shift {shift[c]} outside "
-            "[0, 2^31) / [2, 62]")
+            f"[0, {m_hi}] / [2, 62]")
     half = np.left_shift(np.int64(1), shift - 1)
     bad = np.zeros(channels, bool)
-    for v in (lo, hi):  # |v| <= 2^31 once it fits int32, so v * mult + half < 2^63
-        fits = (v >= I32[0]) & (v <= I32[1])
+    for v in (lo, hi):  # |v| <= 2^31 (2^47 with mult < 2^15), so v * mult + half < 2^63
+        fits = (v >= -a_hi - (not wide)) & (v <= a_hi)
         scaled = (np.where(fits, v, 0) * mult + half) >> shift
         bad |= ~fits | (scaled < I32[0]) | (scaled > I32[1])
     c = int(np.argmax(bad)) if bad.any() else -1
     require(c < 0, "bad_op", f"{what}: channel {c}: the accumulator spans [{lo[c]}, {hi[c]}]; it "
-            f"or its rescale (mult {mult[c]}, shift {shift[c]}) can leave int32 "
-            "(docs/numerics.md, Domain)")
+            f"or its rescale (mult {mult[c]}, shift {shift[c]}) can leave int{48 if wide else 32}"
+            " (docs/numerics.md, Domain)")
 
 
 def _bytes_of(p: Program, index: int):
