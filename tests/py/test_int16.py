@@ -748,7 +748,7 @@ def _fc16_program(n=3, k=37, m=11, seed=0, bias_dtype="int64", target="cortex-m5
 
     rng = np.random.default_rng(seed)
     consts = change.pop("consts", {})
-    w = consts.get("weight", rng.integers(-128, 128, (m, k)).astype(np.int8))
+    w = consts.get("weight", rng.integers(-128, 128, (m, k))).astype(np.int8)
     bias = consts.get("bias", rng.integers(-2**22, 2**22, m)).astype(bias_dtype)
     mult = consts.get("mult", rng.integers(2**14, 2**15, m)).astype(np.int32)
     shift = consts.get("shift", np.full(m, 24)).astype(np.int32)
@@ -770,8 +770,12 @@ def _fc16_expect(p, x):
 
 
 @pytest.mark.parametrize("case", [dict(), dict(n=1, k=1, m=1), dict(n=5, k=200, m=3, seed=2),
+                                  dict(n=2, k=1100, m=3, seed=4, consts={"shift": np.full(3, 26)}),
+                                  dict(n=1, k=1100, m=2, fill=-32768, consts={
+                                      "weight": np.full((2, 1100), -128), "shift": np.full(2, 40),
+                                      "bias": np.zeros(2)}),
                                   dict(act_min=-1000, act_max=20000, seed=3)],
-                         ids=["3x37x11", "1x1x1", "5x200x3", "clamped"])
+                         ids=["3x37x11", "1x1x1", "5x200x3", "2x1100x3", "extremes", "clamped"])
 def test_fully_connected_int16_alike_in_the_reference_and_host_c(case):
     """The a16w8 fully_connected (int64 accumulator within int48, 16-bit multiplier): the
     program's reference run is the integer definition, host C (ASan + UBSan) the same integers."""
@@ -779,8 +783,11 @@ def test_fully_connected_int16_alike_in_the_reference_and_host_c(case):
     from mcutorch.program import Program
     from mcutorch.ref.interpreter import Interpreter
 
+    case = dict(case)
+    fill = case.pop("fill", None)
     p = Program.from_bytes(_fc16_program(**case).to_bytes())
-    x = _rescale_inputs("int16", p.tensors[0].shape, seed=7)
+    x = (_rescale_inputs("int16", p.tensors[0].shape, seed=7) if fill is None
+         else np.full(p.tensors[0].shape, fill, np.int16))
     (want,) = Interpreter(p).invoke([x])
     np.testing.assert_array_equal(want, _fc16_expect(p, x))
     assert want.size < 8 or len(np.unique(want)) > want.size // 2

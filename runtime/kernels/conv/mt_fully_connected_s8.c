@@ -74,9 +74,16 @@ static mt_status fc_run16(const mt_op_args *a, int folded)
   }
   for (uint32_t n = 0; n < xt->shape[0]; n++) {
     for (uint32_t o = 0; o < n_out; o++) {
+      const int16_t *xr = x + (size_t)n * n_in;
+      const int8_t *wr = w + (size_t)o * n_in;
       int64_t acc = bias[o];
-      for (uint32_t k = 0; k < n_in; k++) {
-        acc += (int32_t)x[(size_t)n * n_in + k] * w[(size_t)o * n_in + k];
+      for (uint32_t k0 = 0; k0 < n_in; k0 += 256) { /* |x * w| <= 2^22: 256 of them fit int32 */
+        const uint32_t k1 = n_in - k0 < 256 ? n_in : k0 + 256;
+        int32_t part = 0;
+        for (uint32_t k = k0; k < k1; k++) {
+          part += (int32_t)xr[k] * wr[k];
+        }
+        acc += part;
       }
       const int64_t r = acc >= -MT_S48_MAX && acc <= MT_S48_MAX
                             ? (acc * mult[o] + ((int64_t)1 << (shift[o] - 1))) >> shift[o]
