@@ -13,7 +13,7 @@
 #define MT_KIND_BIT(kind) (1u << (kind))
 #define MT_REQUIRED_KINDS (((MT_KIND_BIT(MT_SECTION_METADATA) - 1u) & ~1u)) /* kinds 1..10 */
 
-typedef char mt_check_dtypes[(MT_DTYPE_COUNT == 4) ? 1 : -1]; /* mt_dtype_bytes's table */
+typedef char mt_check_dtypes[(MT_DTYPE_COUNT == 5) ? 1 : -1]; /* mt_dtype_bytes's table */
 
 const mt_op_counts mt_op_table[MT_OP_COUNT] = {
 #define MT_OP_ROW(name, code, n_in, n_out, n_attrs, n_variants, alias, mac)                        \
@@ -46,8 +46,9 @@ typedef struct {
 
 uint32_t mt_dtype_bytes(uint32_t dtype)
 {
-  static const uint8_t size[4] = {MT_DTYPE_SIZE_INT8, MT_DTYPE_SIZE_UINT8, MT_DTYPE_SIZE_INT16,
-                                  MT_DTYPE_SIZE_INT32};
+  static const uint8_t size[MT_DTYPE_COUNT] = {MT_DTYPE_SIZE_INT8, MT_DTYPE_SIZE_UINT8,
+                                               MT_DTYPE_SIZE_INT16, MT_DTYPE_SIZE_INT32,
+                                               MT_DTYPE_SIZE_INT64};
   return size[dtype];
 }
 

@@ -47,15 +47,18 @@ static int mt_qscale_ok(const float *scale)
 
 static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
 {
-  static const int32_t lo[4] = {-128, 0, -32768, INT32_MIN};
-  static const int32_t hi[4] = {127, 255, 32767, INT32_MAX};
+  static const int32_t lo[MT_DTYPE_COUNT] = {-128, 0, -32768, INT32_MIN, INT32_MIN};
+  static const int32_t hi[MT_DTYPE_COUNT] = {127, 255, 32767, INT32_MAX, INT32_MAX};
   return zp >= lo[dtype] && zp <= hi[dtype];
 }
 
 static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
 {
+  uint32_t k;
+  int64_t v;
   MT_REQUIRE(mt_qscale_ok(&t->scale), MT_ERR_BAD_TENSOR);
   MT_REQUIRE(mt_zero_point_ok(t->dtype, t->zero_point), MT_ERR_BAD_TENSOR);
+  MT_REQUIRE(t->dtype != MT_DTYPE_INT64 || t->storage == MT_STORAGE_CONST, MT_ERR_BAD_TENSOR);
   if (t->storage == MT_STORAGE_ARENA) {
     MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);
@@ -66,6 +69,10 @@ static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
   } else {
     MT_REQUIRE(t->offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)t->offset + t->size <= m->const_size, MT_ERR_BAD_OFFSET);
+  }
+  for (k = 0; t->dtype == MT_DTYPE_INT64 && k < t->size / 8; k++) { /* an int48 bias (1.5) */
+    memcpy(&v, m->constants + t->offset + 8 * k, sizeof v);
+    MT_REQUIRE(v >= MT_INT48_MIN && v <= MT_INT48_MAX, MT_ERR_BAD_TENSOR);
   }
   return MT_STATUS_OK;
 }
@@ -237,11 +244,12 @@ static const mt_tensor_t *mt_mac_const(const mt_model *m, const int32_t *in, int
   return t->storage == MT_STORAGE_CONST && t->dtype == dtype && t->rank >= 1 ? t : NULL;
 }
 
-/* v and rq(v) = (v * mult + 2^(shift-1)) >> shift fit int32 (v first: then no int64 overflow). */
-static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift)
+/* |v| <= bound (2^31 or 2^47) and rq(v) = (v * mult + 2^(shift-1)) >> shift fits int32 (v
+ * first: then no int64 overflow while mult < 2^31, or 2^15 for the int48 bound). */
+static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift, int64_t bound)
 {
   int64_t r;
-  if (v < INT32_MIN || v > INT32_MAX) {
+  if (v < -bound - (bound == INT32_MAX) || v > bound) {
     return 0;
   }
   r = (v * mult + ((int64_t)1 << (shift - 1))) >> shift;
@@ -250,13 +258,17 @@ static int mt_rq_fits(int64_t v, int64_t mult, int32_t shift)
 
 /* validate.py _check_mac_range: weight int8 and bias/mult/shift int32 constants, one of each
  * per output channel; for every channel, the accumulator bias + sum((x - zp) * w) over all int8
- * x, and its rq, fit int32 (docs/numerics.md, Domain). One pass over the weights. */
+ * x, and its rq, fit int32 (docs/numerics.md, Domain). An int16 x (section 6): an int64 bias,
+ * zp 0, mult < 2^15 and the accumulator within +-(2^47 - 1). One pass over the weights. */
 static mt_status mt_check_mac(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
   const uint32_t mac = mt_op_table[op->opcode].mac;
+  const int wide = m->tensors[in[0]].dtype == MT_DTYPE_INT16;
   const mt_tensor_t *w = mt_mac_const(m, in, 1, MT_DTYPE_INT8), *t[3];
   const int8_t *wd;
   const int32_t *q[3];
+  const int64_t x_lo = wide ? -32768 : -128, x_hi = wide ? 32767 : 127;
+  const int64_t a_lo = wide ? -MT_INT48_MAX : INT32_MIN, a_hi = wide ? MT_INT48_MAX : INT32_MAX;
   uint32_t k, c, n_c, n_k, step_c, step_k;
   int32_t zp;
   if (mac == 0) {
@@ -265,29 +277,32 @@ static mt_status mt_check_mac(const mt_model *m, const mt_op_t *op, const int32_
   MT_REQUIRE(w != NULL, MT_ERR_BAD_OP);
   n_c = w->shape[MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? 0 : w->rank - 1];
   for (k = 0; k < 3; k++) {
-    t[k] = mt_mac_const(m, in, (int)k + 2, MT_DTYPE_INT32);
-    MT_REQUIRE(t[k] != NULL && t[k]->size / 4 == n_c, MT_ERR_BAD_OP);
+    t[k] = mt_mac_const(m, in, (int)k + 2, wide && k == 0 ? MT_DTYPE_INT64 : MT_DTYPE_INT32);
+    MT_REQUIRE(t[k] != NULL && t[k]->size / mt_dtype_bytes(t[k]->dtype) == n_c, MT_ERR_BAD_OP);
     q[k] = (const int32_t *)(const void *)(m->constants + t[k]->offset); /* 16-aligned */
   }
   zp =
       MT_MAC_ZP_FOLDED_IN(mac, op->variant) ? 0 : m->attrs[op->first_attr + MT_MAC_ZP_ATTR_OF(mac)];
-  MT_REQUIRE(zp >= -128 && zp <= 127, MT_ERR_BAD_OP);
+  MT_REQUIRE(zp >= -128 && zp <= 127 && !(wide && zp != 0), MT_ERR_BAD_OP);
   n_k = n_c != 0 ? w->size / n_c : 0;
   step_c = MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? n_k : 1;
   step_k = MT_MAC_AXIS(mac) == MT_MAC_AXIS_FIRST ? 1 : n_c;
   wd = (const int8_t *)(const void *)(m->constants + w->offset);
   for (c = 0; c < n_c; c++) {
     int64_t pos = 0, neg = 0, lo, hi;
+    const int64_t bias = wide ? ((const int64_t *)(const void *)q[0])[c] : q[0][c];
     const int32_t mult = q[1][c], shift = q[2][c];
     for (k = 0; k < n_k; k++) {
       const int32_t v = wd[c * step_c + k * step_k];
       pos += v > 0 ? v : 0;
       neg += v < 0 ? v : 0;
     }
-    MT_REQUIRE(mult >= 0 && shift >= 2 && shift <= 62, MT_ERR_BAD_OP);
-    hi = (127 - zp) * pos + (-128 - zp) * neg + q[0][c];
-    lo = (-128 - zp) * pos + (127 - zp) * neg + q[0][c];
-    MT_REQUIRE(mt_rq_fits(lo, mult, shift) && mt_rq_fits(hi, mult, shift), MT_ERR_BAD_OP);
+    MT_REQUIRE(mult >= 0 && (!wide || mult <= 32767) && shift >= 2 && shift <= 62, MT_ERR_BAD_OP);
+    hi = (x_hi - zp) * pos + (x_lo - zp) * neg + bias;
+    lo = (x_lo - zp) * pos + (x_hi - zp) * neg + bias;
+    MT_REQUIRE(lo >= a_lo && hi <= a_hi && mt_rq_fits(lo, mult, shift, a_hi) &&
+                   mt_rq_fits(hi, mult, shift, a_hi),
+               MT_ERR_BAD_OP);
   }
   return MT_STATUS_OK;
 }
@@ -314,9 +329,32 @@ static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int
   const int32_t *at = m->attrs + op->first_attr, shift = at[MT_MATMUL_SHIFT];
   const int64_t bound = a->rank >= 1 ? (int64_t)a->shape[a->rank - 1] * 255 * 255 : 0;
   const int ok = at[MT_MATMUL_MULT] >= 0 && shift >= 2 && shift <= 62 &&
-                 mt_rq_fits(bound, at[MT_MATMUL_MULT], shift);
-  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift) ? MT_STATUS_OK
-                                                             : (mt_status)MT_ERR_BAD_OP;
+                 mt_rq_fits(bound, at[MT_MATMUL_MULT], shift, INT32_MAX);
+  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift, INT32_MAX) ? MT_STATUS_OK
+                                                                        : (mt_status)MT_ERR_BAD_OP;
+}
+
+/* validate.py _check_dtypes: the activation inputs (MT_<OP>_ACT_INPUTS) share a dtype, the
+ * outputs another, and the pair is one of MT_<OP>_DTYPES (ops.OpDef.dtypes; 0 = unchecked). */
+static const uint32_t mt_op_dtypes[MT_OP_COUNT][2] = {
+#define MT_OP_DTYPES(name, code, dtypes, act) [code] = {dtypes, act},
+    MT_OP_DTYPE_LIST(MT_OP_DTYPES)
+#undef MT_OP_DTYPES
+};
+static mt_status mt_check_dtypes(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const uint32_t *rule = mt_op_dtypes[op->opcode], n = (uint32_t)op->n_inputs + op->n_outputs;
+  uint32_t k, d[2] = {MT_DTYPE_COUNT, MT_DTYPE_COUNT}; /* MT_DTYPE_COUNT <= 6: pairs fit 32 bits */
+  for (k = 0; k < n && rule[0] != 0; k++) {
+    const uint32_t out = k >= op->n_inputs, t = m->tensors[in[k]].dtype;
+    if (out || rule[1] == MT_ACT_ALL || (k < 32 && ((rule[1] >> k) & 1u))) {
+      MT_REQUIRE(d[out] == MT_DTYPE_COUNT || d[out] == t, MT_ERR_BAD_OP);
+      d[out] = t;
+    }
+  }
+  MT_REQUIRE(rule[0] == 0 || (d[0] < MT_DTYPE_COUNT && (rule[0] & MT_DTYPE_PAIR(d[0], d[1]))),
+             MT_ERR_BAD_OP);
+  return MT_STATUS_OK;
 }
 
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
@@ -330,6 +368,7 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   for (k = 0; k < op->n_outputs; k++) {
     MT_REQUIRE(m->tensors[out[k]].storage != MT_STORAGE_CONST, MT_ERR_BAD_OP);
   }
+  MT_TRY(mt_check_dtypes(m, op, in));
   if (op->scratch_region != MT_NONE16) {
     MT_TRY(
         mt_check_area(m, op->scratch_region, op->scratch_offset, op->scratch_size, MT_ERR_BAD_OP));

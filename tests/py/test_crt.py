@@ -20,8 +20,9 @@ from mcutorch.errors import ProgramError
 from mcutorch.program import Program, reader
 from mcutorch.program import schema as S
 from mcutorch.ref.interpreter import Interpreter
-from test_program import (CORRUPT, SWITCH_CASES, _apply, _sweep, build_program, copy_program,
-                          CONV, OVERLAP_CASES, POOL, every_target_name, io_program, limit_files,
+from test_program import (ADD, CORRUPT, SWITCH_CASES, _add, _apply, _sweep, build_program,
+                          copy_program, CONV, OVERLAP_CASES, POOL, every_target_name, io_program,
+                          limit_files,
                           one_op_program, overlap_files, patch, regions_program, switch_case_files,
                           unchecked_bytes)
 
@@ -229,6 +230,78 @@ def test_overlapping_operands_alike_in_both_executors():
                 xs[1] = xs[0]  # the same bytes: the same values
             for g, w in zip(crt.run_host(p, xs), Interpreter(p).invoke(xs)):
                 np.testing.assert_array_equal(g, w, err_msg=name)
+
+
+def _typed(p: Program, dtypes: dict) -> Program:
+    """`p` with tensor i of dtype dtypes[i] (arena tensors, shapes and offsets kept)."""
+    import dataclasses as dc
+
+    return dc.replace(p, tensors=[dc.replace(t, dtype=dtypes.get(i, t.dtype))
+                                  for i, t in enumerate(p.tensors)])
+
+
+def _with_int64(p: Program, values=None, arena: bool = False) -> Program:
+    """`p` with one more (unused) int64 tensor: a constant of `values`, or an arena tensor."""
+    import dataclasses as dc
+
+    from mcutorch.program import TensorInfo
+
+    if arena:
+        return dc.replace(p, tensors=[*p.tensors, TensorInfo.arena("int64", (2,), 0, 64, 1.0)])
+    at = len(p.constants) + -len(p.constants) % S.ALIGN
+    blob = p.constants + bytes(at - len(p.constants)) + np.asarray(values, "<i8").tobytes()
+    t = TensorInfo.const("int64", (len(values),), at, 1.0, 0)
+    return dc.replace(p, tensors=[*p.tensors, t], constants=blob)
+
+
+INT48 = 2**47
+
+
+# (name, program, reason): format 1.5's int64 constants (int48 values only) and the per-op
+# activation dtype rule (ops.OpDef.dtypes; of the C kernels, rescale, concat, copy, pad and
+# fully_connected take int16 so far).
+DTYPE_CASES = [
+    ("add_int8", lambda: _add(0, 16, 32), None),
+    ("add_int16", lambda: _typed(_add(0, 16, 32), {0: "int16", 1: "int16", 2: "int16"}),
+     "bad_op"),
+    ("add_mixed_inputs", lambda: _typed(_add(0, 16, 32), {1: "int16"}), "bad_op"),
+    ("add_int16_output", lambda: _typed(_add(0, 16, 32), {2: "int16"}), "bad_op"),
+    ("add_uint8", lambda: _typed(_add(0, 16, 32), {0: "uint8", 1: "uint8", 2: "uint8"}),
+     "bad_op"),
+    ("concat_int16", lambda: _typed(one_op_program("concat", [((1, 4), 0), ((1, 4), 16)],
+                                                   ((1, 8), 32), {"axis": 3}),
+                                    {0: "int16", 1: "int16", 2: "int16"}), None),
+    ("concat_mixed", lambda: _typed(one_op_program("concat", [((1, 4), 0), ((1, 4), 16)],
+                                                   ((1, 8), 32), {"axis": 3}), {1: "int16"}),
+     "bad_op"),
+    *((f"rescale_to_{d}", lambda d=d: _typed(one_op_program(
+        "rescale", [((1, 4), 0)], ((1, 4), 16), {"in_zp": 0, "out_zp": 0, "mult": 1 << 30,
+                                                 "shift": 30, "act_min": -128, "act_max": 127}),
+        {1: d}), None if d == "int16" else "bad_op") for d in ("int16", "uint8", "int32")),
+    ("int64_within_int48", lambda: _with_int64(_add(0, 16, 32), [INT48 - 1, -INT48, 0]), None),
+    ("int64_above_int48", lambda: _with_int64(_add(0, 16, 32), [0, INT48]), "bad_tensor"),
+    ("int64_below_int48", lambda: _with_int64(_add(0, 16, 32), [-INT48 - 1]), "bad_tensor"),
+    ("int64_in_arena", lambda: _with_int64(_add(0, 16, 32), arena=True), "bad_tensor"),
+    ("int64_activation", lambda: one_op_program("add", [((1, 4), 0), np.ones((1, 4), np.int64)],
+                                                ((1, 4), 16), ADD), "bad_op"),
+]
+
+
+def test_dtype_rule_and_int64_constants_alike_in_both_readers():
+    """Both readers give each case the same verdict; the writer refuses the same programs with
+    a reason naming the op's dtypes or the int48 range."""
+    files = [unchecked_bytes(make()) for _, make, _ in DTYPE_CASES]
+    want = [S.ERROR_CODES[reason] if reason else 0 for _, _, reason in DTYPE_CASES]
+    assert [python_code(b) for b in files] == want, [n for n, *_ in DTYPE_CASES]
+    assert crt.check_host(files) == want, [n for n, *_ in DTYPE_CASES]
+    with pytest.raises(ProgramError, match=r"op 0 \(add\): int16 / int8 inputs -> int8 output: "
+                                           "its kernels take int8 -> int8"):
+        _typed(_add(0, 16, 32), {1: "int16"}).to_bytes()
+    with pytest.raises(ProgramError, match=r"tensor 3: an int64 value outside int48"):
+        _with_int64(_add(0, 16, 32), [INT48]).to_bytes()
+    p = _with_int64(_add(0, 16, 32), [INT48 - 1, -INT48])  # loads, and the values read back
+    np.testing.assert_array_equal(Program.from_bytes(p.to_bytes()).const_array(3),
+                                  [INT48 - 1, -INT48])
 
 
 def test_huge_counts_are_refused_quickly():

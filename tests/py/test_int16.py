@@ -12,8 +12,10 @@ from torch import nn
 
 import mcutorch
 from mcutorch import quant
-from mcutorch.errors import McutorchError, QuantizeError, UnsupportedOpError
+from mcutorch.ref import pad_attrs
+from mcutorch.errors import QuantizeError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
+from mcutorch.program import schema as S
 
 pt2e()
 QD = torch.ops.quantized_decomposed
@@ -536,12 +538,19 @@ def test_ref_movement_ops_move_int16_elements():
 
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
-    """The reference kernels define int16 forms, but a program runs them only where the C
-    runtime does (none yet): an int8 program edited to int16 tensors is refused by name."""
-    from mcutorch.errors import ExecutionError
-    from mcutorch.ref.interpreter import C_INT16_OPS
+    """The reference kernels define int16 forms, but a program holds them only where the C
+    runtime has a kernel (OpDef.dtypes: rescale, concat, copy, pad, fully_connected): an int8
+    program edited to int16 tensors is refused by name by both program readers at load (bad_op)
+    and by the interpreter."""
+    from mcutorch import ops
 
-    assert not C_INT16_OPS
+    from mcutorch.errors import ExecutionError, ProgramError
+    from mcutorch.ref.interpreter import C_INT16_OPS
+    from test_program import reason_of, unchecked_bytes
+
+    assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
+        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad",
+                                                     "fully_connected"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
@@ -555,13 +564,254 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     wide = dc.replace(program, tensors=[dc.replace(t, dtype="int16", offset=2 * t.offset)
                                         if t.storage == "arena" else t for t in program.tensors],
                       regions=[dc.replace(r, size=2 * r.size) for r in program.regions])
+    with pytest.raises(ProgramError, match=r"op 0 \(max_pool2d\): int16 inputs -> int16 output: "
+                                           r"its kernels take int8 -> int8") as e:
+        wide.to_bytes()
+    assert e.value.reason == "bad_op"
+    blob = unchecked_bytes(wide)
+    assert reason_of(blob) == "bad_op"
+    from mcutorch.device import crt  # the C loader gives the same verdict
+
+    assert crt.check_host([program.to_bytes(), blob]) == [0, S.ERROR_CODES["bad_op"]]
     from mcutorch.ref.interpreter import Interpreter
 
     inputs = [np.zeros(wide.tensors[i].shape, np.int16) for i in wide.inputs]
     with pytest.raises(ExecutionError, match=r"op 0 \(.*int16 activations .a16w8. are not run "
                                              "yet"):
         Interpreter(wide).invoke(inputs)
-    from mcutorch.device import crt  # the C runtime on the host: the kernel refuses it too
 
+
+def _one_op16(name: str, ins: list, out: tuple, attrs: dict, target: str = "cortex-m55"):
+    """One op over arena tensors (dtype, shape) placed one after another (format 1.5)."""
+    from mcutorch.program import OpInfo, Program, RegionInfo, TensorInfo
+    from test_program import _target_info
+
+    tensors, at = [], 0
+    for dtype, shape in (*ins, out):
+        tensors.append(TensorInfo.arena(dtype, shape, 0, at, 0.5))
+        at += -(-tensors[-1].nbytes // 16) * 16
+    return Program(_target_info(target), [RegionInfo("ram", at)], tensors,
+                   [OpInfo(name, list(range(len(ins))), [len(ins)], attrs)],
+                   list(range(len(ins))), [len(ins)], b"")
+
+
+def _rescale_program(x_dtype: str, y_dtype: str, attrs: dict, shape=(3, 37),
+                     target: str = "cortex-m55"):
+    """One rescale from an x_dtype tensor to a y_dtype one."""
+    return _one_op16("rescale", [(x_dtype, shape)], (y_dtype, shape), attrs, target)
+
+
+MOVES16 = {  # int16 movement programs: (op, input shapes, output shape, attributes)
+    "concat_channels": ("concat", [(2, 3, 5, 4), (2, 3, 5, 7), (2, 3, 5, 1)], (2, 3, 5, 12),
+                        {"axis": 3}),
+    "concat_rows": ("concat", [(2, 3, 5, 4), (2, 1, 5, 4)], (2, 4, 5, 4), {"axis": 1}),
+    "concat_rank2": ("concat", [(3, 9), (5, 9)], (8, 9), {"axis": 2}),
+    "copy": ("copy", [(3, 37)], (111,), {}),
+    "pad_hw": ("pad", [(1, 5, 6, 3)], (1, 8, 7, 3), {**pad_attrs([(0, 0), (1, 2), (0, 1), (0, 0)],
+                                                                     -32767)}),
+    "pad_rank2": ("pad", [(4, 9)], (5, 12), {**pad_attrs([(1, 0), (2, 1)], 12345)}),
+}
+
+
+def _move_program(case: str, target: str = "cortex-m55"):
+    op, shapes, out, attrs = MOVES16[case]
+    return _one_op16(op, [("int16", s) for s in shapes], ("int16", out), attrs, target)
+
+
+@pytest.mark.parametrize("case", list(MOVES16))
+def test_int16_concat_copy_pad_alike_in_the_reference_and_host_c(case):
+    """concat, copy and pad move int16 elements (2 bytes each): the program's reference run is
+    numpy's concatenate / reshape / pad, and the C runtime on the host (ASan + UBSan) gives the
+    same."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = Program.from_bytes(_move_program(case).to_bytes())
+    xs = [_rescale_inputs("int16", p.tensors[i].shape, seed=i) for i in p.inputs]
+    (want,) = Interpreter(p).invoke(xs)
+    op, shapes, out, attrs = MOVES16[case]
+    if op == "pad":
+        lead = 4 - len(out)
+        widths = [(attrs[f"before{k}"], attrs[f"after{k}"]) for k in range(lead, 4)]
+        expect = np.pad(xs[0], widths, constant_values=attrs["value"])
+    else:
+        expect = (xs[0].reshape(out) if op == "copy" else
+                  np.concatenate(xs, axis=attrs["axis"] - 4 + len(out)))
+    np.testing.assert_array_equal(want, expect)
+    (got,) = crt.run_host(p, xs)
+    np.testing.assert_array_equal(got, want)
+
+
+RESCALE16 = {  # (x dtype, y dtype): attributes; M = mult / 2^shift
+    ("int8", "int16"): dict(in_zp=-7, out_zp=0, mult=1_616_421_456, shift=23, act_min=-32767,
+                            act_max=32767),
+    ("int16", "int8"): dict(in_zp=0, out_zp=5, mult=1_299_090_612, shift=39, act_min=-128,
+                            act_max=127),
+    ("int16", "int16"): dict(in_zp=0, out_zp=0, mult=1_874_919_424, shift=31, act_min=-30000,
+                             act_max=32767),
+}
+
+
+def _rescale_inputs(x_dtype: str, shape, seed: int = 0) -> np.ndarray:
+    info = np.iinfo(x_dtype)
+    x = np.random.default_rng(seed).integers(info.min, info.max + 1, shape).astype(x_dtype)
+    x.flat[:4] = [info.min, info.max, 0, -1]
+    return x
+
+
+@pytest.mark.parametrize("pair", list(RESCALE16), ids="->".join)
+def test_rescale_int8_int16_alike_in_the_reference_and_host_c(pair):
+    """rescale int8 -> int16, int16 -> int8, int16 -> int16 (docs/numerics.md section 6): the
+    program's reference run is the integer definition, and the C runtime on the host (ASan +
+    UBSan) gives the same integers."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    attrs = RESCALE16[pair]
+    p = Program.from_bytes(_rescale_program(*pair, attrs).to_bytes())
+    x = _rescale_inputs(pair[0], p.tensors[0].shape)
+    (want,) = Interpreter(p).invoke([x])
+    r = quant.rq(x.astype(np.int64) - attrs["in_zp"], attrs["mult"], attrs["shift"])
+    expect = np.clip(r + attrs["out_zp"], attrs["act_min"], attrs["act_max"]).astype(pair[1])
+    np.testing.assert_array_equal(want, expect)
+    assert want.dtype == np.dtype(pair[1]) and len(np.unique(want)) > 20
+    (got,) = crt.run_host(p, [x])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
+                                          ("cortex-m0plus", "mps2-an385")])
+def test_int16_programs_on_boards(target, board):
+    """The same rescales, concats and copies as firmware on an emulated M55 and M0+: the
+    reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    programs = [_rescale_program(*pair, attrs, target=target)
+                for pair, attrs in RESCALE16.items()]
+    programs += [_move_program(case, target) for case in MOVES16]
+    programs.append(_fc16_program(target=target))
+    for k, p in enumerate(programs):
+        xs = [_rescale_inputs(p.tensors[i].dtype, p.tensors[i].shape, seed=i) for i in p.inputs]
+        run = firmware.run(p, xs, board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke(xs)[0],
+                                      err_msg=f"{p.ops[0].name} {k} on {board}")
+        print(f"{board} {p.ops[0].name} {[p.tensors[i].dtype for i in p.inputs]} -> "
+              f"{p.tensors[p.outputs[0]].dtype}: {run.instructions} instructions")
+
+
+@pytest.mark.parametrize("pair,change", [
+    (("int16", "int8"), {"in_zp": 3}), (("int8", "int16"), {"out_zp": 1}),
+    (("int8", "int16"), {"act_min": -32768}), (("int16", "int16"), {"shift": 1}),
+    (("int16", "int8"), {"mult": 2**31 - 1, "shift": 2})])
+def test_rescale_int16_domain_refused_by_both_executors(pair, change):
+    """A zero point on an int16 side, an int16 range beyond +-32767, an illegal scale or an rq
+    that leaves int32: the reference refuses by name, the C kernel with bad_argument."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = _rescale_program(*pair, {**RESCALE16[pair], **change})
+    x = np.zeros(p.tensors[0].shape, pair[0])
+    with pytest.raises(ExecutionError, match=r"op 0 \(rescale\): "):
+        Interpreter(p).invoke([x])
     with pytest.raises(McutorchError, match="bad_argument"):
-        crt.run_host(wide, inputs)
+        crt.run_host(p, [x])
+
+
+def test_int16_pad_value_refused_by_both_executors():
+    """An int16 pad value outside [-32767, 32767]: the reference refuses it by name, the C kernel
+    with bad_argument (the readers load it: the value is an attribute)."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = _one_op16("pad", [("int16", (4, 9))], ("int16", (5, 12)),
+                  pad_attrs([(1, 0), (2, 1)], -32768))
+    x = np.zeros((4, 9), np.int16)
+    with pytest.raises(ExecutionError, match=r"pad: value -32768 is not int16"):
+        Interpreter(p).invoke([x])
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(p, [x])
+
+
+FC16 = dict(in_zp=0, out_zp=0, act_min=-32767, act_max=32767)
+
+
+def _fc16_program(n=3, k=37, m=11, seed=0, bias_dtype="int64", target="cortex-m55", **change):
+    """fully_connected on an int16 x: int8 weight, int64 bias (format 1.5), 16-bit multipliers."""
+    from mcutorch.program import ConstantPool, OpInfo, Program, RegionInfo, TensorInfo
+    from test_program import _target_info
+
+    rng = np.random.default_rng(seed)
+    consts = change.pop("consts", {})
+    w = consts.get("weight", rng.integers(-128, 128, (m, k))).astype(np.int8)
+    bias = consts.get("bias", rng.integers(-2**22, 2**22, m)).astype(bias_dtype)
+    mult = consts.get("mult", rng.integers(2**14, 2**15, m)).astype(np.int32)
+    shift = consts.get("shift", np.full(m, 24)).astype(np.int32)
+    pool = ConstantPool()
+    tensors = [TensorInfo.arena("int16", (n, k), 0, 0, 0.5),
+               *(pool.tensor(a) for a in (w, bias, mult, shift)),
+               TensorInfo.arena("int16", (n, m), 0, -(-2 * n * k // 16) * 16, 0.5)]
+    return Program(_target_info(target), [RegionInfo("ram", 4 * n * (k + m) + 32)], tensors,
+                   [OpInfo("fully_connected", [0, 1, 2, 3, 4], [5], {**FC16, **change})],
+                   [0], [5], pool.to_bytes())
+
+
+def _fc16_expect(p, x):
+    w, bias, mult, shift = (p.const_array(i).astype(np.int64) for i in (1, 2, 3, 4))
+    acc = bias + np.einsum("nk,mk->nm", x.astype(np.int64), w)
+    attrs = p.ops[0].attrs
+    r = (acc * mult + (np.int64(1) << (shift - 1))) >> shift
+    return np.clip(r, attrs["act_min"], attrs["act_max"]).astype(np.int16)
+
+
+@pytest.mark.parametrize("case", [dict(), dict(n=1, k=1, m=1), dict(n=5, k=200, m=3, seed=2),
+                                  dict(n=2, k=1100, m=3, seed=4, consts={"shift": np.full(3, 26)}),
+                                  dict(n=1, k=1100, m=2, fill=-32768, consts={
+                                      "weight": np.full((2, 1100), -128), "shift": np.full(2, 40),
+                                      "bias": np.zeros(2)}),
+                                  dict(act_min=-1000, act_max=20000, seed=3)],
+                         ids=["3x37x11", "1x1x1", "5x200x3", "2x1100x3", "extremes", "clamped"])
+def test_fully_connected_int16_alike_in_the_reference_and_host_c(case):
+    """The a16w8 fully_connected (int64 accumulator within int48, 16-bit multiplier): the
+    program's reference run is the integer definition, host C (ASan + UBSan) the same integers."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    case = dict(case)
+    fill = case.pop("fill", None)
+    p = Program.from_bytes(_fc16_program(**case).to_bytes())
+    x = (_rescale_inputs("int16", p.tensors[0].shape, seed=7) if fill is None
+         else np.full(p.tensors[0].shape, fill, np.int16))
+    (want,) = Interpreter(p).invoke([x])
+    np.testing.assert_array_equal(want, _fc16_expect(p, x))
+    assert want.size < 8 or len(np.unique(want)) > want.size // 2
+    (got,) = crt.run_host(p, [x])
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(bias_dtype="int32"), "bad_op"),  # an int16 x takes an int64 bias
+    (dict(consts={"mult": np.full(11, 2**15)}), "bad_op"),  # not a 16-bit multiplier
+    (dict(in_zp=1), "bad_op"),  # zero point 0
+    (dict(consts={"bias": np.full(11, 2**47 - 2**20), "shift": np.full(11, 50)}),
+     "bad_op"),  # the accumulator leaves int48 (its rq would fit)
+    (dict(consts={"bias": np.full(11, 2**47)}), "bad_tensor"),  # an int64 value beyond int48
+    (dict(consts={"shift": np.full(11, 8)}), "bad_op"),  # rq leaves int32
+    (dict(consts={"bias": np.full(11, 2**47 - 2**28), "shift": np.full(11, 50)}),
+     None),  # within int48: 2^28 > 32768 * 37 * 128
+])
+def test_fully_connected_int16_domain_at_load_in_both_readers(change, reason):
+    """Both readers bound an int16 fully_connected from its constants (docs/numerics.md section
+    6) and give the same verdict."""
+    from mcutorch.device import crt
+    from test_program import reason_of, unchecked_bytes
+
+    blob = unchecked_bytes(_fc16_program(**change))
+    assert reason_of(blob) == reason
+    assert crt.check_host([blob]) == [S.ERROR_CODES[reason] if reason else 0]

@@ -1,7 +1,7 @@
 /*
- * mt_concat_s8.c - join int8 tensors of equal rank (1..4) along 4-D dim `axis` (unit dims
- * prepended, axis in [4 - rank, 3]). For each index of the dims before the axis, every input
- * contributes one contiguous block: a memcpy per (outer index, input).
+ * mt_concat_s8.c - join int8 or int16 tensors (one dtype) of equal rank (1..4) along 4-D dim `axis`
+ * (unit dims prepended, axis in [4 - rank, 3]). For each index of the dims before the axis, every
+ * input contributes one contiguous block: a memcpy per (outer index, input).
  */
 #include <string.h>
 
@@ -14,12 +14,13 @@ static int concat_shapes_ok(const mt_op_args *a, int32_t axis, uint32_t yd[4])
   const mt_tensor *yt = &a->out[MT_CONCAT_OUT_Y];
   const int32_t lead = mt_dims4(yt, yd);
   uint64_t total = 0;
-  if (lead < 0 || axis < lead || axis > 3 || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank)) {
+  if (lead < 0 || axis < lead || axis > 3 || !mt_tensor_ok(yt, yt->dtype, yt->rank) ||
+      (yt->dtype != MT_DTYPE_INT8 && yt->dtype != MT_DTYPE_INT16)) {
     return 0;
   }
   for (uint16_t k = 0; k < a->n_in; k++) {
     uint32_t xd[4];
-    if (mt_dims4(&a->in[k], xd) != lead || !mt_tensor_ok(&a->in[k], MT_DTYPE_INT8, yt->rank)) {
+    if (mt_dims4(&a->in[k], xd) != lead || !mt_tensor_ok(&a->in[k], yt->dtype, yt->rank)) {
       return 0;
     }
     for (int32_t i = 0; i < 4; i++) {
@@ -32,7 +33,7 @@ static int concat_shapes_ok(const mt_op_args *a, int32_t axis, uint32_t yd[4])
   return total == yd[axis];
 }
 
-// xs: k >= 1 tensors of rank r, equal except along axis  ->  y: rank r, int8
+// xs: k >= 1 tensors of rank r, equal except along axis  ->  y: rank r, their dtype
 mt_status mt_concat_s8(const mt_op_args *args)
 {
   uint32_t yd[4];
@@ -44,7 +45,7 @@ mt_status mt_concat_s8(const mt_op_args *args)
   if (!concat_shapes_ok(args, axis, yd)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  size_t outer = 1, inner = 1;
+  size_t outer = 1, inner = args->out[MT_CONCAT_OUT_Y].dtype == MT_DTYPE_INT16 ? 2 : 1; /* bytes */
   for (int32_t i = 0; i < 4; i++) {
     if (i < axis) {
       outer *= yd[i];

@@ -37,6 +37,7 @@ OPS = (
           sources=(Source("aten.linear.default", "mac"),), fusable=True,
           macs=lambda i, o, a: _out(o) * i[1][1], mac_axis=0, zp_folded=("folded",),
           c_sources={"folded": ("conv/mt_fully_connected_s8.c",)},
+          dtypes=(("int8", "int8"), ("int16", "int16")),  # int16: int64 bias (format 1.5)
           doc="folded: bias holds bias - in_zp * sum(w), in_zp is 0"),
     OpDef("conv_transpose2d", 30, MAC_OPERANDS, ("y",), (*CONV_ATTRS, "groups", *OUT_ATTRS),
           {"x": "NHWC", "weight": "OHWI: [Cout, KH, KW, Cin/groups]", "y": "NHWC"},

@@ -40,6 +40,10 @@ QPARAM_RULES = {
 # the output on exactly the bytes of the op's last input (the skip of a fused residual add, read
 # at the output's own position before it is written), never on another input's.
 ALIAS_KINDS = ("inplace", "delegate", "residual")
+# Operands whose dtype OpDef.dtypes states (the activations); the others (weights, biases,
+# tables, indices, masks) have their own checks. Both program readers check the rule (bad_op).
+ACTIVATION_OPERANDS = ("x", "a", "b", VARIADIC)
+INT8_ONLY = (("int8", "int8"),)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class OpDef:
     # program readers bound every channel's accumulator from the constant weights at load.
     mac_axis: int | None = None
     zp_folded: tuple[str, ...] = ()
+    # (input dtype, output dtype) pairs its kernels take: every activation input
+    # (ACTIVATION_OPERANDS) has the first, every output the second. None = not checked (delegate).
+    dtypes: tuple[tuple[str, str], ...] | None = INT8_ONLY
 
     def __post_init__(self):
         assert self.qparams in QPARAM_RULES, (self.name, self.qparams)
@@ -101,6 +108,7 @@ class OpDef:
         assert self.mac_axis in (None, 0, -1) and set(self.zp_folded) <= set(self.variants)
         assert self.mac_axis is None or (self.inputs[:5] == MAC_OPERANDS
                                          and "in_zp" in self.attrs), self.name
+        assert self.dtypes is None or all(len(d) == 2 for d in self.dtypes), self.name
 
     @property
     def c_name(self) -> str:
@@ -109,6 +117,12 @@ class OpDef:
     @property
     def has_kernel(self) -> bool:
         return bool(self.family)
+
+    def activation_inputs(self) -> tuple[int, ...]:
+        """Indices of the inputs OpDef.dtypes covers (a variadic list: every input, (-1,))."""
+        if VARIADIC in self.inputs:
+            return (-1,)
+        return tuple(i for i, n in enumerate(self.inputs) if n in ACTIVATION_OPERANDS)
 
     def attr_index(self, attr: str) -> int:
         return self.attrs.index(attr)

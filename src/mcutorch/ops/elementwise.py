@@ -173,7 +173,8 @@ OPS = (
           doc="sigmoid, tanh, hardswish, ...: one 256-entry table made at compile time"),
     OpDef("rescale", 9, ("x",), ("y",), ("in_zp", "out_zp", "mult", "shift", *ACT),
           family="elementwise", fusable=True, alias=("inplace",),
-          doc="int8 -> int8 with new qparams"),
+          dtypes=tuple((a, b) for a in ("int8", "int16") for b in ("int8", "int16")),
+          doc="new qparams, int8 or int16 (since 1.5) on either side"),
     OpDef("maximum", 16, ("a", "b"), ("y",), ACT, family="elementwise",
           sources=(Source("aten.maximum.default", "shared"),), qparams="shared", fusable=True,
           alias=("inplace",), since=2, doc="y = clamp(max(a, b)); a, b and y share qparams"),
@@ -198,7 +199,7 @@ OPS = (
     OpDef("compare", 28, ("a", "b"), ("y",), COMPARE_ATTRS, family="elementwise",
           sources=tuple(Source(f"aten.{k}.{o}", "compare") for k in COMPARE_KINDS
                         for o in ("Tensor", "Scalar")),
-          alias=("inplace",), since=4,
+          alias=("inplace",), since=4, dtypes=(("int8", "uint8"),),
           doc="y = (sa (a - a_zp) KIND sb (b - b_zp)) as a uint8 0/1 mask, decided exactly in "
               "int64 from the scales' integer ratio; a constant scalar side is an int8 "
               "threshold on a's codes"),

@@ -11,7 +11,7 @@ OPS = (
     OpDef("reshape", None, ("x",), ("y",), (), qparams="shared",
           sources=tuple(Source(f"aten.{v}", "shared") for v in VIEWS),
           doc="same bytes, new shape: a free alias in the program (no op record)"),
-    OpDef("delegate", 15, (VARIADIC,), (VARIADIC,), ("index",), alias=("delegate",),
+    OpDef("delegate", 15, (VARIADIC,), (VARIADIC,), ("index",), alias=("delegate",), dtypes=None,
           tosa="delegate: already a compiled subgraph",
           doc="runs delegate record `index`; its CPU version when no driver is linked"),
 )

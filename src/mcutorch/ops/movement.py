@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from mcutorch.ops.defs import VARIADIC, OpDef, Source
 
+SAME_8_OR_16 = (("int8", "int8"), ("int16", "int16"))  # element-size-generic kernels (1.5)
+
 OPS = (
     OpDef("transpose", 11, ("x",), ("y",), ("perm0", "perm1", "perm2", "perm3"),
           family="movement", qparams="shared",
@@ -17,13 +19,14 @@ OPS = (
                    Source("aten.channel_shuffle.default", "shared"))),
     OpDef("concat", 12, (VARIADIC,), ("y",), ("axis",), family="movement", qparams="shared",
           sources=(Source("aten.cat.default", "shared"), Source("aten.concat.default", "shared"),
-                   Source("aten.stack.default", "shared"), Source("aten.roll.default", "shared"))),
+                   Source("aten.stack.default", "shared"), Source("aten.roll.default", "shared")),
+          dtypes=SAME_8_OR_16),
     OpDef("pad", 13, ("x",), ("y",),
           ("before0", "before1", "before2", "before3", "after0", "after1", "after2", "after3",
            "value"), family="movement", qparams="shared",
           sources=(Source("aten.pad.default", "shared"),
-                   Source("aten.constant_pad_nd.default", "shared"))),
-    OpDef("copy", 14, ("x",), ("y",), (), family="movement", qparams="shared",
+                   Source("aten.constant_pad_nd.default", "shared")), dtypes=SAME_8_OR_16),
+    OpDef("copy", 14, ("x",), ("y",), (), family="movement", qparams="shared", dtypes=SAME_8_OR_16,
           doc="byte copy (a reshape that cannot alias, a tensor out of an NPU scratch area)"),
     OpDef("strided_slice", 18, ("x",), ("y",),
           tuple(f"{a}{k}" for a in ("start", "step", "size") for k in range(6)),

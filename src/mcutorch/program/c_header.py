@@ -81,7 +81,17 @@ def _sections() -> list[str]:
 def _dtypes() -> list[str]:
     lines = _table_enum("mt_dtype_t", "MT_DTYPE_", S.DTYPES, "count")
     lines += [f"#define MT_DTYPE_SIZE_{_ident(d)} {S.DTYPE_SIZES[d]}" for d in S.DTYPES]
+    lines += [f"#define MT_INT48_MIN (-{-S.INT48[0]}LL)", f"#define MT_INT48_MAX {S.INT48[1]}LL"]
     return lines + [""]
+
+
+def _dtype_rule(op: ops.OpDef) -> tuple[str, str]:
+    """MT_<OP>_DTYPES (OpDef.dtypes as MT_DTYPE_PAIR bits; 0u = not checked) and
+    MT_<OP>_ACT_INPUTS (bit k: input k is an activation; MT_ACT_ALL for a variadic list)."""
+    act = op.activation_inputs()
+    return ("0u" if op.dtypes is None else "(" + " | ".join(
+        f"MT_DTYPE_PAIR(MT_DTYPE_{_ident(a)}, MT_DTYPE_{_ident(b)})" for a, b in op.dtypes) + ")",
+        "MT_ACT_ALL" if act == (-1,) else f"0x{sum(1 << k for k in act):X}u")
 
 
 def _op_block(op: ops.OpDef) -> list[str]:
@@ -94,7 +104,8 @@ def _op_block(op: ops.OpDef) -> list[str]:
              f"#define {p}_N_INPUTS {n_in}", f"#define {p}_N_OUTPUTS {n_out}",
              f"#define {p}_N_ATTRS {len(op.attrs)}", f"#define {p}_N_VARIANTS {len(op.variants)}",
              f"#define {p}_ALIAS {'(' + alias + ')' if alias else '0u'}",
-             f"#define {p}_MAC {_mac(op)}"]
+             f"#define {p}_MAC {_mac(op)}",
+             *(f"#define {p}_{k} {v}" for k, v in zip(("DTYPES", "ACT_INPUTS"), _dtype_rule(op)))]
     for kind, names in (("IN", op.inputs), ("OUT", op.outputs)):
         lines += [f"#define {p}_{kind}_{_ident(n)} {i}" for i, n in enumerate(names)
                   if n != ops.VARIADIC]
@@ -140,6 +151,18 @@ def _ops() -> list[str]:
         p = "MT_" + op.name.upper()
         lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_N_INPUTS, {p}_N_OUTPUTS, "
                      f"{p}_N_ATTRS, {p}_N_VARIANTS, {p}_ALIAS, {p}_MAC) \\")
+    lines[-1] = lines[-1].removesuffix(" \\")
+    lines += ["", "/* MT_<OP>_DTYPES: the (activation input, output) dtype pairs the op's",
+              " * kernels take (ops.OpDef.dtypes; 0u = not checked), MT_<OP>_ACT_INPUTS the",
+              " * inputs that are activations: mt_validate.c mt_check_dtypes refuses other",
+              " * pairs at load */",
+              "#define MT_DTYPE_PAIR(in, out) (1u << ((in)*MT_DTYPE_COUNT + (out)))",
+              "#define MT_ACT_ALL 0xFFFFFFFFu",
+              "/* X(NAME, opcode, dtypes, act_inputs) for every op */",
+              "#define MT_OP_DTYPE_LIST(X) \\"]
+    for op in ops.OPS:
+        p = "MT_" + op.name.upper()
+        lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_DTYPES, {p}_ACT_INPUTS) \\")
     lines[-1] = lines[-1].removesuffix(" \\")
     lines.append("")
     for op in ops.OPS:

@@ -79,7 +79,15 @@ Version history:
     16-aligned) and the optional PERSISTENT section, one record per persistent tensor (its
     initial value in CONST); error `bad_persistent`. Opcode 33 `conv2d_add` (conv2d with the
     residual add fused into its output stage; its output may lie on exactly the skip input's
-    bytes: alias kind `residual`, MT_ALIAS_RESIDUAL). 1.4 programs load unchanged.
+    bytes: alias kind `residual`, MT_ALIAS_RESIDUAL).
+    int16 activations (a16w8): an int64 TENSOR (DTYPES id 4, 8 B) holds a MAC's int48 bias:
+    constants only, every value within int48 [-2^47, 2^47) (both readers check, bad_tensor).
+    Each op's activation operands are checked against the dtypes its kernels take
+    (`OpDef.dtypes`, mt_program.h MT_<OP>_DTYPES; bad_op): an int16 tensor on an op without an
+    int16 kernel is refused at load, no longer at run time; `rescale` takes int8 or int16 on
+    either side (zero point 0 on an int16 side), `concat`, `copy` and `pad` int16 tensors,
+    `fully_connected` an int16 x (an int64 bias, a 16-bit mult; the accumulator bounded within
+    int48 at load). No record changed: 1.4 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -102,6 +110,7 @@ Meaning of the records:
     [offset, offset+size) of arena `region`, offset a multiple of the element size) or CONST
     (bytes of the CONST section, offset 16-aligned, region = NONE16); size = prod(shape) *
     element size; per-tensor scale (f32, finite, >= 0) and zero point (in the dtype's range).
+    An int64 tensor is a constant whose values all lie in int48 (since 1.5).
   * OP: opcode and kernel variant (indices into ops.py), inputs and outputs as a range of
     OPERANDS, attributes as a range of ATTRS (count = len(ops.py attrs)), a scratch buffer in a
     region (region = NONE16 when none), an index into metadata "sources" (NONE32 = none), and
@@ -200,11 +209,12 @@ ERROR_CODES = {name: i + 1 for i, name in enumerate(ERRORS)}
 RUNTIME_STATUS_BASE = 64  # C runtime statuses that are not format errors start here
 
 # --- enums (append-only: ids are stored in files) ---
-DTYPES = ("int8", "uint8", "int16", "int32")
-DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4}
-DTYPE_NUMPY = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "int32": "<i4"}
+DTYPES = ("int8", "uint8", "int16", "int32", "int64")
+DTYPE_SIZES = {"int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8}
+DTYPE_NUMPY = {"int8": "<i1", "uint8": "<u1", "int16": "<i2", "int32": "<i4", "int64": "<i8"}
+INT48 = (-2**47, 2**47 - 1)  # an int64 tensor's values (a16w8 bias) and zero point
 DTYPE_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
-                "int32": (-2**31, 2**31 - 1)}
+                "int32": (-2**31, 2**31 - 1), "int64": INT48}
 STORAGES = ("arena", "const", "persistent")
 ISAS = ("scalar", "dsp", "mve")
 ROUNDINGS = ("single", "tflite")

@@ -115,12 +115,18 @@ def check_tensor(p: Program, i: int, t) -> None:
     lo, hi = S.DTYPE_RANGES[t.dtype]
     require(is_int(t.zero_point, lo, hi), "bad_tensor",
             f"{what}: zero point {t.zero_point} outside {t.dtype} [{lo}, {hi}]")
+    require(t.dtype != "int64" or t.storage == "const", "bad_tensor",
+            f"{what}: an int64 tensor holds a constant int48 bias; it cannot live in an arena")
     if t.storage == "arena":
         _check_arena_tensor(p, what, t)
     elif t.storage == "persistent":
         _check_persistent_tensor(what, t)
     else:
         _check_const_tensor(p, what, t)
+    if t.dtype == "int64":  # the C loader checks the same (mt_validate.c mt_check_tensor)
+        v = p.const_array(i)
+        require(v.size == 0 or (int(v.min()) >= S.INT48[0] and int(v.max()) <= S.INT48[1]),
+                "bad_tensor", f"{what}: an int64 value outside int48 [-2^47, 2^47)")
 
 
 def _check_arena_tensor(p: Program, what: str, t) -> None:
@@ -228,6 +234,7 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
                 f"{what}: {kind} {got} (program has {len(p.tensors)} tensors)")
     require(all(p.tensors[t].storage != "const" for t in op.outputs), "bad_op",
             f"{what}: an output is a constant")
+    _check_dtypes(p, what, op, d)
     require(list(op.attrs) == list(d.attrs), "bad_op",
             f"{what}: attributes {list(op.attrs)}, ops.py says {list(d.attrs)}")
     require(all(is_int(v, *I32) for v in op.attrs.values()), "bad_op",
@@ -249,6 +256,19 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
                                            >> op.attrs["shift"]) <= I32[1] for v in (k, -k)]
         require(op.attrs["mult"] >= 0 and 2 <= op.attrs["shift"] <= 62 and all(fits), "bad_op",
                 f"{what}: K * 255 * 255 = {k} or its rq leaves int32 (docs/numerics.md, Domain)")
+
+
+def _check_dtypes(p: Program, what: str, op, d) -> None:
+    """OpDef.dtypes: the activation inputs share one dtype, the outputs another, and the pair is
+    one the op's kernels take (the C loader: the same, MT_<OP>_DTYPES)."""
+    if d.dtypes is None:
+        return
+    act = d.activation_inputs()
+    ins = sorted({p.tensors[t].dtype for k, t in enumerate(op.inputs) if -1 in act or k in act})
+    outs = sorted({p.tensors[t].dtype for t in op.outputs})
+    require((*ins, *outs) in d.dtypes, "bad_op", f"{what}: {' / '.join(ins)} inputs -> "
+            f"{' / '.join(outs)} output: its kernels take "
+            + ", ".join(f"{a} -> {b}" for a, b in d.dtypes))
 
 
 def _check_gather(p: Program, what: str, op) -> None:
@@ -279,33 +299,37 @@ def _check_mac_range(p: Program, what: str, op, d) -> None:
     accumulator bias + sum((x - in_zp) * w) and its rq(acc, mult, shift) fit int32, whatever the
     input. Checked from the constant operands, so no input can leave the domain at run time; the
     C loader checks the same (mt_validate.c mt_check_mac), one pass over the weights."""
+    wide = p.tensors[op.inputs[0]].dtype == "int16"  # int48 accumulator, 16-bit mult (sec. 6)
     w = _const_operand(p, what, op, 1, "int8")  # summed as int8 into int64: no wide copy
     channels = w.shape[d.mac_axis]
-    bias, mult, shift = (_const_operand(p, what, op, k, "int32", channels).ravel()
-                         .astype(np.int64) for k in (2, 3, 4))
+    bias, mult, shift = (_const_operand(p, what, op, k, "int64" if wide and k == 2 else "int32",
+                                        channels).ravel().astype(np.int64) for k in (2, 3, 4))
     zp = 0 if op.variant in d.zp_folded else op.attrs["in_zp"]
-    require(-128 <= zp <= 127, "bad_op", f"{what}: in_zp {zp} is not int8")
+    require(-128 <= zp <= 127 and not (wide and zp), "bad_op", f"{what}: in_zp {zp} is not "
+            + ("0 (int16 x)" if wide else "int8"))
     if channels == 0:
         return
     w = np.moveaxis(w, d.mac_axis, 0).reshape(channels, -1)
     pos = np.maximum(w, 0).sum(axis=1, dtype=np.int64)
     neg = np.minimum(w, 0).sum(axis=1, dtype=np.int64)
-    hi = (127 - zp) * pos + (-128 - zp) * neg + bias
-    lo = (-128 - zp) * pos + (127 - zp) * neg + bias
-    bad = (mult < 0) | (mult > I32[1]) | (shift < 2) | (shift > 62)
+    x_lo, x_hi, m_hi, a_hi = (-32768, 32767, 32767, S.INT48[1]) if wide else (-128, 127, *I32[1:],
+                                                                            I32[1])
+    hi = (x_hi - zp) * pos + (x_lo - zp) * neg + bias
+    lo = (x_lo - zp) * pos + (x_hi - zp) * neg + bias
+    bad = (mult < 0) | (mult > m_hi) | (shift < 2) | (shift > 62)
     c = int(np.argmax(bad)) if bad.any() else -1
     require(c < 0, "bad_op", f"{what}: channel {c}: mult {mult[c]} / shift {shift[c]} outside "
-            "[0, 2^31) / [2, 62]")
+            f"[0, {m_hi}] / [2, 62]")
     half = np.left_shift(np.int64(1), shift - 1)
     bad = np.zeros(channels, bool)
-    for v in (lo, hi):  # |v| <= 2^31 once it fits int32, so v * mult + half < 2^63
-        fits = (v >= I32[0]) & (v <= I32[1])
+    for v in (lo, hi):  # |v| <= 2^31 (2^47 with mult < 2^15), so v * mult + half < 2^63
+        fits = (v >= -a_hi - (not wide)) & (v <= a_hi)
         scaled = (np.where(fits, v, 0) * mult + half) >> shift
         bad |= ~fits | (scaled < I32[0]) | (scaled > I32[1])
     c = int(np.argmax(bad)) if bad.any() else -1
     require(c < 0, "bad_op", f"{what}: channel {c}: the accumulator spans [{lo[c]}, {hi[c]}]; it "
-            f"or its rescale (mult {mult[c]}, shift {shift[c]}) can leave int32 "
-            "(docs/numerics.md, Domain)")
+            f"or its rescale (mult {mult[c]}, shift {shift[c]}) can leave int{48 if wide else 32}"
+            " (docs/numerics.md, Domain)")
 
 
 def _bytes_of(p: Program, index: int):

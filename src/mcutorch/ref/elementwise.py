@@ -184,12 +184,29 @@ def lut(x, table):
 
 
 def rescale(x, *, in_zp, out_zp, mult, shift, act_min, act_max):
-    """int8 -> int8 with new qparams: y = clamp(rq(x - in_zp) + out_zp)."""
-    # x: (...) int8  ->  y: (...) int8
-    as_array(x, np.int8, "x")
-    check_zp("in_zp", in_zp)
-    _check_rq_range(INT8_MIN - in_zp, INT8_MAX - in_zp, mult, shift, "rescale")
-    return requantize(x.astype(np.int64) - in_zp, mult, shift, out_zp, act_min, act_max)
+    """y = clamp(rq(x - in_zp) + out_zp) into new int8 qparams; rescale_to for an int16 y."""
+    # x: (...) int8 or int16  ->  y: (...) int8
+    return rescale_to(x, "int8", in_zp=in_zp, out_zp=out_zp, mult=mult, shift=shift,
+                      act_min=act_min, act_max=act_max)
+
+
+def rescale_to(x, out_dtype: str, *, in_zp, out_zp, mult, shift, act_min, act_max):
+    """rescale into an `out_dtype` y, int8 or int16 on either side (docs/numerics.md section 6:
+    an int16 side has zero point 0, an int16 y the range [-32767, 32767])."""
+    # x: (...) int8 or int16  ->  y: (...) out_dtype
+    x = as_array(x, np.int16 if getattr(x, "dtype", None) == np.int16 else np.int8, "x")
+    check(out_dtype in ("int8", "int16"), f"rescale: output dtype {out_dtype} is not int8/int16")
+    if x.dtype == np.int16:
+        check(in_zp == 0, f"rescale: in_zp={in_zp}: int16 activations have zero point 0")
+        lo, hi = -INT16_MAX - 1, INT16_MAX
+    else:
+        check_zp("in_zp", in_zp)
+        lo, hi = INT8_MIN, INT8_MAX
+    _check_rq_range(lo - in_zp, hi - in_zp, mult, shift, "rescale")
+    acc = x.astype(np.int64) - in_zp
+    if out_dtype == "int16":
+        return requantize_int16(acc, mult, shift, out_zp, act_min, act_max)
+    return requantize(acc, mult, shift, out_zp, act_min, act_max)
 
 
 def make_lut(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> np.ndarray:

@@ -14,11 +14,15 @@ from mcutorch.errors import ExecutionError, McutorchError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
 from mcutorch.ref import RESHAPING, kernel_for, output_shape
+from mcutorch.ref.elementwise import rescale_to
 
-# Ops whose C kernels take int16 activations (docs/numerics.md section 6): none yet. The reference
-# kernels define the int16 forms, but a program runs them only where the C runtime does too, so
-# both executors refuse the same programs (the C kernels return MT_STATUS_BAD_ARGUMENT).
-C_INT16_OPS: frozenset[str] = frozenset()
+# Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes): so
+# far rescale, concat, copy, pad and fully_connected. The reference kernels define more int16
+# forms, but a program runs them only where the C runtime does too (both program readers refuse
+# the others at load).
+C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad",
+                                               "fully_connected"})
+OUT_DTYPE_OPS = {"rescale": rescale_to}  # told their output's dtype (x does not imply it)
 
 
 class Interpreter:
@@ -104,7 +108,8 @@ class Interpreter:
                 shape = output_shape(name, ins, attrs)  # before the kernel allocates anything
                 if shape is not None and shape != out.shape:
                     self._mismatch(i, out.dtype, shape, out)
-                y = kernel(*ins, **attrs)
+                y = (OUT_DTYPE_OPS[name](*ins, out.dtype.name, **attrs) if name in OUT_DTYPE_OPS
+                     else kernel(*ins, **attrs))
             except ValueError as e:
                 raise ExecutionError(f"{self._where(i)}: {e}") from None
             if y.shape != out.shape or y.dtype != out.dtype:  # never broadcast into the output
