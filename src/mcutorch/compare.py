@@ -103,7 +103,7 @@ def _layer_values(qmodel, batch: tuple) -> dict[str, np.ndarray]:
     return values
 
 
-def _node_values(gm, batch: tuple) -> dict[str, np.ndarray]:
+def node_values(gm, batch: tuple) -> dict[str, np.ndarray]:
     """Every float node value of a captured float graph on `batch`, by node name."""
     values: dict[str, np.ndarray] = {}
 
@@ -152,7 +152,7 @@ def sensitivity(model, qmodel, data=None, example_inputs=None) -> list[dict]:
     float_graph = capture(model, example)
     acc: dict[str, dict] = {}
     for batch in batches:
-        floats = _node_values(float_graph, batch)
+        floats = node_values(float_graph, batch)
         for name, q in _layer_values(qmodel, batch).items():
             f = floats.get(name)
             if f is None or f.shape != q.shape:

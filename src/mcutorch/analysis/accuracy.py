@@ -48,21 +48,10 @@ class _Recording(Interpreter):
 
 def _float_values(model, example, inputs) -> dict[str, np.ndarray]:
     """Every node value of the float model's captured graph on `inputs`, by node name."""
+    from mcutorch.compare import node_values
     from mcutorch.frontend.capture import capture
 
-    gm = capture(model, example)
-    values: dict[str, np.ndarray] = {}
-
-    class Rec(torch.fx.Interpreter):
-        def run_node(self, n):
-            out = super().run_node(n)
-            if isinstance(out, torch.Tensor) and out.is_floating_point():
-                values[n.name] = out.detach().numpy()
-            return out
-
-    with torch.no_grad():
-        Rec(gm).run(*inputs)
-    return values
+    return node_values(capture(model, example), inputs)
 
 
 def _check_same(p: Program, ir: dict) -> None:
