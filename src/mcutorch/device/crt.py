@@ -208,35 +208,7 @@ def run_host(program, inputs: Sequence[np.ndarray], runner: Path | None = None) 
     arrays of the program's dtypes and shapes (NHWC). Raises McutorchError with the runtime's
     status name when the C runtime refuses the program or a kernel fails.
     """
-    blob = _program_bytes(program)
-    p = Program.from_bytes(blob)
-    if len(inputs) != len(p.inputs):
-        raise McutorchError(f"the program takes {len(p.inputs)} inputs, got {len(inputs)}")
-    runner = runner or build_host_runner()
-    with tempfile.TemporaryDirectory(prefix="mcutorch-crt-") as tmp:
-        d = Path(tmp)
-        (d / "program.mtp").write_bytes(blob)
-        args = [str(runner), "program.mtp"]
-        for i, (x, idx) in enumerate(zip(inputs, p.inputs)):
-            t = p.tensors[idx]
-            x = np.asarray(x)
-            if x.shape != t.shape or x.dtype != np.dtype(S.DTYPE_NUMPY[t.dtype]):
-                raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, "
-                                    f"got {x.dtype}{list(x.shape)}")
-            np.ascontiguousarray(x).tofile(d / f"in{i}.bin")
-            args.append(f"in{i}.bin")
-        args += ["-o", *(f"out{i}.bin" for i in range(len(p.outputs)))]
-        proc = subprocess.run(args, cwd=d, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RunError(f"C runtime failed: "
-                           f"{runner_failure(proc.returncode, proc.stdout, proc.stderr)}\n"
-                           f"{proc.stdout}{proc.stderr}")
-        outs = []
-        for i, idx in enumerate(p.outputs):
-            t = p.tensors[idx]
-            data = np.fromfile(d / f"out{i}.bin", np.dtype(S.DTYPE_NUMPY[t.dtype]))
-            outs.append(data.reshape(t.shape))
-        return outs
+    return run_host_sequence(program, [inputs], runner)[0][0]
 
 
 def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Path | None = None,
@@ -246,6 +218,9 @@ def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Pat
     the initial values). Returns the output sets and the persistent buffer after the last."""
     blob = _program_bytes(program)
     p = Program.from_bytes(blob)
+    for inputs in sets:
+        if len(inputs) != len(p.inputs):
+            raise McutorchError(f"the program takes {len(p.inputs)} inputs, got {len(inputs)}")
     runner = runner or build_host_runner()
     with tempfile.TemporaryDirectory(prefix="mcutorch-crt-") as tmp:
         d = Path(tmp)
@@ -253,10 +228,13 @@ def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Pat
         args = [str(runner), "program.mtp"]
         for i, idx in enumerate(p.inputs):
             t = p.tensors[idx]
-            data = [np.ascontiguousarray(s[i], np.dtype(S.DTYPE_NUMPY[t.dtype])) for s in sets]
-            if any(x.shape != t.shape for x in data):
-                raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}")
-            (d / f"in{i}.bin").write_bytes(b"".join(x.tobytes() for x in data))
+            data = [np.asarray(s[i]) for s in sets]
+            for x in data:
+                if x.shape != t.shape or x.dtype != np.dtype(S.DTYPE_NUMPY[t.dtype]):
+                    raise McutorchError(f"input {i} must be {t.dtype}{list(t.shape)}, "
+                                        f"got {x.dtype}{list(x.shape)}")
+            (d / f"in{i}.bin").write_bytes(b"".join(np.ascontiguousarray(x).tobytes()
+                                                    for x in data))
             args.append(f"in{i}.bin")
         args += ["-o", *(f"out{i}.bin" for i in range(len(p.outputs))), "-n", str(len(sets))]
         if p.persistent:
