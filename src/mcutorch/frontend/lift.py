@@ -55,16 +55,11 @@ MOVES = ("reshape", "transpose", "strided_slice")  # ops that only move int8 val
 MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default, *pool.MAX,
             A.maximum.default, A.minimum.default}
 ACT_DTYPES = {torch.int8: 0, torch.uint8: -128, torch.int16: 0}  # dtype -> zero-point shift
-FULL16 = (-32767, 32767)  # an int16 activation's range (docs/numerics.md section 6)
+FULLS = {"int8": FULL, "int16": (-32767, 32767)}  # an activation's range (numerics.md 6)
 
 
 def _dtype(q: FxNode) -> str:
-    """The IR dtype of the tensor an activation quantize node makes."""
-    return "int16" if q.args[5] == torch.int16 else "int8"
-
-
-def full(dtype: str) -> tuple[int, int]:
-    return FULL16 if dtype == "int16" else FULL
+    return "int16" if q.args[5] == torch.int16 else "int8"  # the tensor a quantize node makes
 
 
 def _move(node) -> str | None:
@@ -239,7 +234,7 @@ class Lifter:
             t = self.operand(arg.args[0], arg)
             out = self.new_tensor(arg.name, arg.meta["val"].shape, t.scale, t.zero_point,
                                   layout=_layout(arg.meta["val"].shape), dtype=t.dtype)
-            builder_of(arg)(self, arg, out, full(t.dtype))
+            builder_of(arg)(self, arg, out, FULLS[t.dtype])
             self.values[arg] = out
             self.used.add(arg)
             return out
@@ -321,8 +316,7 @@ class Lifter:
                                      f"{list(value.shape)} or non-finite values")
         if x.dtype == "int16":  # int48 at s_in * s_w, stored int64 (docs/numerics.md section 6)
             s64 = np.float64(x.scale) * np.broadcast_to(np.asarray(w.scale, np.float64), (cout,))
-            lim = 2**47 - 1
-            data = np.clip(np.round(value.astype(np.float64) / s64), -lim, lim).astype(np.int64)
+            data = np.clip(np.round(value / s64), 1 - 2**47, 2**47 - 1).astype(np.int64)
             return self.new_tensor(name.replace(".", "_") + "_int48", (cout,), s64, 0,
                                    dtype="int64", data=data)
         scale, v = torch.from_numpy(np.array(want)), torch.from_numpy(np.array(value))
@@ -389,19 +383,16 @@ class Lifter:
                 f"model input {node.name} " + (f"feeds {source_of(floats[0])} in float, not "
                                                "through a quantize node" if floats else "is unused")
                 + "; mcutorch programs take int8 inputs")
-        qps = sorted({self.qparams(q) for q in users})
+        qps = sorted({(*self.qparams(q), _dtype(q)) for q in users})
         if len(qps) > 1:
             raise UnsupportedOpError(
                 f"model input {node.name} is quantized with {len(qps)} different qparams "
-                f"(scale, zero point) {qps}; a program input has one")
-        s, zp = qps[0]
+                f"(scale, zero point, dtype) {qps}; a program input has one")
+        s, zp, dt = qps[0]
         if float(np.float32(s)) != s:
             raise UnsupportedOpError(f"model input {node.name}: scale {s!r} is not a float32")
         shape = tuple(val.shape)
-        dts = {_dtype(q) for q in users}
-        if len(dts) > 1:
-            raise UnsupportedOpError(f"model input {node.name} is quantized to int8 and int16")
-        t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape), dtype=dts.pop())
+        t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape), dtype=dt)
         for q in users:
             self.values[q] = t
             self.used.add(q)
@@ -411,7 +402,7 @@ class Lifter:
     def lift_quantize(self, q: FxNode) -> None:
         s, zp = self.qparams(q)
         self.used.add(q)
-        out = self.lift_value(q.args[0], s, zp, full(_dtype(q)), q, top=True)
+        out = self.lift_value(q.args[0], s, zp, FULLS[_dtype(q)], q, top=True)
         self.values[q] = out
         self.qnodes[out.name] = q.name
 
@@ -426,7 +417,7 @@ class Lifter:
         dt = _dtype(q)
         if v.target in DQ_OPS:  # q(dq(x)): requantize an existing int8 tensor
             src = self.operand(v, q)
-            if act == full(dt) and (src.scale, src.zero_point, src.dtype) == (s, zp, dt):
+            if act == FULLS[dt] and (src.scale, src.zero_point, src.dtype) == (s, zp, dt):
                 return src  # q(dq(t)) with t's own qparams is t
             out = self.new_tensor(q.name if top else f"{src.name}_rq", src.shape, s, zp,
                                   layout=src.layout, dtype=dt)
@@ -442,16 +433,16 @@ class Lifter:
             out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape), dtype=dt)
             self.local = local
             try:
-                builder_of(v)(self, v, out, full(dt))
+                builder_of(v)(self, v, out, FULLS[dt])
             finally:
                 self.local = {}
             return out
         shape = tuple(v.meta["val"].shape)
         out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape), dtype=dt)
         builder = builder_of(v)
-        if act != full(dt) and builder not in ACT_BUILDERS:  # the op has no clamp: add one
+        if act != FULLS[dt] and builder not in ACT_BUILDERS:  # the op has no clamp: add one
             tmp = self.new_tensor(v.name + "_pre", shape, s, zp, layout=out.layout, dtype=dt)
-            builder(self, v, tmp, full(dt))
+            builder(self, v, tmp, FULLS[dt])
             self.emit("rescale", [tmp], out, {"act": act}, q)
         else:
             builder(self, v, out, act)
@@ -474,12 +465,9 @@ def _check_int16(nodes: list[Node]) -> None:
             continue
         pairs = {(x.dtype, y.dtype) for x in acts for y in node.outputs}
         if d.dtypes is not None and not pairs <= set(d.dtypes):
-            have = [op.name for op in ops.REGISTRY if op.dtypes and any(
-                "int16" in p for p in op.dtypes)]
             raise UnsupportedOpError(
-                f"{node.source}: {node.op} with int16 activations {sorted(pairs)}: int16 "
-                f"activations (a16w8) are compiled for {', '.join(sorted(have))} only; leave "
-                "this layer out of int16_layers (it stays int8)")
+                f"{node.source}: {node.op} with int16 activations {sorted(pairs)}: no int16 "
+                f"kernel (its dtypes: {list(d.dtypes)}); leave it out of int16_layers")
 
 
 def _zero_bias(lf, w: Tensor, x: Tensor) -> Tensor:

@@ -39,11 +39,8 @@ def _mac(node: Node) -> None:
     y = node.outputs[0]
     real = x.scale * np.asarray(w.scale, np.float64) / y.scale
     real = np.broadcast_to(real, (w.shape[0] if node.op != "depthwise_conv2d" else w.shape[-1],))
-    if x.dtype == "int16":  # int48 accumulator: 16-bit multipliers (docs/numerics.md 6)
-        pairs = np.array([quantize_multiplier16(float(r)) for r in real], np.int32)
-        mult, shift = pairs[:, 0].copy(), pairs[:, 1].copy()
-    else:
-        mult, shift = quantize_multipliers(real)
+    # an int16 x: int48 accumulator, 16-bit multipliers (docs/numerics.md section 6)
+    mult, shift = quantize_multipliers(real, quantize_multiplier16 if x.dtype == "int16" else None)
     node.inputs = [x, w, b, _const(w.name + "_mult", mult), _const(w.name + "_shift", shift)]
     a = node.attrs
     attrs = {"in_zp": x.zero_point, "out_zp": y.zero_point, **_act(node)}
