@@ -236,6 +236,24 @@ def test_an_int16_mlp_compiles_and_runs_like_pytorch(kw):
     assert close / total >= 0.99 and len(np.unique(ref)) > 20
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
+                                          ("cortex-m0plus", "mps2-an385")])
+def test_int16_mlps_on_boards(target, board):
+    """The compiled a16w8 MLPs (all int16, fc2 only) as firmware: the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    for kw in (dict(activations="int16"), dict(int16_layers=["fc2"])):
+        torch.manual_seed(0)
+        x = torch.randn(8, 4, 4)
+        compiled = mcutorch.compile(_quantize(Mlp3().eval(), x, **kw), (x,), target=target)
+        xs = compiled.quantize_inputs([torch.randn(8, 4, 4).numpy()])
+        run = firmware.run(compiled.program, xs, board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(compiled.program).invoke(xs)[0])
+        print(f"{board} a16w8 MLP {kw}: {run.instructions} instructions")
+
+
 def test_compile_refuses_an_int16_op_without_an_int16_kernel():
     x = torch.randn(1, 1, 8, 8)
     gm = _quantize(Cnn(), x, activations="int16")
