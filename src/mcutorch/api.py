@@ -64,7 +64,7 @@ class CompiledModel:
             if port.nchw_as_nhwc:
                 x = x.transpose(0, 2, 3, 1)
             out.append(quantize(np.ascontiguousarray(x).reshape(port.shape), port.scale,
-                                port.zero_point))
+                                port.zero_point, port.dtype))
         return out
 
     def dequantize_outputs(self, outputs) -> list[np.ndarray]:

@@ -18,7 +18,7 @@ from mcutorch import ops
 from mcutorch.errors import McutorchError
 
 IR_ONLY = ops.IR_ONLY  # ("reshape",): free views, no op record
-DTYPES = ("int8", "int32", "uint8", "int16")
+DTYPES = ("int8", "int32", "uint8", "int16", "int64")
 
 
 @dataclass(eq=False)

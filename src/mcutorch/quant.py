@@ -57,9 +57,10 @@ def _multiplier(real: float, bits: int) -> tuple[int, int]:
     return int(mult), int(shift)
 
 
-def quantize_multipliers(reals) -> tuple[np.ndarray, np.ndarray]:
-    """Vector form of quantize_multiplier: int32 arrays (mult, shift)."""
-    pairs = [quantize_multiplier(float(r)) for r in np.asarray(reals, np.float64).ravel()]
+def quantize_multipliers(reals, one=None) -> tuple[np.ndarray, np.ndarray]:
+    """Vector form of quantize_multiplier (or of `one`, e.g. quantize_multiplier16): int32 arrays
+    (mult, shift)."""
+    pairs = [(one or quantize_multiplier)(float(r)) for r in np.asarray(reals, np.float64).ravel()]
     mult = np.array([p[0] for p in pairs], np.int32)
     shift = np.array([p[1] for p in pairs], np.int32)
     return mult, shift

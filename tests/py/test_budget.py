@@ -49,7 +49,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # +48 (6,329) with format 1.5's per-op activation dtype rule (OpDef.dtypes, checked by
 # validate.py and generated into mt_program.h), the int64 (int48 bias) dtype checked at load,
 # the interpreter telling rescale its output dtype and the int16 MAC bound at load
-BUDGET = 6329
+# +23 (6,352): mcutorch.compile of a16w8 models (lift's int16 tensors, clamps, int48 bias and
+# the OpDef.dtypes check naming an op without an int16 kernel; 16-bit MAC multipliers).
+BUDGET = 6352
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

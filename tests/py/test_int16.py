@@ -156,11 +156,114 @@ def test_int16_activations_shrink_the_activation_error():
     assert s16 > s8 + 30  # 8 more bits: ~48 dB in theory
 
 
-def test_compile_refuses_int16_with_a_named_reason():
-    x = torch.randn(2, 16)
-    gm = _quantize(Mlp(), x, activations="int16")
-    with pytest.raises(UnsupportedOpError, match="int16 activations .a16w8. are not compiled yet"):
+class Mlp3(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.fc3 = nn.Linear(16, 32), nn.Linear(32, 24), nn.Linear(24, 8)
+
+    def forward(self, x):
+        x = x.flatten(1)  # a view: a free alias in the program
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+@pytest.mark.parametrize("kw", [dict(activations="int16"), dict(int16_layers=["fc2"])],
+                         ids=["all", "fc2"])
+def test_an_int16_mlp_compiles_and_runs_like_pytorch(kw):
+    """Linear -> ReLU -> Linear -> ReLU -> Linear in a16w8 (all int16, or fc2 only): int64 bias
+    at s_in * s_w, 16-bit multipliers, ReLU as the int16 clamp, a rescale at each int8/int16
+    edge, int16 tensors planned at 2 bytes. The reference and the host C runtime agree bit for
+    bit, and the outputs are within 1 LSB of PyTorch's converted model on >= 99 %."""
+    from mcutorch.device import crt
+    from mcutorch.ref.interpreter import Interpreter
+
+    torch.manual_seed(0)
+    model, x = Mlp3().eval(), torch.randn(8, 4, 4)
+    gm = _quantize(model, x, **kw)
+    compiled = mcutorch.compile(gm, (x,))
+    p = compiled.program
+    ops_ = [o.name for o in p.ops]
+    wide = kw.get("activations") == "int16"
+    assert ops_ == (["fully_connected"] * 3 if wide else
+                    ["fully_connected", "rescale", "fully_connected", "rescale",
+                     "fully_connected"])
+    port_in, port_out = compiled.ports("inputs")[0], compiled.ports("outputs")[0]
+    assert port_in.dtype == port_out.dtype == ("int16" if wide else "int8")
+    fcs = [o for o in p.ops if o.name == "fully_connected"]
+    sixteen = fcs if wide else fcs[1:2]
+    for o in fcs:
+        xt, bias, mult = (p.tensors[o.inputs[i]] for i in (0, 2, 3))
+        assert bias.dtype == ("int64" if o in sixteen else "int32")
+        assert xt.dtype == ("int16" if o in sixteen else "int8")
+        if o in sixteen:  # 16-bit multipliers, int16 ReLU bounds
+            assert 2**14 <= p.const_array(o.inputs[3]).min() <= p.const_array(
+                o.inputs[3]).max() < 2**15
+            assert mult.dtype == "int32"
+    acts = [(o.attrs["act_min"], o.attrs["act_max"]) for o in sixteen]  # ReLU: int16 clamp
+    assert acts == ([(0, 32767), (0, 32767), (-32767, 32767)] if wide else [(0, 32767)])
+    for t in p.tensors:  # the planner sizes each tensor from its dtype
+        assert t.nbytes == math.prod(t.shape) * np.dtype(t.dtype).itemsize
+    # fc2's float bias as int48 at s_in * s_w (float64, half to even), held in int64
+    fc2 = sixteen[1] if wide else sixteen[0]
+    lin = next(n for n in gm.graph.nodes if n.target == torch.ops.aten.linear.default
+               and "fc2" in str(n.meta.get("nn_module_stack")))
+    def attr(node):
+        obj = gm
+        for part in node.target.split("."):
+            obj = getattr(obj, part)
+        return obj.detach().double().numpy()
+
+    bias_f, s_w = attr(lin.args[2]), attr(lin.args[1].args[1])
+    s_in = np.float64(p.tensors[fc2.inputs[0]].scale)
+    b = p.const_array(fc2.inputs[2])
+    assert b.dtype == np.int64 and 2**15 < np.abs(b).max() < 2**47
+    np.testing.assert_array_equal(b, np.round(bias_f.astype(np.float32) / (s_in * s_w)))
+
+    torch.manual_seed(5)
+    xs_all = torch.randn(64, 4, 4)
+    with torch.no_grad():
+        want_f = gm(xs_all).numpy()
+    close = equal = total = 0
+    for i in range(0, 64, 8):
+        xs = compiled.quantize_inputs([xs_all[i:i + 8].numpy()])
+        (ref,) = Interpreter(p).invoke(xs)
+        (got,) = crt.run_host(p, xs)
+        np.testing.assert_array_equal(got, ref)
+        torch_q = quant.quantize(want_f[i:i + 8], port_out.scale, port_out.zero_point,
+                                 port_out.dtype).astype(np.int64)
+        d = np.abs(ref.astype(np.int64).reshape(torch_q.shape) - torch_q)
+        close, equal, total = close + (d <= 1).sum(), equal + (d == 0).sum(), total + d.size
+    print(f"a16w8 MLP {kw}: within 1 LSB {close / total:.2%}, equal {equal / total:.2%}")
+    assert close / total >= 0.99 and len(np.unique(ref)) > 20
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
+                                          ("cortex-m0plus", "mps2-an385")])
+def test_int16_mlps_on_boards(target, board):
+    """The compiled a16w8 MLPs (all int16, fc2 only) as firmware: the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    for kw in (dict(activations="int16"), dict(int16_layers=["fc2"])):
+        torch.manual_seed(0)
+        x = torch.randn(8, 4, 4)
+        compiled = mcutorch.compile(_quantize(Mlp3().eval(), x, **kw), (x,), target=target)
+        xs = compiled.quantize_inputs([torch.randn(8, 4, 4).numpy()])
+        run = firmware.run(compiled.program, xs, board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(compiled.program).invoke(xs)[0])
+        print(f"{board} a16w8 MLP {kw}: {run.instructions} instructions")
+
+
+def test_compile_refuses_an_int16_op_without_an_int16_kernel():
+    x = torch.randn(1, 1, 8, 8)
+    gm = _quantize(Cnn(), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match=r"in conv1: .*conv2d with int16 activations "
+                                                 r".*no int16 kernel"):
         mcutorch.compile(gm, (x,))
+    # the same model with only its Linear int16 compiles
+    gm = _quantize(Cnn(), x, int16_layers=["fc"])
+    p = mcutorch.compile(gm, (x,)).program
+    assert "int16" in {t.dtype for t in p.tensors}
 
 
 # --- the 16-bit requantization multiplier ---------------------------------------------------

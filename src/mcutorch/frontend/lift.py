@@ -54,7 +54,12 @@ CONST_Q_OPS = Q_OPS | {QD.quantize_per_channel.default}
 MOVES = ("reshape", "transpose", "strided_slice")  # ops that only move int8 values (commute)
 MONOTONE = {A.cat.default, A.concat.default, A.stack.default, A.roll.default, *pool.MAX,
             A.maximum.default, A.minimum.default}
-ACT_DTYPES = {torch.int8: 0, torch.uint8: -128}  # activation dtype -> zero-point shift to int8
+ACT_DTYPES = {torch.int8: 0, torch.uint8: -128, torch.int16: 0}  # dtype -> zero-point shift
+FULLS = {"int8": FULL, "int16": (-32767, 32767)}  # an activation's range (numerics.md 6)
+
+
+def _dtype(q: FxNode) -> str:
+    return "int16" if q.args[5] == torch.int16 else "int8"  # the tensor a quantize node makes
 
 
 def _move(node) -> str | None:
@@ -185,20 +190,16 @@ class Lifter:
         scale = float(self._scalar(q.args[1], q, "scale"))
         zp = int(self._scalar(q.args[2], q, "zero point"))
         qmin, qmax, dtype = (int(q.args[3]), int(q.args[4]), q.args[5])
-        if dtype == torch.int16:  # Quantizer(activations="int16"): fake-quant only, for now
-            raise UnsupportedOpError(
-                f"quantize node {_where(q)}: activation dtype {dtype}: int16 activations (a16w8) "
-                "are not compiled yet (no program format or kernel takes them); compile the int8 "
-                "model (mcutorch.Quantizer() without activations/int16_layers)")
         if dtype not in ACT_DTYPES:
             raise UnsupportedOpError(
                 f"quantize node {_where(q)}: activation dtype {dtype}; mcutorch computes int8 "
                 "activations (uint8 ones are converted exactly)")
         info = torch.iinfo(dtype)
-        if (qmin, qmax) != (info.min, info.max):
+        lo = -32767 if dtype == torch.int16 else info.min  # int16: symmetric (numerics.md 6)
+        if (qmin, qmax) != (lo, info.max) or (dtype == torch.int16 and zp != 0):
             raise UnsupportedOpError(
                 f"quantize node {_where(q)}: activation range [{qmin}, {qmax}] of {dtype}; "
-                f"mcutorch supports the full range [{info.min}, {info.max}]")
+                f"mcutorch supports [{lo}, {info.max}] (int16: zero point 0, got {zp})")
         if not (math.isfinite(scale) and scale > 0):
             raise UnsupportedOpError(f"quantize node {_where(q)}: scale {scale}")
         return scale, zp + ACT_DTYPES[dtype]
@@ -232,8 +233,8 @@ class Lifter:
         if _move(arg) is not None:  # move(dq(t)) == dq(move(t)): lift it on the int8 tensor
             t = self.operand(arg.args[0], arg)
             out = self.new_tensor(arg.name, arg.meta["val"].shape, t.scale, t.zero_point,
-                                  layout=_layout(arg.meta["val"].shape))
-            builder_of(arg)(self, arg, out, FULL)
+                                  layout=_layout(arg.meta["val"].shape), dtype=t.dtype)
+            builder_of(arg)(self, arg, out, FULLS[t.dtype])
             self.values[arg] = out
             self.used.add(arg)
             return out
@@ -313,6 +314,11 @@ class Lifter:
         if value.shape != (cout,) or not np.isfinite(value).all():
             raise UnsupportedOpError(f"{source_of(user)}: bias {name} has shape "
                                      f"{list(value.shape)} or non-finite values")
+        if x.dtype == "int16":  # int48 at s_in * s_w, stored int64 (docs/numerics.md section 6)
+            s64 = np.float64(x.scale) * np.broadcast_to(np.asarray(w.scale, np.float64), (cout,))
+            data = np.clip(np.round(value / s64), 1 - 2**47, 2**47 - 1).astype(np.int64)
+            return self.new_tensor(name.replace(".", "_") + "_int48", (cout,), s64, 0,
+                                   dtype="int64", data=data)
         scale, v = torch.from_numpy(np.array(want)), torch.from_numpy(np.array(value))
         if (torch.round(v * (1.0 / scale)).abs() >= 2**31).any():
             raise UnsupportedOpError(f"{source_of(user)}: bias {name} does not fit int32 at "
@@ -363,6 +369,7 @@ class Lifter:
                 raise UnsupportedOpError(
                     f"{source_of(node)} is not quantized: no quantize node follows it, so the "
                     "converted model computes it in float; mcutorch programs are int8 end to end")
+        _check_int16(self.nodes)
         return verify(Graph(self.nodes, inputs, outputs, meta), stage="lift")
 
     def lift_input(self, node: FxNode) -> Tensor:
@@ -376,16 +383,16 @@ class Lifter:
                 f"model input {node.name} " + (f"feeds {source_of(floats[0])} in float, not "
                                                "through a quantize node" if floats else "is unused")
                 + "; mcutorch programs take int8 inputs")
-        qps = sorted({self.qparams(q) for q in users})
+        qps = sorted({(*self.qparams(q), _dtype(q)) for q in users})
         if len(qps) > 1:
             raise UnsupportedOpError(
                 f"model input {node.name} is quantized with {len(qps)} different qparams "
-                f"(scale, zero point) {qps}; a program input has one")
-        s, zp = qps[0]
+                f"(scale, zero point, dtype) {qps}; a program input has one")
+        s, zp, dt = qps[0]
         if float(np.float32(s)) != s:
             raise UnsupportedOpError(f"model input {node.name}: scale {s!r} is not a float32")
         shape = tuple(val.shape)
-        t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape))
+        t = self.new_tensor(node.name, shape, s, zp, layout=_layout(shape), dtype=dt)
         for q in users:
             self.values[q] = t
             self.used.add(q)
@@ -395,7 +402,7 @@ class Lifter:
     def lift_quantize(self, q: FxNode) -> None:
         s, zp = self.qparams(q)
         self.used.add(q)
-        out = self.lift_value(q.args[0], s, zp, FULL, q, top=True)
+        out = self.lift_value(q.args[0], s, zp, FULLS[_dtype(q)], q, top=True)
         self.values[q] = out
         self.qnodes[out.name] = q.name
 
@@ -407,34 +414,35 @@ class Lifter:
         if not (isinstance(v, FxNode) and v.op == "call_function"):
             raise UnsupportedOpError(f"quantize node {_where(q)} quantizes {_what(v)}")
         self.used.add(v)
+        dt = _dtype(q)
         if v.target in DQ_OPS:  # q(dq(x)): requantize an existing int8 tensor
             src = self.operand(v, q)
-            if act == FULL and (src.scale, src.zero_point) == (s, zp):
+            if act == FULLS[dt] and (src.scale, src.zero_point, src.dtype) == (s, zp, dt):
                 return src  # q(dq(t)) with t's own qparams is t
             out = self.new_tensor(q.name if top else f"{src.name}_rq", src.shape, s, zp,
-                                  layout=src.layout)
+                                  layout=src.layout, dtype=dt)
             self.emit("rescale", [src], out, {"act": act}, q)
             return out
         floats = [a for a in _tensor_args(v) if a.op == "call_function" and a.target not in DQ_OPS]
         if _commutes(v) and floats:
             if bounds(v) is not None:  # q(clamp(x)) = clamp(q(x), q(lo), q(hi))
-                own = act_range(bounds(v), s, zp)
+                own = act_range(bounds(v), s, zp, dt)
                 return self.lift_value(v.args[0], s, zp, compose_act(own, act), q, top)
             local = {a: self.lift_value(a, s, zp, act, q) for a in _tensor_args(v)}
             shape = tuple(v.meta["val"].shape)
-            out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape))
+            out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape), dtype=dt)
             self.local = local
             try:
-                builder_of(v)(self, v, out, FULL)
+                builder_of(v)(self, v, out, FULLS[dt])
             finally:
                 self.local = {}
             return out
         shape = tuple(v.meta["val"].shape)
-        out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape))
+        out = self.new_tensor(v.name, shape, s, zp, layout=_layout(shape), dtype=dt)
         builder = builder_of(v)
-        if act != FULL and builder not in ACT_BUILDERS:  # the op has no clamp: add one
-            tmp = self.new_tensor(v.name + "_pre", shape, s, zp, layout=out.layout)
-            builder(self, v, tmp, FULL)
+        if act != FULLS[dt] and builder not in ACT_BUILDERS:  # the op has no clamp: add one
+            tmp = self.new_tensor(v.name + "_pre", shape, s, zp, layout=out.layout, dtype=dt)
+            builder(self, v, tmp, FULLS[dt])
             self.emit("rescale", [tmp], out, {"act": act}, q)
         else:
             builder(self, v, out, act)
@@ -444,10 +452,29 @@ class Lifter:
         self.nodes.append(Node(op, inputs, [out], attrs, source_of(src)))
 
 
+def _check_int16(nodes: list[Node]) -> None:
+    """Every op touching an int16 activation must have that (input, output) dtype pair in its
+    OpDef.dtypes (reshape is a free alias of any dtype); otherwise an error naming the op."""
+    defs = {d.name: d for d in ops.REGISTRY}
+    for node in nodes:
+        d = defs[node.op]
+        idx = d.activation_inputs()
+        acts = node.inputs if idx == (-1,) else [node.inputs[i] for i in idx]
+        dts = {t.dtype for t in (*acts, *node.outputs)}
+        if "int16" not in dts or node.op == "reshape":
+            continue
+        pairs = {(x.dtype, y.dtype) for x in acts for y in node.outputs}
+        if d.dtypes is not None and not pairs <= set(d.dtypes):
+            raise UnsupportedOpError(
+                f"{node.source}: {node.op} with int16 activations {sorted(pairs)}: no int16 "
+                f"kernel (its dtypes: {list(d.dtypes)}); leave it out of int16_layers")
+
+
 def _zero_bias(lf, w: Tensor, x: Tensor) -> Tensor:
     cout = w.shape[0]
+    dtype = "int64" if x.dtype == "int16" else "int32"
     return lf.new_tensor(w.name + "_bias", (cout,), x.scale * np.asarray(w.scale), 0,
-                         dtype="int32", data=np.zeros(cout, np.int32))
+                         dtype=dtype, data=np.zeros(cout, dtype))
 
 
 def _layout(shape) -> str | None:

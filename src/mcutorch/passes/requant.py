@@ -13,7 +13,7 @@ import numpy as np
 from mcutorch import ops
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
-from mcutorch.quant import quantize_multiplier, quantize_multipliers, rq
+from mcutorch.quant import quantize_multiplier, quantize_multiplier16, quantize_multipliers, rq
 from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, pad_attrs, slice_attrs,
                           softmax_exp_table, transpose_attrs)
 from mcutorch.ref.elementwise import compare_attrs
@@ -29,7 +29,8 @@ def _const(name: str, data: np.ndarray) -> Tensor:
 
 
 def _act(node: Node) -> dict:
-    lo, hi = node.attrs.get("act", (-128, 127))
+    wide = node.outputs[0].dtype == "int16"
+    lo, hi = node.attrs.get("act", (-32767, 32767) if wide else (-128, 127))
     return {"act_min": int(lo), "act_max": int(hi)}
 
 
@@ -38,7 +39,8 @@ def _mac(node: Node) -> None:
     y = node.outputs[0]
     real = x.scale * np.asarray(w.scale, np.float64) / y.scale
     real = np.broadcast_to(real, (w.shape[0] if node.op != "depthwise_conv2d" else w.shape[-1],))
-    mult, shift = quantize_multipliers(real)
+    # an int16 x: int48 accumulator, 16-bit multipliers (docs/numerics.md section 6)
+    mult, shift = quantize_multipliers(real, quantize_multiplier16 if x.dtype == "int16" else None)
     node.inputs = [x, w, b, _const(w.name + "_mult", mult), _const(w.name + "_shift", shift)]
     a = node.attrs
     attrs = {"in_zp": x.zero_point, "out_zp": y.zero_point, **_act(node)}

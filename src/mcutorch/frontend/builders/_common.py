@@ -38,12 +38,13 @@ def bounds(node: FxNode) -> tuple[float, float] | None:
     return None
 
 
-def act_range(bounds, s: float, zp: int) -> tuple[int, int]:
+def act_range(bounds, s: float, zp: int, dtype: str = "int8") -> tuple[int, int]:
     """The int8 clamp of float bounds: q(lo), q(hi) as PyTorch's quantize computes them
     (quantize is monotone, so q(clamp(v, lo, hi)) == clamp(q(v), q(lo), q(hi)) exactly)."""
+    full = (-32767, 32767) if dtype == "int16" else FULL
     if bounds is None:
-        return FULL
+        return full
     lo, hi = bounds
-    qlo = -128 if lo == -math.inf else int(quantize_float(np.float32(lo), s, zp))
-    qhi = 127 if hi == math.inf else int(quantize_float(np.float32(hi), s, zp))
+    qlo = full[0] if lo == -math.inf else int(quantize_float(np.float32(lo), s, zp, dtype))
+    qhi = full[1] if hi == math.inf else int(quantize_float(np.float32(hi), s, zp, dtype))
     return (qlo, qhi)

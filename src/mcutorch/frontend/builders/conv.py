@@ -148,8 +148,10 @@ def linear(lf, n: FxNode, out: Tensor, act) -> None:
     # any rank: the leading dims are the rows of one fully_connected ([B, T, C] -> [B*T, C]),
     # in torch's dim order (the layout pass puts transposes around the reshapes of a 4-D NHWC x)
     rows = math.prod(x.shape[:-1])
-    x2 = lf.new_tensor(x.name + "_rows", (rows, x.shape[-1]), x.scale, x.zero_point)
-    y2 = lf.new_tensor(out.name + "_rows", (rows, w.shape[0]), out.scale, out.zero_point)
+    x2 = lf.new_tensor(x.name + "_rows", (rows, x.shape[-1]), x.scale, x.zero_point,
+                       dtype=x.dtype)
+    y2 = lf.new_tensor(out.name + "_rows", (rows, w.shape[0]), out.scale, out.zero_point,
+                       dtype=out.dtype)
     lf.emit("reshape", [x], x2, {}, n)
     lf.emit("fully_connected", [x2, w, b], y2, {"act": act}, n)
     lf.emit("reshape", [y2], out, {}, n)
