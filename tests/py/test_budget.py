@@ -50,8 +50,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # validate.py and generated into mt_program.h), the int64 (int48 bias) dtype checked at load,
 # the interpreter telling rescale its output dtype and the int16 MAC bound at load
 # +23 (6,352): mcutorch.compile of a16w8 models (lift's int16 tensors, clamps, int48 bias and
-# the OpDef.dtypes check naming an op without an int16 kernel; 16-bit MAC multipliers).
-BUDGET = 6352
+# the OpDef.dtypes check naming an op without an int16 kernel; 16-bit MAC multipliers); 6,354
+# with that check also run after the passes (a transpose the layout pass adds).
+BUDGET = 6354
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

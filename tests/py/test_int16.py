@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 import mcutorch
@@ -264,6 +265,21 @@ def test_compile_refuses_an_int16_op_without_an_int16_kernel():
     gm = _quantize(Cnn(), x, int16_layers=["fc"])
     p = mcutorch.compile(gm, (x,)).program
     assert "int16" in {t.dtype for t in p.tensors}
+
+
+class PadFlatten(torch.nn.Module):
+    def forward(self, x):
+        return torch.flatten(F.pad(x, (1, 1, 1, 1)), 1)
+
+
+def test_compile_refuses_an_int16_transpose_a_pass_adds():
+    # the NHWC layout pass adds a transpose before flattening an int16 NCHW tensor: it has no
+    # int16 kernel, so the compile is refused naming it (not a program the runtimes refuse)
+    x = torch.randn(1, 4, 3, 3)
+    gm = _quantize(PadFlatten(), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match=r"aten.flatten.*transpose with int16 "
+                                                 r"activations .*no int16 kernel"):
+        mcutorch.compile(gm, (x,))
 
 
 # --- the 16-bit requantization multiplier ---------------------------------------------------

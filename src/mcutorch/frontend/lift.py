@@ -369,7 +369,7 @@ class Lifter:
                 raise UnsupportedOpError(
                     f"{source_of(node)} is not quantized: no quantize node follows it, so the "
                     "converted model computes it in float; mcutorch programs are int8 end to end")
-        _check_int16(self.nodes)
+        check_int16(self.nodes)
         return verify(Graph(self.nodes, inputs, outputs, meta), stage="lift")
 
     def lift_input(self, node: FxNode) -> Tensor:
@@ -452,7 +452,7 @@ class Lifter:
         self.nodes.append(Node(op, inputs, [out], attrs, source_of(src)))
 
 
-def _check_int16(nodes: list[Node]) -> None:
+def check_int16(nodes: list[Node]) -> None:
     """Every op touching an int16 activation must have that (input, output) dtype pair in its
     OpDef.dtypes (reshape is a free alias of any dtype); otherwise an error naming the op."""
     defs = {d.name: d for d in ops.REGISTRY}

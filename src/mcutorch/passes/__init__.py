@@ -16,6 +16,9 @@ PIPELINE = (
 
 def run_all(graph: Graph) -> Graph:
     """Run every pass in order; the result is ready for planning and emission."""
+    from mcutorch.frontend.lift import check_int16
+
     for name, fn in PIPELINE:
         graph = verify(fn(graph), stage=name)
+    check_int16(graph.nodes)  # the ops passes added (a layout transpose) meet the int16 rule too
     return verify(graph, final=True, stage="passes")
