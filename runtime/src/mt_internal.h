@@ -25,8 +25,8 @@
     }                                                                                              \
   } while (0)
 
-/* Counts per opcode from ops.py (MT_VARIADIC = -1: 1..MT_MAX_VARIADIC), its MT_ALIAS_* and
- * MT_<OP>_MAC. */
+/* Counts per opcode from ops.py (MT_VARIADIC = -1: 1..MT_MAX_VARIADIC), its MT_ALIAS_*,
+ * MT_<OP>_MAC, MT_<OP>_DTYPES and MT_<OP>_ACT_INPUTS. */
 typedef struct {
   int8_t n_inputs;
   int8_t n_outputs;
@@ -34,6 +34,8 @@ typedef struct {
   uint8_t n_variants;
   uint8_t alias;
   uint32_t mac;
+  uint32_t dtypes; /* MT_DTYPE_PAIR bits; 0 = not checked */
+  uint32_t act_inputs; /* the inputs that are activations (bit k: input k) */
 } mt_op_counts;
 
 extern const mt_op_counts mt_op_table[MT_OP_COUNT];

@@ -16,8 +16,8 @@
 typedef char mt_check_dtypes[(MT_DTYPE_COUNT == 5) ? 1 : -1]; /* mt_dtype_bytes's table */
 
 const mt_op_counts mt_op_table[MT_OP_COUNT] = {
-#define MT_OP_ROW(name, code, n_in, n_out, n_attrs, n_variants, alias, mac)                        \
-  [code] = {n_in, n_out, n_attrs, n_variants, alias, mac},
+#define MT_OP_ROW(name, code, n_in, n_out, n_attrs, n_variants, alias, mac, dtypes, act)           \
+  [code] = {n_in, n_out, n_attrs, n_variants, alias, mac, dtypes, act},
     MT_OP_LIST(MT_OP_ROW)
 #undef MT_OP_ROW
 };

@@ -336,14 +336,10 @@ static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int
 
 /* validate.py _check_dtypes: the activation inputs (MT_<OP>_ACT_INPUTS) share a dtype, the
  * outputs another, and the pair is one of MT_<OP>_DTYPES (ops.OpDef.dtypes; 0 = unchecked). */
-static const uint32_t mt_op_dtypes[MT_OP_COUNT][2] = {
-#define MT_OP_DTYPES(name, code, dtypes, act) [code] = {dtypes, act},
-    MT_OP_DTYPE_LIST(MT_OP_DTYPES)
-#undef MT_OP_DTYPES
-};
 static mt_status mt_check_dtypes(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
-  const uint32_t *rule = mt_op_dtypes[op->opcode], n = (uint32_t)op->n_inputs + op->n_outputs;
+  const uint32_t rule[2] = {mt_op_table[op->opcode].dtypes, mt_op_table[op->opcode].act_inputs};
+  const uint32_t n = (uint32_t)op->n_inputs + op->n_outputs;
   uint32_t k, d[2] = {MT_DTYPE_COUNT, MT_DTYPE_COUNT}; /* MT_DTYPE_COUNT <= 6: pairs fit 32 bits */
   for (k = 0; k < n && rule[0] != 0; k++) {
     const uint32_t out = k >= op->n_inputs, t = m->tensors[in[k]].dtype;

@@ -144,25 +144,20 @@ def _ops() -> list[str]:
              "#define MT_MAC_ZP_FOLDED(mask) ((uint32_t)(mask) << 16)",
              "#define MT_MAC_ZP_FOLDED_IN(mac, variant) (((mac) >> (16 + (variant))) & 1u)",
              "",
-             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants, alias, mac) for every",
-             " * op */",
+             "/* MT_<OP>_DTYPES: the (activation input, output) dtype pairs the op's",
+             " * kernels take (ops.OpDef.dtypes; 0u = not checked), MT_<OP>_ACT_INPUTS the",
+             " * inputs that are activations: mt_validate.c mt_check_dtypes refuses other",
+             " * pairs at load */",
+             "#define MT_DTYPE_PAIR(in, out) (1u << ((in)*MT_DTYPE_COUNT + (out)))",
+             "#define MT_ACT_ALL 0xFFFFFFFFu",
+             "/* X(NAME, opcode, n_inputs, n_outputs, n_attrs, n_variants, alias, mac, dtypes,",
+             " * act_inputs) for every op */",
              "#define MT_OP_LIST(X) \\"]
     for op in ops.OPS:
         p = "MT_" + op.name.upper()
         lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_N_INPUTS, {p}_N_OUTPUTS, "
-                     f"{p}_N_ATTRS, {p}_N_VARIANTS, {p}_ALIAS, {p}_MAC) \\")
-    lines[-1] = lines[-1].removesuffix(" \\")
-    lines += ["", "/* MT_<OP>_DTYPES: the (activation input, output) dtype pairs the op's",
-              " * kernels take (ops.OpDef.dtypes; 0u = not checked), MT_<OP>_ACT_INPUTS the",
-              " * inputs that are activations: mt_validate.c mt_check_dtypes refuses other",
-              " * pairs at load */",
-              "#define MT_DTYPE_PAIR(in, out) (1u << ((in)*MT_DTYPE_COUNT + (out)))",
-              "#define MT_ACT_ALL 0xFFFFFFFFu",
-              "/* X(NAME, opcode, dtypes, act_inputs) for every op */",
-              "#define MT_OP_DTYPE_LIST(X) \\"]
-    for op in ops.OPS:
-        p = "MT_" + op.name.upper()
-        lines.append(f"  X({op.name.upper()}, {op.opcode}, {p}_DTYPES, {p}_ACT_INPUTS) \\")
+                     f"{p}_N_ATTRS, {p}_N_VARIANTS, {p}_ALIAS, {p}_MAC, {p}_DTYPES, "
+                     f"{p}_ACT_INPUTS) \\")
     lines[-1] = lines[-1].removesuffix(" \\")
     lines.append("")
     for op in ops.OPS:
