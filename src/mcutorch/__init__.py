@@ -19,10 +19,10 @@ from mcutorch.errors import McutorchError
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
          "convert": "frontend",
          "quantize": "frontend", "validate": "analysis.validate",
-         "load_dataset": "analysis.dataset",
+         "load_dataset": "analysis.dataset", "mixed_precision": "mixed",
          "analyze": "analysis"}
 __all__ = ["CompiledModel", "McutorchError", "Quantizer", "analyze", "compile", "convert", "load",
-           "load_dataset", "quantize", "validate"]
+           "load_dataset", "mixed_precision", "quantize", "validate"]
 __version__ = "0.1.0"
 
 

@@ -28,7 +28,8 @@ def _view4(lf, x: Tensor, n: FxNode) -> Tensor:
             if node.op == "reshape" and src.shape == shape and src.layout == "NCHW":
                 return src
             break
-    v = lf.new_tensor(x.name + "_2d", shape, x.scale, x.zero_point, layout="NCHW")
+    v = lf.new_tensor(x.name + "_2d", shape, x.scale, x.zero_point, dtype=x.dtype,
+                     layout="NCHW")
     lf.emit("reshape", [x], v, {}, n)
     return v
 
@@ -39,7 +40,7 @@ def _as_2d(lf, n: FxNode, out: Tensor, x: Tensor, w: Tensor, b: Tensor, op: str,
     w4 = lf.new_tensor(w.name + "_2d", (*w.shape[:2], 1, w.shape[2]), w.scale, 0, dtype="int8",
                        data=w.data.reshape(*w.shape[:2], 1, w.shape[2]))
     y4 = lf.new_tensor(out.name + "_2d", (out.shape[0], out.shape[1], 1, out.shape[2]),
-                       out.scale, out.zero_point, layout="NCHW")
+                       out.scale, out.zero_point, dtype=out.dtype, layout="NCHW")
     lf.emit(op, [x4, w4, b], y4, attrs, n)
     lf.emit("reshape", [y4], out, {}, n)
 

@@ -63,9 +63,10 @@ def as_2d(lf, n: FxNode, x: Tensor, out: Tensor):
         raise UnsupportedOpError(f"{source_of(n)}: 1-D pooling needs an [N, C, L] input")
     rows = n.target in MAX_1D and x.shape[1] < 8
     as4 = (lambda s: (s[0], 1, *s[1:])) if rows else (lambda s: (*s[:2], 1, s[2]))
-    x4 = lf.new_tensor(out.name + "_in2d", as4(x.shape), x.scale, x.zero_point, layout="NCHW")
-    y4 = lf.new_tensor(out.name + "_2d", as4(out.shape), out.scale, out.zero_point,
+    x4 = lf.new_tensor(out.name + "_in2d", as4(x.shape), x.scale, x.zero_point, dtype=x.dtype,
                        layout="NCHW")
+    y4 = lf.new_tensor(out.name + "_2d", as4(out.shape), out.scale, out.zero_point,
+                       dtype=out.dtype, layout="NCHW")
     lf.emit("reshape", [x], x4, {}, n)
     return x4, y4, lambda: lf.emit("reshape", [y4], out, {}, n)
 
@@ -322,11 +323,11 @@ def resize(lf, n: FxNode, out: Tensor, act) -> None:
     y = out
     if len(x.shape) == 3:  # [N, C, L] as [N, C, 1, L]
         flat = lf.new_tensor(x.name + "_2d", (*x.shape[:2], 1, x.shape[2]), x.scale,
-                             x.zero_point, layout="NCHW")
+                             x.zero_point, dtype=x.dtype, layout="NCHW")
         lf.emit("reshape", [x], flat, {}, n)
         x = flat
         y = lf.new_tensor(out.name + "_2d", (*out.shape[:2], 1, out.shape[2]), out.scale,
-                          out.zero_point, layout="NCHW")
+                          out.zero_point, dtype=out.dtype, layout="NCHW")
     lf.emit("resize", [x], y, {"mode": mode, "geometry": geometry, "act": act}, n)
     if y is not out:
         lf.emit("reshape", [y], out, {}, n)
