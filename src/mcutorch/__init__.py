@@ -19,7 +19,7 @@ from mcutorch.errors import McutorchError
 _LAZY = {"CompiledModel": "api", "load": "api", "compile": "compiler", "Quantizer": "frontend",
          "convert": "frontend",
          "quantize": "frontend", "validate": "analysis.validate",
-         "load_dataset": "analysis.dataset", "mixed_precision": "mixed",
+         "load_dataset": "analysis.dataset", "mixed_precision": "analysis.mixed",
          "analyze": "analysis"}
 __all__ = ["CompiledModel", "McutorchError", "Quantizer", "analyze", "compile", "convert", "load",
            "load_dataset", "mixed_precision", "quantize", "validate"]
