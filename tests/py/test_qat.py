@@ -183,3 +183,40 @@ def test_qat_digits_tcn_bit_exact_on_boards_and_agrees_with_convert():
         fq = mcutorch.convert(qat)(xte[:100]).argmax(1).numpy()
     ours = np.asarray(program.run(xte[:100].numpy())).argmax(1)
     assert (ours == fq).mean() >= 0.98, (ours != fq).sum()
+
+
+def test_int16_qat_mlp_trains_and_compiles_to_an_int16_program_bit_exact():
+    """QAT with int16 activations (a16w8): the fake quants are int16 symmetric, training runs,
+    and the compiled program has int16 I/O and equals the host C runtime bit for bit."""
+    from mcutorch.device import crt
+    from mcutorch.models.digits import digits_split
+    from mcutorch.ref.interpreter import Interpreter
+
+    xtr, ytr, xte, yte = digits_split("rows", 0)
+    xtr, xte = xtr.reshape(len(xtr), -1), xte.reshape(len(xte), -1)
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+    qat = mcutorch.quantize(m, (xtr[:1],), calibration=list(xtr[:256].split(64)), qat=True,
+                            quantizer=mcutorch.Quantizer(activations="int16"))
+    fqs = [mod for mod in qat.modules() if isinstance(mod, FakeQuantize)]
+    acts = [f for f in fqs if f.qscheme == torch.per_tensor_symmetric]
+    assert acts and all((f.quant_min, f.quant_max) == (-32767, 32767) for f in acts)
+    opt = torch.optim.Adam(qat.parameters(), 3e-3)
+    losses = []
+    for _ in range(3):
+        for i in range(0, len(xtr), 64):
+            opt.zero_grad()
+            loss = nn.functional.cross_entropy(qat(xtr[i:i + 64]), ytr[i:i + 64])
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+    assert np.mean(losses[-5:]) < np.mean(losses[:5])
+    p = mcutorch.compile(qat, (xtr[:1],), target="cortex-m55")
+    assert [p.program.tensors[i].dtype for i in p.program.inputs] == ["int16"]
+    for x in xte[:3]:
+        xs = p._quantize([x[None].numpy()])
+        np.testing.assert_array_equal(crt.run_host(p.program, xs)[0],
+                                      Interpreter(p.program).invoke(xs)[0])
+    conv = mcutorch.convert(qat)
+    agree = (np.asarray(p.run(xte.numpy())).argmax(1) == conv(xte).argmax(1).numpy()).mean()
+    assert agree >= 0.99
