@@ -59,9 +59,10 @@ def _add(node: Node) -> None:
     y = node.outputs[0]
     b_scale = b.scale * node.attrs.get("alpha", 1)
     twice_max = 2 * max(a.scale, b_scale)
-    am, ash = quantize_multiplier(a.scale / twice_max * (1 << ADD_LEFT_SHIFT))
-    bm, bsh = quantize_multiplier(b_scale / twice_max * (1 << ADD_LEFT_SHIFT))
-    om, osh = quantize_multiplier(twice_max / ((1 << ADD_LEFT_SHIFT) * y.scale))
+    left = 1 << (15 if y.dtype == "int16" else ADD_LEFT_SHIFT)  # int16: 15 bits (numerics.md 6)
+    am, ash = quantize_multiplier(a.scale / twice_max * left)
+    bm, bsh = quantize_multiplier(b_scale / twice_max * left)
+    om, osh = quantize_multiplier(twice_max / (left * y.scale))
     node.attrs = {"a_zp": a.zero_point, "a_mult": am, "a_shift": ash, "b_zp": b.zero_point,
                   "b_mult": bm, "b_shift": bsh, "out_zp": y.zero_point, "out_mult": om,
                   "out_shift": osh, **_act(node)}

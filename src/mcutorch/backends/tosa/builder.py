@@ -12,7 +12,8 @@ import numpy as np
 import tosa_serializer as ts
 
 DTYPES = {"int8": (ts.DType.INT8, np.int8), "int16": (ts.DType.INT16, np.int16),
-          "int32": (ts.DType.INT32, np.int32), "bool": (ts.DType.BOOL, np.bool_)}
+          "int32": (ts.DType.INT32, np.int32), "bool": (ts.DType.BOOL, np.bool_),
+          "int48": (ts.DType.INT48, np.int64)}  # the int16 x int8 MAC accumulator and its bias
 TOSA_VERSION = dict(targetMajor=1, targetMinor=0, targetPatch=0, targetDraft=False)
 
 
@@ -75,6 +76,9 @@ class Builder:
     def shape(self, name: str) -> tuple[int, ...]:
         return self.shapes[name][0]
 
+    def dtype(self, name: str) -> str:
+        return self.shapes[name][1]
+
     def output(self, name: str) -> None:
         self.ser.addOutputTensor(self.tensors[name])
 
@@ -89,13 +93,17 @@ class Builder:
 
     def rescale(self, x: str, mult, shift, in_zp: int, out_zp: int, out_dtype: str,
                 out: str | None = None) -> str:
-        """RESCALE with SINGLE_ROUND and scale32; per channel when `mult` has more than 1 entry."""
+        """RESCALE with SINGLE_ROUND; per channel when `mult` has more than 1 entry. scale32
+        (apply_scale_32, int32 multipliers) but for an int48 input: apply_scale_16, int16
+        multipliers (the int16 MAC ops' 16-bit multipliers, docs/numerics.md section 6)."""
         mult = np.atleast_1d(np.asarray(mult, np.int64))
         shift = np.atleast_1d(np.asarray(shift, np.int64))
         in_dtype = self.shapes[x][1]
-        args = [x, self.const(mult, "int32", "multiplier"), self.const(shift, "int8", "shift"),
-                self.const(in_zp, in_dtype, "input_zp"), self.const(out_zp, out_dtype, "output_zp")]
-        at = attr("Rescale", True, ts.RoundingMode.SINGLE_ROUND, mult.size > 1, False, False)
+        scale32 = in_dtype != "int48"
+        args = [x, self.const(mult, "int32" if scale32 else "int16", "multiplier"),
+                self.const(shift, "int8", "shift"), self.const(in_zp, in_dtype, "input_zp"),
+                self.const(out_zp, out_dtype, "output_zp")]
+        at = attr("Rescale", scale32, ts.RoundingMode.SINGLE_ROUND, mult.size > 1, False, False)
         return self.op("RESCALE", args, self.shape(x), out_dtype, at, out)
 
     def clamp(self, x: str, lo: int, hi: int, out: str | None = None) -> str:

@@ -1,4 +1,5 @@
-"""IR graph (or a connected subset of its nodes) -> TOSA 1.0 INT flatbuffer, NHWC, int8 activations.
+"""IR graph (or a connected subset of its nodes) -> TOSA 1.0 INT flatbuffer, NHWC, int8 (and int16)
+activations.
 
 `lower_graph` finds the subset's boundary, declares its inputs, applies each node's rule
 (rules.py) and marks its outputs; `emit_tosa` writes every lowerable run of a graph for Vela.
@@ -80,7 +81,8 @@ def lower_graph(graph: Graph, nodes: list[Node] | None = None, *,
     if extra_outputs:
         outputs += [t for n in nodes for t in n.outputs if all(t is not o for o in outputs)]
     b = Builder()
-    names = {id(t): b.input(t.name, t.shape) for t in inputs}
+    names = {id(t): b.input(t.name, t.shape, "int16" if t.dtype == "int16" else "int8")
+             for t in inputs}
     notes = [_lower_node(b, node, names) for node in nodes]
     for t in outputs:
         b.output(names[id(t)])

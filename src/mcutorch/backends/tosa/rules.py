@@ -28,11 +28,12 @@ INT8_RANGE = (-128, 127)
 # --- shared pieces --------------------------------------------------------------------------------
 
 def _output_stage(b: Builder, acc: str, mult, shift, out_zp: int, act_min: int, act_max: int,
-                  out: str, in_zp: int = 0) -> str:
-    """RESCALE to int8 (per channel if several multipliers), then CLAMP if the range is narrower."""
+                  out: str, in_zp: int = 0, dtype: str = "int8") -> str:
+    """RESCALE to int8 or int16 (per channel if several multipliers), then CLAMP if the range is
+    narrower (int16 always: its activations are [-32767, 32767], RESCALE saturates to -32768)."""
     shift = rescale_shifts(mult, shift)
-    narrow = (act_min, act_max) != INT8_RANGE
-    y = b.rescale(acc, mult, shift, in_zp, out_zp, "int8", None if narrow else out)
+    narrow = (act_min, act_max) != INT8_RANGE or dtype == "int16"
+    y = b.rescale(acc, mult, shift, in_zp, out_zp, dtype, None if narrow else out)
     return b.clamp(y, act_min, act_max, out) if narrow else y
 
 
@@ -60,12 +61,16 @@ def _geometry(node: Node):
 
 def _conv(b: Builder, opname: str, x: str, weight: np.ndarray, bias: np.ndarray, in_zp: int,
           stride, dilation, pad, out_shape) -> str:
-    """CONV2D (OHWI weight) or DEPTHWISE_CONV2D ([KH, KW, C, M]) with an int32 accumulator."""
-    args = [x, b.const(weight, "int8", "weight"), b.const(bias, "int32", "bias"),
-            b.const(in_zp, "int8", "input_zp"), b.const(0, "int8", "weight_zp")]
+    """CONV2D (OHWI weight) or DEPTHWISE_CONV2D ([KH, KW, C, M]) with an int32 accumulator, or
+    for an int16 x an int48 one (TOSA's i16 x i8 form, an int48 bias)."""
+    wide = b.dtype(x) == "int16"
+    acc_t = "int48" if wide else "int32"
+    args = [x, b.const(weight, "int8", "weight"), b.const(bias, acc_t, "bias"),
+            b.const(in_zp, b.dtype(x), "input_zp"), b.const(0, "int8", "weight_zp")]
     kind = "Conv2d" if opname == "CONV2D" else "DepthwiseConv2d"
-    at = attr(kind, list(pad), list(stride), list(dilation), False, ts.DType.INT32)
-    return b.op(opname, args, out_shape, "int32", at)
+    at = attr(kind, list(pad), list(stride), list(dilation), False,
+              ts.DType.INT48 if wide else ts.DType.INT32)
+    return b.op(opname, args, out_shape, acc_t, at)
 
 
 def _out_shape(node: Node, channels: int | None = None) -> list[int]:
@@ -93,7 +98,8 @@ def lower_conv2d(b: Builder, node: Node, ins: list[str], out: str, notes: list[s
     else:
         notes.append(f"groups={groups} -> SLICE / CONV2D / CONCAT per group")
         acc = _grouped(b, node, x, w, bias, stride, dilation, pad)
-    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
+    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out,
+                         dtype=node.outputs[0].dtype)
 
 
 def _grouped(b: Builder, node: Node, x: str, w, bias, stride, dilation, pad) -> str:
@@ -152,7 +158,8 @@ def lower_depthwise_conv2d(b: Builder, node: Node, ins, out: str, notes) -> str:
     dw = w.reshape(w.shape[0], w.shape[1], c, a["depth_multiplier"])
     acc = _conv(b, "DEPTHWISE_CONV2D", x, dw, bias, a["in_zp"], stride, dilation, pad,
                 _out_shape(node))
-    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out)
+    return _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], out,
+                         dtype=node.outputs[0].dtype)
 
 
 def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
@@ -163,7 +170,8 @@ def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
     x4 = b.reshape(ins[0], [n, 1, 1, cin])
     acc = _conv(b, "CONV2D", x4, w.reshape(w.shape[0], 1, 1, cin), bias, a["in_zp"], (1, 1),
                 (1, 1), [0, 0, 0, 0], [n, 1, 1, w.shape[0]])
-    y = _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], None)
+    y = _output_stage(b, acc, mult, shift, a["out_zp"], a["act_min"], a["act_max"], None,
+                      dtype=node.outputs[0].dtype)
     return b.reshape(y, [n, w.shape[0]], out)
 
 
@@ -219,7 +227,7 @@ def lower_add(b: Builder, node: Node, ins, out: str, notes) -> str:
     kind = "Sub" if node.op == "sub" else "Add"  # sub: the same sequence with SUB
     total = b.op(kind.upper(), scaled, _out_shape(node), "int32", attr(kind))
     return _output_stage(b, total, a["out_mult"], a["out_shift"], a["out_zp"], a["act_min"],
-                         a["act_max"], out)
+                         a["act_max"], out, dtype=node.outputs[0].dtype)
 
 
 def check_conv2d_add(node: Node) -> str:
@@ -243,13 +251,13 @@ def lower_mul(b: Builder, node: Node, ins, out: str, notes) -> str:
     prod = b.op("MUL", [*ins, b.const(0, "int8", "mul_shift")], _out_shape(node), "int32",
                 attr("Mul"))
     return _output_stage(b, prod, a["mult"], a["shift"], a["out_zp"], a["act_min"],
-                         a["act_max"], out)
+                         a["act_max"], out, dtype=node.outputs[0].dtype)
 
 
 def lower_rescale(b: Builder, node: Node, ins, out: str, notes) -> str:
     a = node.attrs
     return _output_stage(b, ins[0], a["mult"], a["shift"], a["out_zp"], a["act_min"],
-                         a["act_max"], out, in_zp=a["in_zp"])
+                         a["act_max"], out, in_zp=a["in_zp"], dtype=node.outputs[0].dtype)
 
 
 def lower_clamp(b: Builder, node: Node, ins, out: str, notes) -> str:
@@ -311,15 +319,15 @@ def _pool_params(node: Node):
 
 def _clamp_if(b: Builder, y: str, node: Node, out: str) -> str:
     lo, hi = node.attrs["act_min"], node.attrs["act_max"]
-    return y if (lo, hi) == INT8_RANGE else b.clamp(y, lo, hi, out)
+    return y if (lo, hi) == INT8_RANGE and b.dtype(y) == "int8" else b.clamp(y, lo, hi, out)
 
 
 def lower_max_pool2d(b: Builder, node: Node, ins, out: str, notes) -> str:
     kernel, stride, pads = _pool_params(node)
     x, stride, pad = _fit_window(b, ins[0], kernel, stride, (1, 1), pads, notes)
     at = attr("MaxPool2d", list(kernel), list(stride), pad, ts.NanPropagationMode.PROPAGATE)
-    narrow = (node.attrs["act_min"], node.attrs["act_max"]) != INT8_RANGE
-    y = b.op("MAX_POOL2D", [x], _out_shape(node), "int8", at, None if narrow else out)
+    narrow = (node.attrs["act_min"], node.attrs["act_max"]) != INT8_RANGE or b.dtype(x) != "int8"
+    y = b.op("MAX_POOL2D", [x], _out_shape(node), b.dtype(x), at, None if narrow else out)
     return _clamp_if(b, y, node, out)
 
 
@@ -427,7 +435,8 @@ def _lead(t: Tensor) -> int:
 def lower_transpose(b: Builder, node: Node, ins, out: str, notes) -> str:
     lead = _lead(node.inputs[0])
     perm = [node.attrs[f"perm{i}"] - lead for i in range(lead, 4)]
-    return b.op("TRANSPOSE", ins, node.outputs[0].shape, "int8", attr("Transpose", perm), out)
+    return b.op("TRANSPOSE", ins, node.outputs[0].shape, b.dtype(ins[0]),
+                attr("Transpose", perm), out)
 
 
 def lower_concat(b: Builder, node: Node, ins, out: str, notes) -> str:
@@ -459,10 +468,10 @@ def lower_slice(b: Builder, node: Node, ins, out: str, notes) -> str:
     for i, (op, k) in enumerate(todo):
         last = out if i == len(todo) - 1 else None
         if op == "REVERSE":
-            y = b.op("REVERSE", [y], b.shape(y), "int8", attr("Reverse", k), last)
+            y = b.op("REVERSE", [y], b.shape(y), b.dtype(y), attr("Reverse", k), last)
         else:
             tiles = b.shape_const([n if st == 0 else 1 for st, n in zip(step, size)])
-            y = b.op("TILE", [y, tiles], size, "int8", attr("Tile"), last)
+            y = b.op("TILE", [y, tiles], size, b.dtype(y), attr("Tile"), last)
     return y
 
 

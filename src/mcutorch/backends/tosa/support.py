@@ -43,9 +43,21 @@ def _rescale_problem(op: str, lo, hi, mult, shift, what: str) -> str:
     return ""
 
 
-def _delta_range(zp: int) -> tuple[int, int]:
-    """Range of x - zp over int8 x."""
-    return -128 - int(zp), 127 - int(zp)
+INT16_MAX = (1 << 15) - 1  # int16 activations: [-32767, 32767], zero point 0
+INT48 = (-(1 << 47), (1 << 47) - 1)  # the int16 MAC accumulator (TOSA i16 x i8 -> i48)
+# ops lowered with int16 activations (docs/numerics.md section 6; the others refuse them)
+INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "add", "sub", "mul",
+                       "rescale", "clamp", "max_pool2d", "transpose", "concat", "pad", "copy",
+                       "strided_slice", "reshape"})
+
+
+def _delta_range(zp: int, wide: bool = False) -> tuple[int, int]:
+    """Range of x - zp over int8 x (int16 x: zero point 0)."""
+    return (-INT16_MAX, INT16_MAX) if wide else (-128 - int(zp), 127 - int(zp))
+
+
+def _wide(node: Node) -> bool:
+    return node.inputs[0].dtype == "int16"
 
 
 def _mac_range(node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -59,7 +71,7 @@ def _mac_range(node: Node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     if node.op == "depthwise_conv2d":
         w = w.reshape(-1, w.shape[-1]).T  # (C*M, KH*KW)
     w = w.reshape(w.shape[0], -1)
-    lo_d, hi_d = _delta_range(node.attrs["in_zp"])
+    lo_d, hi_d = _delta_range(node.attrs["in_zp"], _wide(node))
     big = np.maximum(w * hi_d, w * lo_d).sum(axis=1)
     small = np.minimum(w * hi_d, w * lo_d).sum(axis=1)
     return small, big, bias
@@ -86,10 +98,17 @@ def check_mac(node: Node) -> str:
     if why:
         return why
     small, big, bias = _mac_range(node)
+    wide = _wide(node)
+    acc, bits = (INT48, 48) if wide else (INT32, 32)
     for what, lo, hi in (("partial sum", small, big), ("accumulator", small + bias, big + bias)):
-        if lo.min() < INT32[0] or hi.max() > INT32[1]:
-            return f"{node.op}: the {what} can leave int32 (TOSA accumulates in int32)"
+        if lo.min() < acc[0] or hi.max() > acc[1]:
+            return f"{node.op}: the {what} can leave int{bits} (TOSA accumulates in int{bits})"
     mult, shift = node.inputs[3].data, node.inputs[4].data
+    if wide:  # apply_scale_16: any int48 value; the scaled one must fit int32 (rq is monotone)
+        lo, hi = (_rq_channels(v, mult, shift) for v in (small + bias, big + bias))
+        bad = (lo < INT32[0]) | (hi > INT32[1])
+        return (f"{node.op}: the rescaled accumulator (channel {int(np.argmax(bad))}) can leave "
+                "int32 (TOSA apply_scale_16)" if bad.any() else "")
     return _rescale_problem(node.op, (small + bias).astype(object), (big + bias).astype(object),
                             mult, shift, "the accumulator")
 
@@ -99,7 +118,7 @@ def check_add(node: Node) -> str:
     a, op = node.attrs, node.op
     ranges = []
     for side in ("a", "b"):
-        lo, hi = _delta_range(a[f"{side}_zp"])
+        lo, hi = _delta_range(a[f"{side}_zp"], _wide(node))
         why = _rescale_problem(op, lo, hi, a[f"{side}_mult"], a[f"{side}_shift"],
                                f"input {side} - {side}_zp")
         if why:
@@ -113,6 +132,10 @@ def check_add(node: Node) -> str:
     return _rescale_problem(op, lo, hi, a["out_mult"], a["out_shift"], what)
 
 
+def _rq_channels(v, mult, shift) -> np.ndarray:
+    return np.array([_rq(a, m, s) for a, m, s in zip(v, mult, shift)], dtype=object)
+
+
 def _rq(v: int, mult: int, shift: int) -> int:
     mult, shift = int(mult), int(rescale_shifts(mult, shift))
     return (int(v) * mult + (1 << (shift - 1))) >> shift
@@ -120,14 +143,14 @@ def _rq(v: int, mult: int, shift: int) -> int:
 
 def check_mul(node: Node) -> str:
     a = node.attrs
-    (alo, ahi), (blo, bhi) = _delta_range(a["a_zp"]), _delta_range(a["b_zp"])
+    (alo, ahi), (blo, bhi) = (_delta_range(a[f"{s}_zp"], _wide(node)) for s in "ab")
     products = [alo * blo, alo * bhi, ahi * blo, ahi * bhi]
     return _rescale_problem("mul", min(products), max(products), a["mult"], a["shift"],
                             "the product")
 
 
 def check_rescale(node: Node) -> str:
-    lo, hi = _delta_range(node.attrs["in_zp"])
+    lo, hi = _delta_range(node.attrs["in_zp"], _wide(node))
     return _rescale_problem("rescale", lo, hi, node.attrs["mult"], node.attrs["shift"],
                             "x - in_zp")
 
@@ -214,8 +237,12 @@ MASKS = {"compare": "y", "where": "mask"}  # the uint8 0/1 operand (an int8 tens
 
 def _int8_activations(node: Node) -> str:
     for t in (*node.inputs, *node.outputs):
-        if not t.is_const and t.dtype != "int8" and not (t.dtype == "uint8" and node.op in MASKS):
-            return f"{node.op}: activation {t.name} is {t.dtype}, the lowering handles int8 only"
+        if t.is_const or t.dtype == "int8" or (t.dtype == "uint8" and node.op in MASKS):
+            continue
+        if t.dtype == "int16" and node.op in INT16_OPS:
+            continue
+        return (f"{node.op}: activation {t.name} is {t.dtype}, the lowering handles int8 "
+                f"(int16 for {', '.join(sorted(INT16_OPS))})")
     return ""
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from mcutorch.errors import McutorchError
 from mcutorch.ir import Graph, Node, Tensor
 from mcutorch.ref import KERNELS
+from mcutorch.ref.interpreter import OUT_DTYPE_OPS
 
 from mcutorch.backends.tosa.lower import TosaGraph, lower_graph
 from mcutorch.backends.tosa.support import tosa_runs
@@ -47,7 +48,8 @@ def run_tosa(tg: TosaGraph, arrays) -> list[np.ndarray]:
     """Outputs of the TOSA reference model; TosaMismatchError unless the graph status is VALID."""
     import tosa_reference_model
 
-    arrays = [np.ascontiguousarray(a, np.int8) for a in arrays]
+    arrays = [np.ascontiguousarray(a, np.int16 if t.dtype == "int16" else np.int8)
+              for a, t in zip(arrays, tg.inputs)]
     with _captured_output() as log:
         outputs, status = tosa_reference_model.run(tg.flatbuffer, arrays)
         text = log()
@@ -66,6 +68,8 @@ def run_reference(nodes: list[Node], feeds: dict[int, np.ndarray]) -> dict[int, 
         try:
             if node.op == "reshape":
                 out = args[0].reshape(node.outputs[0].shape)
+            elif node.op in OUT_DTYPE_OPS:  # rescale: told its output's dtype
+                out = OUT_DTYPE_OPS[node.op](*args, node.outputs[0].dtype, **node.attrs)
             else:
                 out = KERNELS[node.op](*args, **node.attrs)
         except ValueError as e:
@@ -149,9 +153,11 @@ def verify(graph: Graph, nodes: list[Node] | None, inputs) -> None:
 
 
 def random_array(t: Tensor, rng: np.random.Generator) -> np.ndarray:
-    """Random int8 values for tensor t (0/1 for a uint8 mask)."""
+    """Random int8 values for tensor t (0/1 for a uint8 mask, [-32767, 32767] for int16)."""
     if t.dtype == "uint8":
         return rng.integers(0, 2, t.shape, dtype=np.uint8)
+    if t.dtype == "int16":
+        return rng.integers(-32767, 32768, t.shape, dtype=np.int16)
     return rng.integers(-128, 128, t.shape, dtype=np.int8)
 
 
