@@ -52,7 +52,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # +23 (6,352): mcutorch.compile of a16w8 models (lift's int16 tensors, clamps, int48 bias and
 # the OpDef.dtypes check naming an op without an int16 kernel; 16-bit MAC multipliers); 6,354
 # with that check also run after the passes (a transpose the layout pass adds).
-BUDGET = 6354
+# +35 (6,389) with int16 TOSA lowerings (int48 accumulators and bias, apply_scale_16 RESCALEs,
+# int16 inputs and random verification values, the int16 range checks of the MAC/add/mul/rescale
+# bounds) and the int16 add's 15-bit left shift.
+BUDGET = 6389
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
