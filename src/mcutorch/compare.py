@@ -19,11 +19,12 @@ from mcutorch.compiler import build_graph
 from mcutorch.errors import UsageError
 from mcutorch.frontend.capture import as_tuple
 from mcutorch.ref import KERNELS
+from mcutorch.ref import OUT_DTYPE_OPS
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs the converted module and keeps the int8 output of every quantize node (and the bool
-    mask of every comparison, as uint8 0/1)."""
+    """Runs the converted module and keeps the int8 (int16) output of every quantize node (and
+    the bool mask of every comparison, as uint8 0/1)."""
 
     def __init__(self, gm):
         super().__init__(gm)
@@ -31,10 +32,10 @@ class _Recorder(torch.fx.Interpreter):
 
     def run_node(self, n):
         out = super().run_node(n)
-        if (isinstance(out, torch.Tensor) and out.dtype in (torch.int8, torch.bool)
+        if (isinstance(out, torch.Tensor) and out.dtype in (torch.int8, torch.int16, torch.bool)
                 and n.op == "call_function"):
-            self.values[n.name] = out.detach().numpy().astype(np.int8 if out.dtype == torch.int8
-                                                              else np.uint8)
+            self.values[n.name] = out.detach().numpy().astype(np.uint8 if out.dtype == torch.bool
+                                                              else out.numpy().dtype)
         return out
 
 
@@ -48,7 +49,8 @@ def _ours_layout(value: np.ndarray, t, flattened=None) -> np.ndarray:
 
 
 def layer_by_layer(qmodel, example_inputs) -> list[dict]:
-    """Per op: share of int8 outputs equal to / within 1 LSB of PyTorch's fake-quant layer.
+    """Per op: share of int8 (int16) outputs equal to / within 1 LSB of PyTorch's fake-quant
+    layer.
 
     Example:
         >>> rows = layer_by_layer(qmodel, (x,))
@@ -69,7 +71,8 @@ def layer_by_layer(qmodel, example_inputs) -> list[dict]:
         feed = {id(t): _ours_layout(rec.values[qnodes[t.name]], t, flat.get(t.name))
                 for t in acts}
         args = [t.data if t.is_const else feed[id(t)] for t in node.inputs]
-        ours = KERNELS[node.op](*args, **node.attrs).astype(np.int32)
+        ours = (OUT_DTYPE_OPS[node.op](*args, y.dtype, **node.attrs) if node.op in OUT_DTYPE_OPS
+                else KERNELS[node.op](*args, **node.attrs)).astype(np.int32)
         theirs = _ours_layout(rec.values[qnodes[y.name]], y).astype(np.int32)
         diff = np.abs(ours - theirs)
         rows.append({"op": node.op, "output": y.name, "source": node.source,

@@ -54,8 +54,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # with that check also run after the passes (a transpose the layout pass adds).
 # +35 (6,389) with int16 TOSA lowerings (int48 accumulators and bias, apply_scale_16 RESCALEs,
 # int16 inputs and random verification values, the int16 range checks of the MAC/add/mul/rescale
-# bounds) and the int16 add's 15-bit left shift.
-BUDGET = 6389
+# bounds) and the int16 add's 15-bit left shift; +22 (6,411) with int16 tables (TOSA TABLE's
+# 513 interpolated entries: the quantizer's int16 function and fixed (1/32768, 0) specs, the
+# requant rule, TOSA TABLE -> RESCALE and its slope check).
+BUDGET = 6411
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -112,7 +112,8 @@ def test_bad_int16_requests_are_named(kw, match):
         _quantize(Cnn(), torch.randn(1, 1, 8, 8), **kw)
 
 
-@pytest.mark.parametrize("head, op", [(nn.Softmax(dim=-1), "softmax"), (nn.Sigmoid(), "lut"),
+@pytest.mark.parametrize("head, op", [(nn.Softmax(dim=-1), "softmax"),
+                                      (nn.LogSoftmax(dim=-1), "log_softmax"),
                                       (nn.LayerNorm(8), "norm")])
 def test_an_op_without_int16_form_is_refused_by_name(head, op):
     x = torch.randn(2, 16)
@@ -126,13 +127,17 @@ def test_an_op_without_int16_form_is_refused_by_name(head, op):
     assert {d for _, d, *_ in _q_nodes(gm)} == {torch.int8, torch.int16}
 
 
-def test_a_constant_scalar_product_is_a_table_and_has_no_int16_form():
+def test_a_constant_scalar_product_is_an_int16_table():
+    """x * 0.5 is a table (`lut`); with int16 activations, a 513-entry int16 one (format 1.6)."""
     class Half(nn.Module):
         def forward(self, x):
             return x * 0.5
 
-    with pytest.raises(UnsupportedOpError, match=r"\(lut\)"):
-        _quantize(Half(), torch.randn(2, 4), activations="int16")
+    x = torch.randn(2, 4)
+    p = mcutorch.compile(_quantize(Half(), x, activations="int16"), (x,))
+    (op,) = [o for o in p.program.ops if o.name == "lut"]
+    assert p.program.tensors[op.inputs[1]].dtype == "int16"
+    assert p.program.tensors[op.inputs[1]].shape == (513,)
 
 
 def _sqnr(ref, y):
@@ -669,7 +674,7 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
 
     assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
         "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad",
-                                                     "fully_connected"}
+                                                     "fully_connected", "lut"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):

@@ -17,7 +17,7 @@ from mcutorch.backends import tosa  # noqa: E402
 from mcutorch.backends.tosa.verify import random_array  # noqa: E402
 from mcutorch.ir import Graph, Node, Tensor  # noqa: E402
 from mcutorch.ref import KERNELS, concat_attrs, pad_attrs, transpose_attrs  # noqa: E402
-from mcutorch.ref.interpreter import OUT_DTYPE_OPS  # noqa: E402
+from mcutorch.ref import OUT_DTYPE_OPS  # noqa: E402
 
 I16 = 32767
 

@@ -4,9 +4,34 @@
  * MVE: 16 lookups per byte gather (VLDRB gather with the offsets x ^ 0x80 = x + 128 as u8),
  * tail-predicated. Cores with unaligned word access (and the host): four offsets per word read,
  * four lookups packed into one word write. Armv6-M: four byte lookups per step.
+ * An int16 x (docs/numerics.md section 6) takes lut_run16: TOSA TABLE's interpolation in a
+ * 513-entry int16 table of half-LSB entries, y = clamp((acc + 32) >> 6) to int16.
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+
+#define MT_LUT16_SIZE 513u
+
+// x: (...) int16; table: (513,) int16  ->  y: (...) int16, same shape (y may alias x)
+static mt_status lut_run16(const mt_tensor *xt, const mt_tensor *tt, const mt_tensor *yt)
+{
+  if (!mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rank) || !mt_same_shape(xt, yt) ||
+      !mt_tensor_ok(tt, MT_DTYPE_INT16, 1) || tt->shape[0] != MT_LUT16_SIZE) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int16_t *table = (const int16_t *)tt->data;
+  const int16_t *x = (const int16_t *)xt->data;
+  int16_t *y = (int16_t *)yt->data;
+  const uint32_t n = mt_numel(yt);
+  for (uint32_t i = 0; i < n; i++) {
+    const uint32_t v = (uint32_t)((int32_t)x[i] + 32768);
+    const int32_t base = table[v >> 7], top = table[(v >> 7) + 1];
+    const int32_t acc = base * 128 + (top - base) * (int32_t)(v & 127u); /* |acc| < 2^24 */
+    const int32_t r = (acc + 32) >> 6; /* compiled tables (|entry| <= 16383): |r| <= 32766 */
+    y[i] = (int16_t)(r < -32768 ? -32768 : (r > 32767 ? 32767 : r));
+  }
+  return MT_STATUS_OK;
+}
 
 // x: (...) int8; table: (256,) int8  ->  y: (...) int8, same shape (y may alias x)
 mt_status mt_lut_s8(const mt_op_args *args)
@@ -16,6 +41,9 @@ mt_status mt_lut_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_LUT_IN_X], *tt = &args->in[MT_LUT_IN_TABLE];
   const mt_tensor *yt = &args->out[MT_LUT_OUT_Y];
+  if (xt->dtype == MT_DTYPE_INT16 && mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rank)) {
+    return lut_run16(xt, tt, yt);
+  }
   if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
       !mt_same_shape(xt, yt) || !mt_tensor_ok(tt, MT_DTYPE_INT8, 1) || tt->shape[0] != 256) {
     return MT_STATUS_BAD_ARGUMENT;

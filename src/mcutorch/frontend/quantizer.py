@@ -27,6 +27,7 @@ Subclass and override `activation_spec`, `weight_spec` or `annotate_node` to cha
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import torch
 from torch.fx import GraphModule, Node
@@ -55,7 +56,7 @@ A = torch.ops.aten
 # clamp, concat and the movement ops (dtype-agnostic).
 INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "matmul", "add", "sub",
                        "mul", "max_pool2d", "avg_pool2d", "clamp", "concat", "transpose", "pad",
-                       "strided_slice", "reshape"})
+                       "strided_slice", "reshape", "lut"})
 INT16_MAX = 2**15 - 1  # symmetric: [-32767, 32767], zero point 0
 
 
@@ -168,14 +169,22 @@ class Quantizer(_PT2EQuantizer):
             dtype=torch.int32, quant_min=-(2**31), quant_max=2**31 - 1,
             qscheme=torch.per_channel_symmetric, ch_axis=0)
 
-    def function_spec(self) -> QuantizationSpec:
-        """Output spec of a function made a table (`lut`): the activation spec, observing
-        finite values only."""
-        return dataclasses.replace(self.activation_spec(),
-                                   observer_or_fake_quant_ctr=FiniteMinMaxObserver.with_args(
-                                       eps=2**-20))
+    def function_spec(self, node: Node | None = None) -> QuantizationSpec:
+        """Output spec of a function made a table (`lut`): the activation spec (int16 for an
+        int16 node), observing finite values only."""
+        spec = self._act(node) if node is not None else self.activation_spec()
+        return dataclasses.replace(spec, observer_or_fake_quant_ctr=FiniteMinMaxObserver.with_args(
+            eps=2**-20))
 
-    def fixed_spec(self, scale: float, zero_point: int) -> FixedQParamsQuantizationSpec:
+    def fixed_spec(self, scale: float, zero_point: int,
+                   wide: bool = False) -> FixedQParamsQuantizationSpec:
+        """Fixed output qparams (sigmoid, tanh). int16: zero point 0 and the scale 2^k / 32768
+        covering the int8 qparams' real range (sigmoid and tanh: 1/32768, docs/numerics.md 6)."""
+        if wide:
+            top = max(abs(scale * (-128 - zero_point)), abs(scale * (127 - zero_point)))
+            return FixedQParamsQuantizationSpec(
+                dtype=torch.int16, scale=2.0 ** math.ceil(math.log2(top)) / 32768, zero_point=0,
+                quant_min=-INT16_MAX, quant_max=INT16_MAX, qscheme=torch.per_tensor_symmetric)
         return FixedQParamsQuantizationSpec(dtype=torch.int8, scale=scale, zero_point=zero_point,
                                             quant_min=-128, quant_max=127,
                                             qscheme=torch.per_tensor_affine)
@@ -257,7 +266,8 @@ class Quantizer(_PT2EQuantizer):
         elif rule.quant == "binary":
             qmap = {a: self.input_spec(a, node) for a in node.args[:2] if _is_float_tensor(a)}
             # x * 0.5: a table
-            self._annotate_with_activation(node, qmap, self.function_spec() if scalar else None)
+            self._annotate_with_activation(node, qmap,
+                                           self.function_spec(node) if scalar else None)
         elif rule.quant == "activation":  # standalone: its own output range
             _set(node, {node.args[0]: act}, act)
         elif rule.quant == "shared":
@@ -271,8 +281,8 @@ class Quantizer(_PT2EQuantizer):
                  self.activation_spec() if len(tensors) != 1 else _same_as(tensors[0], node))
         elif rule.quant in ("fixed", "free"):  # one tensor (pow.Scalar: its exponent)
             qmap = {a: self.input_spec(a, node) for a in _tensor_inputs(node)}
-            out = (self.fixed_spec(*rule.qparams) if rule.quant == "fixed" else
-                   self.function_spec() if rule.fn is not None else act)
+            out = (self.fixed_spec(*rule.qparams, wide) if rule.quant == "fixed" else
+                   self.function_spec(node) if rule.fn is not None else act)
             _set(node, qmap, out)
 
     def input_spec(self, arg: Node, node: Node):

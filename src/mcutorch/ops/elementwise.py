@@ -168,8 +168,10 @@ OPS = (
     OpDef("clamp", 7, ("x",), ("y",), ACT, family="elementwise", sources=ACTIVATION_SOURCES,
           qparams="shared", alias=("inplace",),
           doc="a standalone ReLU/ReLU6/clamp (lifted as a rescale when its qparams change)"),
-    OpDef("lut", 8, ("x", "table"), ("y",), (), {"table": "int8[256] indexed by x + 128"},
+    OpDef("lut", 8, ("x", "table"), ("y",), (), {"table": "int8[256] indexed by x + 128; "
+                                                  "int16[513] interpolated for an int16 x"},
           family="elementwise", sources=LUT_SOURCES, alias=("inplace",),
+          dtypes=(("int8", "int8"), ("int16", "int16")),  # int16: TOSA TABLE's (format 1.6)
           doc="sigmoid, tanh, hardswish, ...: one 256-entry table made at compile time"),
     OpDef("rescale", 9, ("x",), ("y",), ("in_zp", "out_zp", "mult", "shift", *ACT),
           family="elementwise", fusable=True, alias=("inplace",),

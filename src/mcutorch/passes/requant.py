@@ -14,8 +14,8 @@ from mcutorch import ops
 from mcutorch.errors import UnsupportedOpError
 from mcutorch.ir import Graph, Node, Tensor, same_qparams
 from mcutorch.quant import quantize_multiplier, quantize_multiplier16, quantize_multipliers, rq
-from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, pad_attrs, slice_attrs,
-                          softmax_exp_table, transpose_attrs)
+from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, make_lut16, pad_attrs,
+                          slice_attrs, softmax_exp_table, transpose_attrs)
 from mcutorch.ref.elementwise import compare_attrs
 from mcutorch.ref.reduce import norm_constants, sum_range, var_attrs
 from mcutorch.ref.softmax import log_softmax_tables
@@ -133,6 +133,11 @@ def _rescale(node: Node) -> None:
 
 def _lut(node: Node) -> None:
     x, y = node.inputs[0], node.outputs[0]
+    if x.dtype == "int16":  # 513 interpolated entries (the int16 range is the table's)
+        table16 = make_lut16(node.attrs["fn"], x.scale, y.scale)
+        node.inputs = [x, Tensor(y.name + "_table", table16.shape, "int16", 1.0, 0, table16)]
+        node.attrs = {}
+        return
     table = make_lut(node.attrs["fn"], x.scale, x.zero_point, y.scale, y.zero_point)
     act = _act(node)
     table = np.clip(table, act["act_min"], act["act_max"]).astype(np.int8)

@@ -88,6 +88,8 @@ Version history:
     either side (zero point 0 on an int16 side), `concat`, `copy` and `pad` int16 tensors,
     `fully_connected` an int16 x (an int64 bias, a 16-bit mult; the accumulator bounded within
     int48 at load). No record changed: 1.4 programs load.
+  * 1.6: `lut` takes an int16 x: a 513-entry int16 table interpolated as TOSA TABLE does
+    (docs/numerics.md section 6), int16 y. No record changed: 1.5 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -170,7 +172,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 5  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 6  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6

@@ -13,7 +13,7 @@ from __future__ import annotations
 from mcutorch import ops
 from mcutorch.ref import conv, elementwise, movement, pool, reduce, softmax
 from mcutorch.ref.conv import fold_bias, fully_connected_folded
-from mcutorch.ref.elementwise import make_lut
+from mcutorch.ref.elementwise import make_lut, make_lut16, rescale_to
 from mcutorch.ref.movement import (concat_attrs, gather_attrs, pad_attrs, slice_attrs,
                                    transpose_attrs)
 from mcutorch.ref.softmax import softmax_exp_table
@@ -69,6 +69,9 @@ def kernel_for(op: str, variant: str = ops.DEFAULT_VARIANT):
     return VARIANTS.get((op, variant), KERNELS[op])
 
 
-__all__ = ["KERNELS", "RESHAPING", "SHAPES", "VARIANTS", "concat_attrs", "fold_bias",
-           "gather_attrs", "kernel_for", "make_lut", "output_shape", "pad_attrs", "slice_attrs",
-           "softmax_exp_table", "transpose_attrs"]
+OUT_DTYPE_OPS = {"rescale": rescale_to}  # told their output's dtype (x does not imply it)
+
+__all__ = ["KERNELS", "OUT_DTYPE_OPS", "RESHAPING", "SHAPES", "VARIANTS", "concat_attrs",
+           "fold_bias",
+           "gather_attrs", "kernel_for", "make_lut", "make_lut16", "output_shape", "pad_attrs",
+           "slice_attrs", "softmax_exp_table", "transpose_attrs"]

@@ -175,12 +175,25 @@ def minimum(a, b, *, act_min, act_max):
 
 
 def lut(x, table):
-    """y = table[x + 128]."""
+    """y = table[x + 128]; an int16 x: TOSA TABLE's interpolation in a 513-entry int16 table of
+    half-LSB entries (docs/numerics.md section 6), y = clamp((acc + 32) >> 6) to int16."""
     # x: (...) int8; table: (256,) int8  ->  y: (...) int8
+    # x: (...) int16; table: (513,) int16  ->  y: (...) int16
+    if as_activation(x, "x"):
+        as_array(table, np.int16, "table", 1)
+        check(table.shape == (LUT16_SIZE,), f"lut: an int16 table has {LUT16_SIZE} entries, got "
+              f"{table.shape}")
+        v = x.astype(np.int32) + 32768
+        base, top = table[v >> 7].astype(np.int32), table[(v >> 7) + 1].astype(np.int32)
+        acc = (base << 7) + (top - base) * (v & 127)  # TOSA TABLE int16: int32, 7 fraction bits
+        return np.clip((acc + 32) >> 6, -32768, 32767).astype(np.int16)
     as_array(x, np.int8, "x")
     as_array(table, np.int8, "table", 1)
     check(table.shape == (256,), f"lut: table must have 256 entries, got {table.shape}")
     return table[x.astype(np.int16) + 128]
+
+
+LUT16_SIZE, LUT16_MAX = 513, (1 << 14) - 1  # the int16 table: half-LSB entries, slopes in int16
 
 
 def rescale(x, *, in_zp, out_zp, mult, shift, act_min, act_max):
@@ -228,6 +241,26 @@ def make_lut(fn, in_scale: float, in_zp: int, out_scale: float, out_zp: int) -> 
         q = np.rint(val / np.float64(out_scale)) + out_zp  # np.rint rounds half to even
     q = np.where(np.isnan(q), out_zp, q)  # outside the domain: the real value 0
     return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)  # ±inf saturates
+
+
+def make_lut16(fn, in_scale: float, out_scale: float) -> np.ndarray:
+    """The int16 `lut` table for y = fn(x), x and y int16 (zero points 0): entry i is fn at
+    x_i = 128·i − 32768 in half output LSBs, lowered by a quarter of the interpolation error at
+    the midpoints of its two segments (e_k = (f_k + f_k+1)/2 − fn(midpoint k), so a segment's line
+    is off by ±e/2 instead of e): clamp(round_half_even((f_i − c_i) / (2 s_out)), ±16383),
+    float64; ±inf saturates, NaN is 0 (as make_lut)."""
+    check(in_scale > 0 and out_scale > 0, "make_lut16: scales must be positive")
+    k = np.arange(LUT16_SIZE, dtype=np.float64) * 128 - 32768
+    with np.errstate(all="ignore"):
+        f = np.asarray(fn(np.float64(in_scale) * k), dtype=np.float64)
+        check(f.shape == (LUT16_SIZE,), f"make_lut16: fn returned shape {f.shape}")
+        mid = np.asarray(fn(np.float64(in_scale) * (k[:-1] + 64)), dtype=np.float64)
+        e = (f[:-1] + f[1:]) / 2 - mid
+        e = np.where(np.isfinite(e), e, 0.0)
+        c = np.concatenate([e[:1], e]) / 4 + np.concatenate([e, e[-1:]]) / 4
+        q = np.rint((f - c) / (2 * np.float64(out_scale)))
+    q = np.where(np.isnan(q), 0, q)
+    return np.clip(q, -LUT16_MAX, LUT16_MAX).astype(np.int16)
 
 
 # --- comparisons and selection --------------------------------------------------------------

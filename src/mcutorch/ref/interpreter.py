@@ -13,16 +13,14 @@ import numpy as np
 from mcutorch.errors import ExecutionError, McutorchError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
-from mcutorch.ref import RESHAPING, kernel_for, output_shape
-from mcutorch.ref.elementwise import rescale_to
+from mcutorch.ref import OUT_DTYPE_OPS, RESHAPING, kernel_for, output_shape
 
 # Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes): so
-# far rescale, concat, copy, pad and fully_connected. The reference kernels define more int16
+# far rescale, concat, copy, pad, fully_connected and lut. The reference kernels define more int16
 # forms, but a program runs them only where the C runtime does too (both program readers refuse
 # the others at load).
 C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad",
-                                               "fully_connected"})
-OUT_DTYPE_OPS = {"rescale": rescale_to}  # told their output's dtype (x does not imply it)
+                                          "fully_connected", "lut"})
 
 
 class Interpreter:

@@ -305,6 +305,12 @@ def lower_where(b: Builder, node: Node, ins, out: str, notes) -> str:
 
 
 def lower_lut(b: Builder, node: Node, ins, out: str, notes) -> str:
+    """TABLE; int16: TABLE's interpolation (int32, 7 fraction bits of half-LSB entries), then
+    RESCALE by 2^-6 (mult 2^30, shift 36) to int16: the reference's (acc + 32) >> 6."""
+    if b.dtype(ins[0]) == "int16":
+        table = b.const(node.inputs[1].data, "int16", "table")
+        acc = b.op("TABLE", [ins[0], table], b.shape(ins[0]), "int32", attr("Table"))
+        return b.rescale(acc, 1 << 30, 36, 0, 0, "int16", out)
     table = b.const(node.inputs[1].data, "int8", "table")
     return b.op("TABLE", [ins[0], table], b.shape(ins[0]), "int8", attr("Table"), out)
 
@@ -503,7 +509,7 @@ RULES = {
     "mul": (S.check_mul, lower_mul),
     "rescale": (S.check_rescale, lower_rescale),
     "clamp": (S.exact, lower_clamp),
-    "lut": (S.exact, lower_lut),
+    "lut": (S.check_lut, lower_lut),
     "maximum": (S.exact, lower_minmax),
     "minimum": (S.exact, lower_minmax),
     "max_pool2d": (S.pool_windows, lower_max_pool2d),

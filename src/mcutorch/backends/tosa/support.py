@@ -47,8 +47,8 @@ INT16_MAX = (1 << 15) - 1  # int16 activations: [-32767, 32767], zero point 0
 INT48 = (-(1 << 47), (1 << 47) - 1)  # the int16 MAC accumulator (TOSA i16 x i8 -> i48)
 # ops lowered with int16 activations (docs/numerics.md section 6; the others refuse them)
 INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "add", "sub", "mul",
-                       "rescale", "clamp", "max_pool2d", "transpose", "concat", "pad", "copy",
-                       "strided_slice", "reshape"})
+                       "rescale", "clamp", "max_pool2d", "lut", "transpose", "concat", "pad",
+                       "copy", "strided_slice", "reshape"})
 
 
 def _delta_range(zp: int, wide: bool = False) -> tuple[int, int]:
@@ -211,6 +211,15 @@ def check_movement(node: Node) -> str:
 
 def exact(node: Node) -> str:
     """Ops whose TOSA sequence is exact on their whole domain (no rescale range to bound)."""
+    return ""
+
+
+def check_lut(node: Node) -> str:
+    """int16: TOSA TABLE requires every slope in int16; half-LSB entries (|entry| <= 16383, the
+    compiler's tables) guarantee it and keep the result within int16 unsaturated."""
+    table = node.inputs[1].data
+    if table.dtype == np.int16 and int(np.abs(table.astype(np.int32)).max()) > (1 << 14) - 1:
+        return "lut: an int16 table entry beyond +-16383 (TOSA TABLE's slope must fit int16)"
     return ""
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from mcutorch.errors import McutorchError
 from mcutorch.ir import Graph, Node, Tensor
 from mcutorch.ref import KERNELS
-from mcutorch.ref.interpreter import OUT_DTYPE_OPS
+from mcutorch.ref import OUT_DTYPE_OPS
 
 from mcutorch.backends.tosa.lower import TosaGraph, lower_graph
 from mcutorch.backends.tosa.support import tosa_runs
