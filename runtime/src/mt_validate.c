@@ -45,6 +45,14 @@ static int mt_qscale_ok(const float *scale)
   return bits < 0x7F800000u || bits == 0x80000000u;
 }
 
+/* The scale is +0.0 or -0.0 (an int32 arena tensor: token ids, no qparams). */
+static int mt_qscale_zero(const float *scale)
+{
+  uint32_t bits;
+  memcpy(&bits, scale, sizeof bits);
+  return (bits & 0x7FFFFFFFu) == 0;
+}
+
 static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
 {
   static const int32_t lo[MT_DTYPE_COUNT] = {-128, 0, -32768, INT32_MIN, INT32_MIN};
@@ -59,6 +67,9 @@ static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
   MT_REQUIRE(mt_qscale_ok(&t->scale), MT_ERR_BAD_TENSOR);
   MT_REQUIRE(mt_zero_point_ok(t->dtype, t->zero_point), MT_ERR_BAD_TENSOR);
   MT_REQUIRE(t->dtype != MT_DTYPE_INT64 || t->storage == MT_STORAGE_CONST, MT_ERR_BAD_TENSOR);
+  MT_REQUIRE(t->dtype != MT_DTYPE_INT32 || t->storage == MT_STORAGE_CONST ||
+                 (mt_qscale_zero(&t->scale) && t->zero_point == 0),
+             MT_ERR_BAD_TENSOR); /* token ids (1.6) */
   if (t->storage == MT_STORAGE_ARENA) {
     MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);

@@ -61,6 +61,9 @@ class CompiledModel:
     def _quantize(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         out = []
         for port, x in zip(self.ports(), arrays):
+            if port.is_ids:  # int32 token ids: no quantization (format 1.6)
+                out.append(np.ascontiguousarray(x, np.int32).reshape(port.shape))
+                continue
             if port.nchw_as_nhwc:
                 x = x.transpose(0, 2, 3, 1)
             out.append(quantize(np.ascontiguousarray(x).reshape(port.shape), port.scale,
