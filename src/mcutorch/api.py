@@ -147,6 +147,8 @@ class CompiledModel:
             "state_bytes": state_size(p, 4),
             "lower_bound": (p.metadata or {}).get("plan", {}).get("lower_bound", 0),
             "ops": len(p.ops),
+            # inputs of int32 token ids (format 1.6): name -> V, every id in [0, V)
+            "token_ids": {q.name: q.ids_below for q in self.ports() if q.is_ids},
             # Ethos-U: the bytes the delegates' CPU versions cost ({} without them)
             "npu_fallback": (p.metadata or {}).get("ethos_u", {}).get("fallback_cost", {}),
         }
