@@ -412,6 +412,7 @@ class Lifter:
                     "by nn.Embedding / F.embedding" if bad else "is unused"))
         t = self.new_tensor(node.name, tuple(val.shape), 0.0, 0, dtype="int32")
         self.values[node] = t
+        self.qnodes[t.name] = node.name  # compare.layer_by_layer feeds the ids themselves
         return t
 
     def lift_quantize(self, q: FxNode) -> None:
