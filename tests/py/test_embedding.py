@@ -246,10 +246,18 @@ def test_f_embedding_with_a_parameter_table_compiles():
 
 
 def test_ethos_u_keeps_embedding_on_the_cpu(token_model):
+    """TOSA GATHER cannot refuse an id outside the table: the embedding stays on the CPU (the
+    registry says why), the conv1d after it is delegated, and the program equals the CPU one."""
     from mcutorch import ops
 
     reason = ops.get("embedding").tosa
     assert "run-time input" in reason and "status" in reason
+    _, qmodel, cm = token_model
+    npu = mcutorch.compile(qmodel, (_ids(0),), target="cortex-m55+ethos-u55-128")
+    names = [npu.program.ops[i].name for i in npu.program.main_ops()]
+    assert names[:2] == ["embedding", "delegate"]
+    ids = _ids(80, 2)
+    assert torch.equal(npu.run(ids), cm.run(ids))
 
 
 @pytest.mark.slow
