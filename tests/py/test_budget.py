@@ -52,7 +52,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # +23 (6,352): mcutorch.compile of a16w8 models (lift's int16 tensors, clamps, int48 bias and
 # the OpDef.dtypes check naming an op without an int16 kernel; 16-bit MAC multipliers); 6,354
 # with that check also run after the passes (a transpose the layout pass adds).
-BUDGET = 6354
+# +42 (6,396) with embeddings of int32 token ids (format 1.6): lift of integer model inputs and
+# aten.embedding, the readers' token-id qparams rule, Port.ids_below and run()'s integer input
+# check, max_norm refused by name, summary / inspect naming the ids.
+BUDGET = 6396
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

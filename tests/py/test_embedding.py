@@ -274,3 +274,32 @@ def test_token_model_on_m55_and_m0plus(token_model):
     bad = np.full((1, T), V, np.int32)
     with pytest.raises(McutorchError, match=rf"runtime status {BAD_INPUT} \(bad_input\)"):
         cm.run_on_board([bad], "mps3-an547")
+
+
+@pytest.mark.slow
+def test_token_digits_trained_float_vs_int8_and_host_c():
+    """The zoo's token model on real data (scikit-learn's digits, each pixel row a token):
+    trained briefly, quantized with integer calibration batches; int8 accuracy is measured
+    against float, and the reference equals the host C runtime on every held-out digit."""
+    from mcutorch.models.digits import digits_tokens, token_digits
+
+    xtr, ytr, xte, yte = digits_tokens()
+    model = token_digits()
+    opt = torch.optim.Adam(model.parameters(), 1e-2)
+    for epoch in range(15):
+        order = torch.randperm(len(xtr), generator=torch.Generator().manual_seed(epoch))
+        for i in range(0, len(xtr), 64):
+            b = order[i:i + 64]
+            opt.zero_grad()
+            F.cross_entropy(model(xtr[b]), ytr[b]).backward()
+            opt.step()
+    model.eval()
+    q = mcutorch.quantize(model, (xte[:1],), calibration=[xtr[i:i + 32] for i in range(0, 512, 32)])
+    cm = mcutorch.compile(q, (xte[:1],))
+    float_acc = (model(xte).argmax(1) == yte).float().mean().item()
+    int8_acc = (cm.run(xte).argmax(1) == yte).float().mean().item()
+    print(f"token_digits: float {float_acc:.1%}, int8 {int8_acc:.1%} on {len(xte)} digits")
+    assert float_acc > 0.7 and abs(int8_acc - float_acc) < 0.03
+    sets = [cm.quantize_inputs([xte[k:k + 1]]) for k in range(len(xte))]
+    host, _ = crt.run_host_sequence(cm.program, sets)
+    assert all(np.array_equal(cm.run_int8(s)[0], h[0]) for s, h in zip(sets, host))

@@ -242,7 +242,8 @@ LOAD_AND_BIND = """\
 #endif
 """
 
-FILL_FLOAT = """        static const float x[%(up)s_INPUT0_BYTES]; /* your input here (the model's layout) */
+FILL_FLOAT = """\
+        static const float x[%(up)s_INPUT0_BYTES]; /* your input here (the model's layout) */
         %(name)s_quantize_input(x, (int8_t *)mt_input(&m, 0)->data);
 """
 FILL_IDS = """        int32_t *ids = (int32_t *)mt_input(&m, 0)->data; /* int32 token ids */
