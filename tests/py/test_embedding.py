@@ -303,3 +303,30 @@ def test_token_digits_trained_float_vs_int8_and_host_c():
     sets = [cm.quantize_inputs([xte[k:k + 1]]) for k in range(len(xte))]
     host, _ = crt.run_host_sequence(cm.program, sets)
     assert all(np.array_equal(cm.run_int8(s)[0], h[0]) for s, h in zip(sets, host))
+
+
+def test_export_c_and_cli_take_token_ids(token_model, tmp_path, capsys):
+    """export-c: the ids' byte size and range in NAME_config.h, no float helper for them, and
+    the project builds warning-free; `mcutorch run` takes an integer .npy."""
+    import shutil
+    import subprocess
+
+    from mcutorch.cli import main
+
+    _, _, cm = token_model
+    path = cm.save(tmp_path / "tok.mtp")
+    assert main(["export-c", str(path), "-o", str(tmp_path / "out"), "--name", "tok"]) == 0
+    config = (tmp_path / "out" / "tok_config.h").read_text()
+    assert f"#define TOK_INPUT0_BYTES {4 * T}u /* int32 token ids [1, {T}]" in config
+    assert f"#define TOK_INPUT0_IDS_BELOW {V}\n" in config
+    assert "void tok_quantize_input" not in config + (tmp_path / "out" / "tok_io.c").read_text()
+    if shutil.which("arm-none-eabi-gcc") is None:
+        pytest.fail("arm-none-eabi-gcc not found: run `make toolchain`")
+    build = subprocess.run(["make", "-C", str(tmp_path / "out")], capture_output=True, text=True)
+    assert build.returncode == 0 and "warning" not in build.stderr, build.stderr[-2000:]
+    ids = _ids(90, 2)
+    np.save(tmp_path / "ids.npy", ids.numpy())
+    capsys.readouterr()
+    assert main(["run", str(path), "--input", str(tmp_path / "ids.npy"), "--output",
+                 str(tmp_path / "y.npy")]) == 0
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), cm.run(ids).numpy())
