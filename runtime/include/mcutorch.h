@@ -17,7 +17,8 @@
  * MT_STATUS_* (64.., mt_kernel.h): BAD_ARGUMENT (NULL or misaligned pointer, region index out
  * of range, a state or arena over the program, an arena over the state or another arena; from
  * a kernel: operands it does not support), BAD_STATE (call out of order),
- * ARENA_TOO_SMALL (state or arena), NO_KERNEL, NO_NPU, NPU_FAILED. mt_status_name() names
+ * ARENA_TOO_SMALL (state or arena), NO_KERNEL, NO_NPU, NPU_FAILED, BAD_INPUT (an input value
+ * outside the program's domain: a token id outside [0, V)). mt_status_name() names
  * them. The MT_ERR_* constants are another C enum type: compare them as ints,
  * `(int)mt_load(...) == MT_ERR_BAD_CRC`, or gcc's -Wenum-compare complains.
  *

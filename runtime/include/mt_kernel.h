@@ -45,7 +45,8 @@ typedef enum {
   MT_STATUS_BAD_STATE = 66, /* API called out of order (e.g. invoke before arenas bound) */
   MT_STATUS_ARENA_TOO_SMALL = 67,
   MT_STATUS_NPU_FAILED = 68, /* the Ethos-U driver hook returned an error */
-  MT_STATUS_NO_NPU = 69 /* a delegate without CPU version and no NPU driver linked */
+  MT_STATUS_NO_NPU = 69, /* a delegate without CPU version and no NPU driver linked */
+  MT_STATUS_BAD_INPUT = 70 /* an input value outside the program's domain (a token id >= V) */
 } mt_status;
 
 /* A tensor as a kernel sees it: data pointer and logical shape (rank <= 6, NHWC for 4-D). */

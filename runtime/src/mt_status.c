@@ -11,7 +11,8 @@ const char *mt_status_name(int status)
       "bad_io",      "bad_delegate", "bad_metadata", "bad_persistent",
   };
   static const char *const run[] = {
-      "bad_argument", "no_kernel", "bad_state", "arena_too_small", "npu_failed", "no_npu",
+      "bad_argument", "no_kernel", "bad_state", "arena_too_small",
+      "npu_failed",   "no_npu",    "bad_input",
   };
   const int n_load = (int)(sizeof load / sizeof load[0]);
   const int n_run = (int)(sizeof run / sizeof run[0]);

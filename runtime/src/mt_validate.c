@@ -37,12 +37,13 @@ static mt_status mt_check_regions(const mt_model *m)
   return MT_STATUS_OK;
 }
 
-/* f32 bits of a finite scale >= 0 (-0.0 included, as in Python). No float code needed. */
-static int mt_qscale_ok(const float *scale)
+/* The f32 bits of a scale: finite and >= 0 is bits < 0x7F800000 or -0.0 (0x80000000), as in
+ * Python; zero (+-0.0) is (bits & 0x7FFFFFFF) == 0. No float code needed. */
+static uint32_t mt_scale_bits(const float *scale)
 {
   uint32_t bits;
   memcpy(&bits, scale, sizeof bits);
-  return bits < 0x7F800000u || bits == 0x80000000u;
+  return bits;
 }
 
 static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
@@ -56,9 +57,13 @@ static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
 {
   uint32_t k;
   int64_t v;
-  MT_REQUIRE(mt_qscale_ok(&t->scale), MT_ERR_BAD_TENSOR);
+  const uint32_t scale = mt_scale_bits(&t->scale);
+  MT_REQUIRE(scale < 0x7F800000u || scale == 0x80000000u, MT_ERR_BAD_TENSOR);
   MT_REQUIRE(mt_zero_point_ok(t->dtype, t->zero_point), MT_ERR_BAD_TENSOR);
   MT_REQUIRE(t->dtype != MT_DTYPE_INT64 || t->storage == MT_STORAGE_CONST, MT_ERR_BAD_TENSOR);
+  MT_REQUIRE(t->dtype != MT_DTYPE_INT32 || t->storage == MT_STORAGE_CONST ||
+                 ((scale & 0x7FFFFFFFu) == 0 && t->zero_point == 0),
+             MT_ERR_BAD_TENSOR); /* token ids (1.6) */
   if (t->storage == MT_STORAGE_ARENA) {
     MT_REQUIRE(t->region < m->n_regions, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);

@@ -61,6 +61,9 @@ class CompiledModel:
     def _quantize(self, arrays: list[np.ndarray]) -> list[np.ndarray]:
         out = []
         for port, x in zip(self.ports(), arrays):
+            if port.is_ids:  # int32 token ids: no quantization (format 1.6)
+                out.append(np.ascontiguousarray(x, np.int32).reshape(port.shape))
+                continue
             if port.nchw_as_nhwc:
                 x = x.transpose(0, 2, 3, 1)
             out.append(quantize(np.ascontiguousarray(x).reshape(port.shape), port.scale,
@@ -144,6 +147,8 @@ class CompiledModel:
             "state_bytes": state_size(p, 4),
             "lower_bound": (p.metadata or {}).get("plan", {}).get("lower_bound", 0),
             "ops": len(p.ops),
+            # inputs of int32 token ids (format 1.6): name -> V, every id in [0, V)
+            "token_ids": {q.name: q.ids_below for q in self.ports() if q.is_ids},
             # Ethos-U: the bytes the delegates' CPU versions cost ({} without them)
             "npu_fallback": (p.metadata or {}).get("ethos_u", {}).get("fallback_cost", {}),
         }

@@ -36,6 +36,9 @@ class _Recorder(torch.fx.Interpreter):
                 and n.op == "call_function"):
             self.values[n.name] = out.detach().numpy().astype(np.uint8 if out.dtype == torch.bool
                                                               else out.numpy().dtype)
+        elif isinstance(out, torch.Tensor) and n.op == "placeholder" and out.dtype in (
+                torch.int64, torch.int32):  # token ids (an embedding's int32 input)
+            self.values[n.name] = out.detach().numpy().astype(np.int32)
         return out
 
 

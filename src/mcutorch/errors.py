@@ -32,7 +32,8 @@ class ProgramError(McutorchError):
 class ExecutionError(McutorchError):
     """A valid program asked a kernel for something outside its domain (docs/numerics.md); the
     message names the op (index, name, source line) and what was wrong. The C runtime returns
-    MT_STATUS_BAD_ARGUMENT for the same program."""
+    MT_STATUS_BAD_ARGUMENT for the same program (MT_STATUS_BAD_INPUT for an input value outside
+    the domain: a token id outside an embedding's table)."""
 
 
 class TargetError(McutorchError):

@@ -16,7 +16,7 @@ def _tensor(p: Program, i: int) -> dict:
 def _port(p: Program, port) -> dict:
     """A program input/output: its tensor plus the float side the host converts to."""
     return {**_tensor(p, port.tensor), "io_name": port.name, "model_shape": list(port.model_shape),
-            "layout": port.layout}
+            "layout": port.layout, "token_ids_below": port.ids_below}
 
 
 def _area(p: Program, a) -> str:
@@ -124,6 +124,10 @@ def parts(info: dict) -> list:
     lines.append(plan)
     for kind in ("inputs", "outputs"):
         for tt in info[kind]:
+            if tt.get("token_ids_below") is not None:  # int32 token ids: no conversion (1.6)
+                lines.append(f"{kind[:-1]} {tt['io_name']}: int32 token ids in "
+                             f"[0, {tt['token_ids_below']}) {tt['shape']} at {tt['at']}")
+                continue
             side = f"{tt['io_name']}: float {tt['model_shape']}"
             if tt["layout"] != "none":
                 side += f" {tt['layout']}"

@@ -57,7 +57,11 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # bounds) and the int16 add's 15-bit left shift; +22 (6,411) with int16 tables (TOSA TABLE's
 # 513 interpolated entries: the quantizer's int16 function and fixed (1/32768, 0) specs, the
 # requant rule, TOSA TABLE -> RESCALE and its slope check).
-BUDGET = 6411
+# +42 (6,453) with embeddings of int32 token ids (format 1.6): lift of integer model inputs and
+# aten.embedding, the readers' token-id qparams rule, Port.ids_below and run()'s integer input
+# check, max_norm refused by name, summary / inspect naming the ids; 6,458 with both merged
+# (the Recorder keeping int16 values and token ids).
+BUDGET = 6458
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

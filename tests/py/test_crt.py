@@ -240,6 +240,14 @@ def _typed(p: Program, dtypes: dict) -> Program:
                                   for i, t in enumerate(p.tensors)])
 
 
+def _ids(p: Program, k: int) -> Program:
+    """`p` with arena tensor k holding int32 token ids (scale 0, zero point 0; format 1.6)."""
+    import dataclasses as dc
+
+    return dc.replace(p, tensors=[dc.replace(t, dtype="int32", scale=0.0, zero_point=0)
+                                  if i == k else t for i, t in enumerate(p.tensors)])
+
+
 def _with_int64(p: Program, values=None, arena: bool = False) -> Program:
     """`p` with one more (unused) int64 tensor: a constant of `values`, or an arena tensor."""
     import dataclasses as dc
@@ -277,7 +285,17 @@ DTYPE_CASES = [
     *((f"rescale_to_{d}", lambda d=d: _typed(one_op_program(
         "rescale", [((1, 4), 0)], ((1, 4), 16), {"in_zp": 0, "out_zp": 0, "mult": 1 << 30,
                                                  "shift": 30, "act_min": -128, "act_max": 127}),
-        {1: d}), None if d == "int16" else "bad_op") for d in ("int16", "uint8", "int32")),
+        {1: d}), None if d == "int16" else "bad_op") for d in ("int16", "uint8")),
+    # an int32 arena tensor is token ids (1.6): qparams refused, then the dtype rule applies
+    ("rescale_to_int32", lambda: _typed(one_op_program(
+        "rescale", [((1, 4), 0)], ((1, 4), 16), {"in_zp": 0, "out_zp": 0, "mult": 1 << 30,
+                                                 "shift": 30, "act_min": -128, "act_max": 127}),
+        {1: "int32"}), "bad_tensor"),
+    ("add_of_token_ids", lambda: _ids(_add(0, 16, 32), 0), "bad_op"),
+    ("embedding_int32_ids", lambda: _ids(one_op_program(
+        "embedding", [((1, 3), 0), np.zeros((4, 2), np.int8)], ((1, 3, 2), 16)), 0), None),
+    ("embedding_int8_ids", lambda: one_op_program(
+        "embedding", [((1, 3), 0), np.zeros((4, 2), np.int8)], ((1, 3, 2), 16)), "bad_op"),
     ("int64_within_int48", lambda: _with_int64(_add(0, 16, 32), [INT48 - 1, -INT48, 0]), None),
     ("int64_above_int48", lambda: _with_int64(_add(0, 16, 32), [0, INT48]), "bad_tensor"),
     ("int64_below_int48", lambda: _with_int64(_add(0, 16, 32), [-INT48 - 1]), "bad_tensor"),

@@ -32,7 +32,7 @@ from mcutorch.ref import (concat_attrs, fold_bias, kernel_for, pad_attrs,
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
 MAGIC, VERSION, NONE = 0x434B544D, 1, 0xFFFFFFFF
-OK, BAD_ARGUMENT = 0, 64  # mt_status
+OK, BAD_ARGUMENT, BAD_INPUT = 0, 64, 70  # mt_status
 DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int32): 3}
 FAST_RANDOM, SLOW_RANDOM = 8, 60  # random cases per op
 ARENA_LIMIT = 200 * 1024  # the board runner's arena is 256 KiB
@@ -1042,6 +1042,34 @@ def movement_cases(n_random):
     return cases
 
 
+def embedding_cases():
+    """Token ids of rank 1..5 (0 and V - 1 included), row widths around the copy sizes, a
+    one-row table; ids outside [0, V) are MT_STATUS_BAD_INPUT, bad operands BAD_ARGUMENT."""
+    rng = rng_for("embedding")
+    cases = []
+    for v, d, shape in ((1, 1, (3,)), (2, 3, (2, 4)), (50, 16, (1, 12)), (7, 17, (2, 2, 3)),
+                        (300, 64, (1, 2, 2, 5)), (5, 2, (1, 1, 2, 2, 3))):
+        ids = rng.integers(0, v, size=shape).astype(np.int32)
+        ids.flat[0], ids.flat[-1] = 0, v - 1
+        table = s8(rng, (v, d))
+        cases.append(Case(f"embedding_v{v}_d{d}_r{len(shape)}", "embedding", (ids, table), {}))
+        for k, bad_id in enumerate((v, -1, 2**31 - 1, -2**31)):
+            wrong = ids.copy()
+            wrong.flat[int(rng.integers(0, wrong.size))] = bad_id
+            cases.append(Case(f"embedding_v{v}_d{d}_bad_id{k}", "embedding", (wrong, table), {},
+                              status=BAD_INPUT, out_shape=shape + (d,)))
+    ids, table = i32([[0, 1, 2]]), s8(rng, (4, 3))
+    cases += [Case("embedding_bad_ids_int8", "embedding", (ids.astype(np.int8), table), {},
+                   status=BAD_ARGUMENT, out_shape=(1, 3, 3)),
+              Case("embedding_bad_table_rank", "embedding", (ids, table.reshape(4, 3, 1)), {},
+                   status=BAD_ARGUMENT, out_shape=(1, 3, 3)),
+              Case("embedding_bad_out_width", "embedding", (ids, table), {},
+                   status=BAD_ARGUMENT, out_shape=(1, 3, 2), ref_raises=False),
+              Case("embedding_bad_out_rank", "embedding", (ids, table), {},
+                   status=BAD_ARGUMENT, out_shape=(1, 9), ref_raises=False)]
+    return cases
+
+
 def transpose_cases(rng):
     """Runs around the 16-byte vector (and 4-byte word) widths with their tails, x strides at
     the edges of the u8 / u16 / u32 gather offsets (17 | 18, 9362 | 9363), merged outer dims,
@@ -1301,7 +1329,7 @@ def all_cases(n_random):
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases() +
-             matmul_cases(n_random) + convt_cases() + conv_add_cases())
+             matmul_cases(n_random) + convt_cases() + conv_add_cases() + embedding_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

@@ -30,7 +30,7 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "pad", "copy", "delegate", "maximum", "minimum", "strided_slice", "gather",
                   "reduce_sum", "reduce_max", "reduce_min", "log_softmax", "reduce_var", "norm",
                   "sub", "div", "compare", "where", "conv_transpose2d", "resize", "matmul",
-                  "conv2d_add")
+                  "conv2d_add", None, "embedding")  # None: assigned on another branch
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,
@@ -48,7 +48,8 @@ def _aten(name: str):
 def test_opcodes_are_append_only():
     assert tuple(ops.BY_OPCODE[k].name if k in ops.BY_OPCODE else None
                  for k in range(ops.OPCODE_END)) == OPCODE_HISTORY
-    assert sorted(ops.BY_OPCODE) == list(range(ops.OPCODE_END))  # dense: no gaps
+    assigned = [k for k, name in enumerate(OPCODE_HISTORY) if name is not None]
+    assert sorted(ops.BY_OPCODE) == assigned  # dense once the other branches' ops are merged
 
 
 @pytest.mark.parametrize("d", ops.REGISTRY, ids=lambda d: d.name)

@@ -39,7 +39,7 @@ SANITIZE_FLAGS = ("-fsanitize=address,undefined", "-fno-sanitize-recover=all",
 MAX_ARENAS = 4  # arenas the firmware runner can hold (mt_run_board.c)
 STATUS_NAMES = ("ok", *S.ERRORS)  # load statuses 0..; run-time statuses in RUNTIME_STATUSES
 RUNTIME_STATUSES = {64: "bad_argument", 65: "no_kernel", 66: "bad_state",
-                    67: "arena_too_small", 68: "npu_failed", 69: "no_npu"}
+                    67: "arena_too_small", 68: "npu_failed", 69: "no_npu", 70: "bad_input"}
 
 
 EXIT_IO, EXIT_USAGE = 100, 101  # mt_run.h: MT_RUN_EXIT_IO, MT_RUN_EXIT_USAGE

@@ -100,6 +100,11 @@ def program_files(name: str, data: bytes) -> tuple[str, str]:
 
 def _port_lines(up: str, kind: str, k: int, port: Port) -> list[str]:
     p = f"{up}_{kind}{k}"
+    if port.is_ids:  # int32 token ids (format 1.6): copied in as they are, no helper
+        return [f"#define {p}_BYTES {4 * math.prod(port.shape)}u /* int32 token ids "
+                f"{list(port.shape)}, each in [0, {p}_IDS_BELOW): copy them into mt_input(&m, "
+                f"{k})->data; mt_invoke returns MT_STATUS_BAD_INPUT for any other id */",
+                f"#define {p}_IDS_BELOW {port.ids_below}"]
     lines = [f"#define {p}_BYTES {math.prod(port.shape)}u /* {port.dtype} {list(port.shape)}"
              f"{' NHWC' if len(port.shape) == 4 else ''}; float side {list(port.model_shape)}"
              f"{' NCHW' if port.nchw_as_nhwc else ''} */",
@@ -141,6 +146,8 @@ def config_header(name: str, program: Program) -> str:
         lines.append(f"#define {up}_{kind}_COUNT {len(ports)}u")
         for k, port in enumerate(ports):
             lines += _port_lines(up, kind, k, port)
+            if port.is_ids:
+                continue
             fn = _io_names(name, kind, k)
             protos.append(f"void {fn}(const float *x, int8_t *q);" if kind == "INPUT" else
                           f"void {fn}(const int8_t *q, float *x);")
@@ -166,6 +173,8 @@ def io_source(name: str, program: Program) -> str:
              f'#include "{name}_config.h"', "", BOUNDARY_C]
     for kind, ports in (("INPUT", program.ports("inputs")), ("OUTPUT", program.ports("outputs"))):
         for k, port in enumerate(ports):
+            if port.is_ids:
+                continue
             p, fn = f"{up}_{kind}{k}", _io_names(name, kind, k)
             if port.nchw_as_nhwc:  # float [N, C, H, W] <-> int8 [N, H, W, C]
                 n, c, h, w = port.model_shape
@@ -188,7 +197,7 @@ def io_source(name: str, program: Program) -> str:
 # conversion"): bit for bit what mcutorch.quant.quantize/dequantize and PyTorch's converted model
 # compute. Round half to even without libm: adding and subtracting 1.5 * 2^23 rounds any
 # |v| < 2^22 to an integer in the default rounding mode (IEEE float32 arithmetic, no -ffast-math).
-BOUNDARY_C = """static int8_t quantize(float x, float inv_scale, int32_t zero_point)
+BOUNDARY_C = """static inline int8_t quantize(float x, float inv_scale, int32_t zero_point)
 {
     float v = x * inv_scale;
     if (!(v == v)) { /* NaN */
@@ -200,7 +209,7 @@ BOUNDARY_C = """static int8_t quantize(float x, float inv_scale, int32_t zero_po
     return (int8_t)(v > 127.0f ? 127.0f : (v < -128.0f ? -128.0f : v));
 }
 
-static float dequantize(int8_t q, float scale, int32_t zero_point)
+static inline float dequantize(int8_t q, float scale, int32_t zero_point)
 {
     return (float)((int32_t)q - zero_point) * scale;
 }
@@ -233,6 +242,13 @@ LOAD_AND_BIND = """\
 #endif
 """
 
+FILL_FLOAT = """\
+        static const float x[%(up)s_INPUT0_BYTES]; /* your input here (the model's layout) */
+        %(name)s_quantize_input(x, (int8_t *)mt_input(&m, 0)->data);
+"""
+FILL_IDS = """        int32_t *ids = (int32_t *)mt_input(&m, 0)->data; /* int32 token ids */
+        ids[0] = 0; /* your ids here, each in [0, %(up)s_INPUT0_IDS_BELOW) */
+"""
 MAIN_C = """/* main.c - run the exported model %(name)s once (an example to adapt: docs/firmware.md
  * in the mcutorch repository).
  *
@@ -252,9 +268,7 @@ static const size_t arena_size[] = {%(sizes)s};
 int main(void)
 {
 %(load)s    if (s == MT_STATUS_OK) {
-        static const float x[%(up)s_INPUT0_BYTES]; /* your input here (the model's layout) */
-        %(name)s_quantize_input(x, (int8_t *)mt_input(&m, 0)->data);
-        s = mt_invoke(&m);
+%(fill)s        s = mt_invoke(&m);
     }
     if (s == MT_STATUS_OK) {
         static float y[%(up)s_OUTPUT0_BYTES];
@@ -422,6 +436,8 @@ def export_c(program: Program, out, target: str | Target | None = None,
                        for i, r in enumerate(program.regions))
     (out / "main.c").write_text(MAIN_C % {
         "name": name, "up": up, "arenas": arenas, "load": load_and_bind(name),
+        "fill": (FILL_IDS if program.ports("inputs")[0].is_ids else FILL_FLOAT) % {
+            "name": name, "up": up},
         "ptrs": ", ".join(f"arena{i}" for i in range(n)) or "0",
         "sizes": ", ".join(f"{up}_ARENA{i}_SIZE" for i in range(n)) or "0"})
     mk_lib = [f"$(MCUTORCH_DIR)/{c}" for c in library]  # -Wl,--gc-sections drops the unused

@@ -68,6 +68,10 @@ def check_stateless(gm: GraphModule, mutated: tuple[str, ...] = ()) -> None:
     for node in gm.graph.nodes:
         if node.op != "call_function":
             continue
+        if "embedding_renorm" in str(node.target):
+            raise UnsupportedOpError(f"{source_of(node)}: an embedding with max_norm renormalizes "
+                                     "its table's rows in forward; mcutorch takes max_norm=None "
+                                     "(renormalize the weights once before quantizing)")
         for arg in _written(node):
             root = _root(arg)
             if isinstance(root, Node) and root.op == "get_attr" and root.target in state:

@@ -374,6 +374,8 @@ class Lifter:
 
     def lift_input(self, node: FxNode) -> Tensor:
         val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dtype in (torch.int64, torch.int32):
+            return self.lift_ids(node, val)
         if not (isinstance(val, torch.Tensor) and val.dtype.is_floating_point):
             raise UnsupportedOpError(f"model input {node.name} is not a float tensor ({val!r:.60})")
         users = list(node.users)
@@ -397,6 +399,20 @@ class Lifter:
             self.values[q] = t
             self.used.add(q)
         self.qnodes[t.name] = users[0].name
+        return t
+
+    def lift_ids(self, node: FxNode, val: torch.Tensor) -> Tensor:
+        """An integer model input: int32 token ids (scale 0, zero point 0; format 1.6), read
+        only by embeddings (their `indices`)."""
+        bad = [u for u in node.users if u.target != A.embedding.default or u.args[0] is node]
+        if bad or not node.users:
+            raise UnsupportedOpError(
+                f"model input {node.name} ({val.dtype}) " + (
+                    f"feeds {source_of(bad[0])}: an integer model input is token ids, read only "
+                    "by nn.Embedding / F.embedding" if bad else "is unused"))
+        t = self.new_tensor(node.name, tuple(val.shape), 0.0, 0, dtype="int32")
+        self.values[node] = t
+        self.qnodes[t.name] = node.name  # compare.layer_by_layer feeds the ids themselves
         return t
 
     def lift_quantize(self, q: FxNode) -> None:

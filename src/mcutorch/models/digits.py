@@ -57,3 +57,43 @@ def digits_tcn(reading: str = "pixels", width: int = 16, depth: int = 4, norm: b
     """A DigitsTCN for a reading of the digits (`digits_split`), seeded initial weights."""
     torch.manual_seed(seed)
     return DigitsTCN(READINGS[reading][0], width, depth, norm=norm)
+
+
+def digits_tokens(seed: int = 0, train: float = 0.8, threshold: int = 8):
+    """(ids_train, y_train, ids_test, y_test): each digit as 8 int64 token ids, one per pixel row,
+    the row's 8 pixels thresholded at `threshold` (of 16) and read as the bits of an id in
+    [0, 256); shuffled and split as `digits_split`."""
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    bits = torch.tensor(digits.images >= threshold, dtype=torch.int64)  # [N, 8 rows, 8 pixels]
+    ids = (bits * (2 ** torch.arange(8))).sum(-1)  # [N, 8] in [0, 256)
+    y = torch.tensor(digits.target)
+    order = torch.randperm(len(ids), generator=torch.Generator().manual_seed(seed))
+    cut = int(train * len(ids))
+    return ids[order[:cut]], y[order[:cut]], ids[order[cut:]], y[order[cut:]]
+
+
+class TokenDigits(nn.Module):
+    """Embedding of the row tokens -> conv1d over the 8 rows -> ReLU -> mean -> Linear."""
+
+    def __init__(self, width: int = 16, hidden: int = 32):
+        super().__init__()
+        self.emb = nn.Embedding(256, width)
+        self.conv = nn.Conv1d(width, hidden, 3, padding=1)
+        self.classifier = nn.Linear(hidden, 10)
+
+    def forward(self, ids):
+        h = torch.relu(self.conv(self.emb(ids).transpose(1, 2)))
+        return self.classifier(h.mean(2))
+
+
+def token_digits(width: int = 16, hidden: int = 32, seed: int = 0) -> TokenDigits:
+    """A TokenDigits for `digits_tokens` ids, seeded initial weights.
+
+    >>> ids, y, _, _ = digits_tokens()
+    >>> token_digits()(ids[:2]).shape
+    torch.Size([2, 10])
+    """
+    torch.manual_seed(seed)
+    return TokenDigits(width, hidden)

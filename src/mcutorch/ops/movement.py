@@ -42,4 +42,13 @@ OPS = (
                    Source("aten.index.Tensor", "shared")),
           doc="y[..., j, ...] = x[..., indices[j], ...] along 6-D dim `axis`; constant int32 "
               "indices"),
+    OpDef("embedding", 35, ("ids", "table"), ("y",), (), family="movement", qparams="shared",
+          since=6, sources=(Source("aten.embedding.default", "shared"),),
+          dtypes=(("int32", "int8"),),
+          tosa="the token ids are a run-time input: TOSA GATHER leaves an index outside [0, V) "
+               "unpredictable (a REQUIRE), the definition refuses it with a status before "
+               "reading, so embedding stays on the CPU",
+          doc="y[..., :] = table[ids[...], :]: int32 token ids (a program input, no qparams), "
+              "an int8 table [V, D] whose qparams y shares; an id outside [0, V) is refused "
+              "before any row is read"),
 )

@@ -268,7 +268,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
          "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
          "norm": _norm, "sub": _add, "div": _div, "compare": _compare, "where": _where,
-         "resize": _resize, "matmul": _mul}
+         "resize": _resize, "matmul": _mul, "embedding": _no_attrs}
 
 
 def _share_qparams(node: Node) -> list[Node]:
@@ -276,7 +276,7 @@ def _share_qparams(node: Node) -> list[Node]:
     inputs of a several-input op (concat, maximum) each straight into the output's (one
     rounding, as the fake-quant model computes it), a lone input's output after the op."""
     y, pre, post = node.outputs[0], [], []
-    values = [x for x in node.inputs if x.dtype == "int8"]  # not gather's int32 indices
+    values = [x for x in node.inputs if x.dtype == "int8"]  # not gather's int32 indices, ids
     ref = values[0] if len(values) == 1 else y
     for i, x in enumerate(node.inputs):
         if x.dtype == "int8" and not same_qparams(x, ref):

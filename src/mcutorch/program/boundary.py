@@ -35,6 +35,8 @@ def _layout_text(port: Port, float_side: bool) -> str:
 
 def _expected(port: Port, float_side: bool) -> str:
     shape = list(port.model_shape if float_side else port.shape)
+    if port.is_ids:
+        return f"{port.label}: expected int32 token ids in [0, {port.ids_below}) of shape {shape}"
     kind = "float" if float_side else port.dtype
     return f"{port.label}: expected {kind} {shape}{_layout_text(port, float_side)}"
 
@@ -108,8 +110,10 @@ def float_inputs(program: Program, inputs, what: str = "run()") -> tuple[list[np
     check_count(program, inputs, what)
     arrays, counts = [], []
     for port, x in zip(program.ports("inputs"), inputs):
-        a, dtype = _as_array(x, port, True)
-        if a is None or a.dtype.type not in FLOAT_DTYPES:
+        a, dtype = _as_array(x, port, not port.is_ids)
+        if port.is_ids:
+            a = token_ids(port, a, dtype)
+        elif a is None or a.dtype.type not in FLOAT_DTYPES:
             hint = ""
             if a is not None and a.dtype.kind in "iu":
                 hint = (": cast it with x.astype(np.float32), or give the program's own int8 "
@@ -126,6 +130,10 @@ def float_inputs(program: Program, inputs, what: str = "run()") -> tuple[list[np
         if want and (got[0] == 0 or got[0] % batch):
             raise InputError(f"{_expected(port, True)}, got {list(got)}: a batch of {got[0]} "
                              f"is not a positive multiple of the compiled batch {batch}")
+        if port.is_ids:
+            arrays.append(a)
+            counts.append(got[0] // batch if want else 1)
+            continue
         with np.errstate(over="ignore"):  # float64 beyond float32: inf, reported below
             f32 = np.asarray(a, np.float32)
         bad = ~np.isfinite(f32)
@@ -147,6 +155,20 @@ def float_inputs(program: Program, inputs, what: str = "run()") -> tuple[list[np
                          + ", ".join(f"{p.label} {len(a)}" for p, a in zip(ports, arrays))
                          + "; every input needs the same batch")
     return arrays, counts[0] if counts else 1
+
+
+def token_ids(port: Port, a, dtype: str) -> np.ndarray:
+    """An integer array (torch int64/int32/..., numpy ints) of ids in [0, port.ids_below) as
+    int32; InputError naming the input otherwise (floats, bools, an id out of range)."""
+    if a is None or a.dtype.kind not in "iu":
+        raise InputError(f"{_expected(port, True)}, got {_a(dtype)} array; token ids are "
+                         "integers (torch.long / int32 tensors or numpy integer arrays)")
+    bad = np.flatnonzero((a < 0) | (a >= port.ids_below)) if a.size else ()
+    if len(bad):
+        at = [int(i) for i in np.unravel_index(bad[0], a.shape)]
+        raise InputError(f"{_expected(port, True)}, got {int(a[tuple(at)])} at index {at} "
+                         f"({len(bad)} ids outside the range)")
+    return a.astype(np.int32)
 
 
 def int8_inputs(program: Program, inputs, what: str = "run_int8()") -> list[np.ndarray]:
@@ -182,4 +204,4 @@ def split_batch(arrays: list[np.ndarray], program: Program, count: int) -> list[
     return [[a[k * s:(k + 1) * s] for a, s in zip(arrays, steps)] for k in range(count)]
 
 
-__all__ = ["float_inputs", "int8_inputs", "split_batch", "check_count"]
+__all__ = ["float_inputs", "int8_inputs", "split_batch", "check_count", "token_ids"]

@@ -229,6 +229,12 @@ class Port:
     dtype: str
     scale: float
     zero_point: int
+    ids_below: int | None = None  # int32 token ids (format 1.6): every id in [0, ids_below)
+
+    @property
+    def is_ids(self) -> bool:
+        """An int32 input of token ids (read by embeddings), not a quantized value."""
+        return self.dtype == "int32"
 
     @property
     def label(self) -> str:
@@ -348,8 +354,15 @@ class Program:
             else:
                 layout = "NHWC" if len(shape) == 4 else "none"
             out.append(Port(kind[:-1], i, idx, str(e.get("name") or self.tensor_name(idx)),
-                            shape, layout, tuple(t.shape), t.dtype, t.scale, t.zero_point))
+                            shape, layout, tuple(t.shape), t.dtype, t.scale, t.zero_point,
+                            self._ids_below(idx) if t.dtype == "int32" else None))
         return out
+
+    def _ids_below(self, idx: int) -> int:
+        """The smallest table of the embeddings reading tensor idx as their ids: its rows."""
+        rows = [self.tensors[op.inputs[1]].shape[0] for op in self.ops
+                if op.name == "embedding" and op.inputs[0] == idx]
+        return int(min(rows, default=0))
 
     def stripped(self) -> Program:
         """The same program with METADATA cut down to the model boundary (what a device build

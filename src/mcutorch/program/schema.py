@@ -89,7 +89,14 @@ Version history:
     `fully_connected` an int16 x (an int64 bias, a 16-bit mult; the accumulator bounded within
     int48 at load). No record changed: 1.4 programs load.
   * 1.6: `lut` takes an int16 x: a 513-entry int16 table interpolated as TOSA TABLE does
-    (docs/numerics.md section 6), int16 y. No record changed: 1.5 programs load.
+    (docs/numerics.md section 6), int16 y.
+    int32 token ids: an int32 arena TENSOR (DTYPES id 3) is a tensor of token ids, not a
+    quantized value: scale 0 and zero point 0 (both readers refuse other qparams, bad_tensor),
+    and only an op whose dtype rule takes int32 (`OpDef.dtypes`) may read it as an activation,
+    so far opcode 35 `embedding` (ids int32 [..], an int8 constant table [V, D] -> int8 [.., D]
+    in the table's qparams; an id outside [0, V) is a run-time status, MT_STATUS_BAD_INPUT, and
+    a ValueError in the reference, checked before any row is read). Such a tensor is a program
+    input the host fills with integer ids. No record changed: 1.5 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -112,7 +119,8 @@ Meaning of the records:
     [offset, offset+size) of arena `region`, offset a multiple of the element size) or CONST
     (bytes of the CONST section, offset 16-aligned, region = NONE16); size = prod(shape) *
     element size; per-tensor scale (f32, finite, >= 0) and zero point (in the dtype's range).
-    An int64 tensor is a constant whose values all lie in int48 (since 1.5).
+    An int64 tensor is a constant whose values all lie in int48 (since 1.5). An int32 arena
+    tensor holds token ids (scale 0, zero point 0; since 1.6).
   * OP: opcode and kernel variant (indices into ops.py), inputs and outputs as a range of
     OPERANDS, attributes as a range of ATTRS (count = len(ops.py attrs)), a scratch buffer in a
     region (region = NONE16 when none), an index into metadata "sources" (NONE32 = none), and

@@ -117,6 +117,9 @@ def check_tensor(p: Program, i: int, t) -> None:
             f"{what}: zero point {t.zero_point} outside {t.dtype} [{lo}, {hi}]")
     require(t.dtype != "int64" or t.storage == "const", "bad_tensor",
             f"{what}: an int64 tensor holds a constant int48 bias; it cannot live in an arena")
+    require(t.dtype != "int32" or t.storage == "const" or (t.scale == 0 and t.zero_point == 0),
+            "bad_tensor", f"{what}: an int32 {t.storage} tensor holds token ids: scale 0 and zero "
+            f"point 0, not ({t.scale}, {t.zero_point})")
     if t.storage == "arena":
         _check_arena_tensor(p, what, t)
     elif t.storage == "persistent":

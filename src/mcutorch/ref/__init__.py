@@ -48,6 +48,7 @@ SHAPES = {
     "pad": movement.pad_shape,
     "strided_slice": movement.strided_slice_shape,
     "gather": movement.gather_shape,
+    "embedding": movement.embedding_shape,
 }
 
 

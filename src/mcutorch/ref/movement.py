@@ -192,3 +192,28 @@ def gather(x, indices, *, axis):
     # x: rank r <= 6, int8; indices: (W,) int32 in [0, n_axis)  ->  y: rank r, n_axis -> W
     gather_shape(x, indices, axis=axis)
     return np.ascontiguousarray(np.take(x, indices, axis=axis - (SLICE_RANK - x.ndim)))
+
+
+EMBED_RANK = SLICE_RANK - 1  # ids of rank <= 5: y = ids' shape + (D,) stays within rank 6
+
+
+def embedding_shape(ids, table):
+    """The shape embedding returns (ValueError outside its domain), without allocating it."""
+    as_array(ids, np.int32, "ids")
+    as_array(table, np.int8, "table", 2)
+    check(1 <= ids.ndim <= EMBED_RANK, f"embedding: ids of rank {ids.ndim} not in 1..{EMBED_RANK}")
+    check(ids.size >= 1, "embedding: no token ids (an empty result)")
+    n = table.shape[0]
+    bad = np.flatnonzero((ids < 0) | (ids >= n))
+    if bad.size:
+        at = tuple(int(i) for i in np.unravel_index(bad[0], ids.shape))
+        raise ValueError(f"embedding: token id {int(ids[at])} at index {list(at)} outside "
+                         f"[0, {n}) (the table has {n} rows)")
+    return ids.shape + table.shape[1:]
+
+
+def embedding(ids, table):
+    """y[i, :] = table[ids[i], :] for every index i of ids (nn.Embedding's lookup)."""
+    # ids: rank r <= 5, int32 in [0, V); table: (V, D) int8  ->  y: ids' shape + (D,), int8
+    embedding_shape(ids, table)
+    return np.ascontiguousarray(table[ids])

@@ -464,6 +464,27 @@ def gather(lf, n: FxNode, out: Tensor, act) -> None:
     lf.emit("gather", [x, table], out, {"axis": dim}, n)
 
 
+# --- embedding: nn.Embedding / F.embedding of int32 token ids (a model input) ----------------
+def embedding(lf, n: FxNode, out: Tensor, act) -> None:
+    table, ids = lf.operand(n.args[0], n), lf.values.get(node_arg(n, 1, "indices"))
+    if ids is None or ids.dtype != "int32":
+        raise UnsupportedOpError(f"{source_of(n)}: its token ids are computed in the model; "
+                                 "mcutorch takes them as a model input (an integer tensor)")
+    if table.dtype != "int8" or len(table.shape) != 2 or not np.isscalar(table.scale):
+        raise UnsupportedOpError(f"{source_of(n)}: its table is {table.dtype}{list(table.shape)} "
+                                 "with per-row scales; mcutorch needs an int8 [V, D] table "
+                                 "quantized per tensor")
+    lf.emit("embedding", [ids, table], out, {}, n)  # padding_idx: training only (torch's rule)
+
+
+def embedding_precheck(n: FxNode) -> None:
+    """Before calibration: the ids are a model input of an integer dtype."""
+    ids = node_arg(n, 1, "indices")
+    if not (isinstance(ids, FxNode) and ids.op == "placeholder"):
+        raise UnsupportedOpError(f"{source_of(n)}: its token ids are computed in the model; "
+                                 "mcutorch takes them as a model input (an integer tensor)")
+
+
 _SLICES = {A.slice.Tensor: slice_tensor, A.select.int: select, A.narrow.default: narrow,
            A.flip.default: flip, A.expand.default: expand, A.repeat.default: repeat,
            A.tile.default: repeat}
@@ -475,5 +496,6 @@ def strided_slice(lf, n: FxNode, out: Tensor, act) -> None:
 
 # registry op name -> builder; ACT: the builders that apply `act` (the output clamp)
 BUILDERS = {"transpose": permute, "concat": cat, "pad": pad, "reshape": reshape,
-            "strided_slice": strided_slice, "gather": gather}
+            "strided_slice": strided_slice, "gather": gather, "embedding": embedding}
 ACT = set()
+PRECHECK = {embedding: embedding_precheck}
