@@ -34,11 +34,30 @@ from mcutorch.frontend.capture import source_of
 SDPA = (A.scaled_dot_product_attention.default,)
 
 
+class _Input(Exception):
+    """The value depends on a model input."""
+
+
+def _evaluate(gm: GraphModule, node):
+    if not isinstance(node, Node):
+        return node
+    if node.op == "get_attr":  # a copy: an in-place op of the mask's code must not change it
+        return operator.attrgetter(node.target)(gm).detach().clone()
+    if node.op != "call_function":
+        raise _Input(node.name)
+    args = torch.fx.node.map_aggregate(node.args, lambda a: _evaluate(gm, a))
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, lambda a: _evaluate(gm, a))
+    return node.target(*args, **kwargs)
+
+
 def _constant(gm: GraphModule, node) -> torch.Tensor | None:
-    """The value of a get_attr node (a folded constant, buffer or parameter), or None."""
-    if not (isinstance(node, Node) and node.op == "get_attr"):
+    """The value of a mask computed from constants, buffers and parameters only (a capture of
+    a stateless model: nothing writes them), or None when it depends on a model input."""
+    try:
+        with torch.no_grad():
+            return _evaluate(gm, node)
+    except _Input:
         return None
-    return operator.attrgetter(node.target)(gm).detach()
 
 
 def _call(gm: GraphModule, like: Node, target, *args) -> Node:
@@ -158,7 +177,19 @@ def _decompose(gm: GraphModule, node: Node) -> None:
         y = _output(gm, node, y)
     if y is not None:
         node.replace_all_uses_with(y)
+    code = node_arg(node, 3, "attn_mask")
     gm.graph.erase_node(node)
+    _erase_unused(gm, code)
+
+
+def _erase_unused(gm: GraphModule, node) -> None:
+    """The mask's code, now read by nothing (in-place ops included, which dead-code
+    elimination keeps)."""
+    if isinstance(node, Node) and node.op == "call_function" and not node.users:
+        args = node.all_input_nodes
+        gm.graph.erase_node(node)
+        for a in args:
+            _erase_unused(gm, a)
 
 
 def decompose_attention(gm: GraphModule) -> None:
