@@ -194,7 +194,80 @@ def _erase_unused(gm: GraphModule, node) -> None:
 
 def decompose_attention(gm: GraphModule) -> None:
     """Every scaled_dot_product_attention node of a captured graph as matmul, scale, mask,
-    softmax, matmul (module docstring); UnsupportedOpError for what stays out."""
+    softmax, matmul (module docstring); UnsupportedOpError for what stays out. Then
+    MultiheadAttention's packed q/k/v projection becomes three Linears and transposes that only
+    move unit dims become reshapes (`split_packed_projections`, `unit_transposes_as_views`)."""
     for node in list(gm.graph.nodes):
         if node.op == "call_function" and node.target in SDPA:
             _decompose(gm, node)
+    split_packed_projections(gm)
+    unit_transposes_as_views(gm)
+
+
+def _chain(node: Node, steps) -> Node | None:
+    """The node reached from `node` through single users with these (target, args) steps."""
+    for target, args in steps:
+        if len(node.users) != 1:
+            return None
+        (node,) = node.users
+        if node.target != target or list(node.args[1:]) != list(args):
+            return None
+    return node
+
+
+def split_packed_projections(gm: GraphModule) -> None:
+    """MultiheadAttention's in_proj (one Linear to [.., 3E], unflatten(-1, [3, E]),
+    unsqueeze(0), transpose(0, -2), squeeze(-2), select(0, i)) as three Linears with the rows of
+    q, k and v: the same values, each quantized on its own range, and no 5-D data movement."""
+    for lin in [n for n in gm.graph.nodes if n.target == A.linear.default]:
+        e3 = lin.meta["val"].shape[-1]
+        e = e3 // 3
+        end = _chain(lin, [(A.unflatten.int, (-1, [3, e])), (A.unsqueeze.default, (0,)),
+                           (A.transpose.int, (0, -2)), (A.squeeze.dim, (-2,))])
+        w, b = lin.args[1], lin.args[2] if len(lin.args) > 2 else None
+        if (end is None or not end.users or w.op != "get_attr" or e3 != 3 * e
+                or any(u.target != A.select.int or u.args[1] != 0 for u in end.users)
+                or (b is not None and b.op != "get_attr")):
+            continue
+        weight = operator.attrgetter(w.target)(gm).detach()
+        bias = None if b is None else operator.attrgetter(b.target)(gm).detach()
+        for sel in list(end.users):
+            i = int(sel.args[2])
+            params = []
+            for what, t in (("w", weight), ("b", bias)):
+                if t is None:
+                    params.append(None)
+                    continue
+                name = f"_attn_in_proj_{what}{i}_{lin.name}"
+                gm.register_parameter(name, torch.nn.Parameter(t[i * e:(i + 1) * e].clone(),
+                                                               requires_grad=False))
+                with gm.graph.inserting_before(lin):
+                    params.append(gm.graph.get_attr(name))
+                params[-1].meta["val"] = t[i * e:(i + 1) * e]
+            with gm.graph.inserting_before(sel):
+                new = _call(gm, lin, A.linear.default, lin.args[0], *params)
+            sel.replace_all_uses_with(new)
+            gm.graph.erase_node(sel)
+        _erase_unused(gm, end)
+
+
+def unit_transposes_as_views(gm: GraphModule) -> None:
+    """A transpose / permute that keeps the order of the dims longer than 1 (MultiheadAttention's
+    batch_first transposes at batch 1) moves no data: a reshape (not for 4-D tensors, which
+    mcutorch stores channels-last)."""
+    for node in list(gm.graph.nodes):
+        if node.op != "call_function" or node.target not in (A.transpose.int, A.permute.default):
+            continue
+        src, val = node.args[0].meta.get("val"), node.meta.get("val")
+        if src is None or val is None or 4 in (src.dim(), val.dim()):
+            continue  # a 4-D tensor is stored channels-last: its reshapes are not free
+        rank = src.dim()
+        if node.target == A.transpose.int:
+            perm = list(range(rank))
+            a, b = int(node.args[1]) % rank, int(node.args[2]) % rank
+            perm[a], perm[b] = perm[b], perm[a]
+        else:
+            perm = [int(p) % rank for p in node.args[1]]
+        moved = [p for p in perm if src.shape[p] != 1]
+        if moved == sorted(moved):
+            node.target, node.args = A.reshape.default, (node.args[0], list(val.shape))
