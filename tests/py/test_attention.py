@@ -99,7 +99,8 @@ def _compiled(name, target="cortex-m55"):
 
 
 def _lsb(program, qmodel, x) -> np.ndarray:
-    ours, theirs = program.run(x), qmodel(x)
+    x = x if isinstance(x, tuple) else (x,)
+    ours, theirs = program.run(*x), qmodel(*x)
     ours, theirs = (v if isinstance(v, (tuple, list)) else (v,) for v in (ours, theirs))
     outs = [program.program.tensors[i] for i in program.program.outputs]
     return np.concatenate([(np.abs(np.asarray(o) - t.detach().numpy()) / q.scale).ravel()
@@ -154,6 +155,51 @@ def test_heads_compute_in_torch_order_without_transposes():
     assert [op.attrs["transpose_b"] for op in ops if op.name == "matmul"] == [1, 0]
     shapes = [program.program.tensors[op.outputs[0]].shape for op in ops if op.name == "matmul"]
     assert shapes == [(2, T, T), (2, T, E // 2)], shapes
+
+
+def test_packed_projection_is_three_linears():
+    """MultiheadAttention's in_proj ([3E, E]) is three fully_connected ops with its q, k, v rows
+    (no 5-D split, no strided_slice); batch_first's transposes at batch 1 are free views."""
+    _, program, _ = _compiled("mha_bf_h2_mask")
+    names = [op.name for op in program.program.ops]
+    assert names.count("fully_connected") == 4 and "strided_slice" not in names, names
+    first = names.index("matmul")
+    assert names[:3] == ["fully_connected"] * 3 and names[3:first] == ["transpose"] * 3, names
+    fcs = [program.program.tensors[op.outputs[0]] for op in program.program.ops[:3]]
+    assert [t.shape for t in fcs] == [(T, E)] * 3
+    assert len({t.scale for t in fcs}) == 3  # q, k and v each on its own range
+
+
+class Cross(nn.Module):
+    """Cross-attention: a query sequence of T, keys and values of 6 steps (kdim / vdim)."""
+
+    def __init__(self, **kw):
+        super().__init__()
+        self.m = nn.MultiheadAttention(E, 2, batch_first=True, **kw)
+
+    def forward(self, x, k, v):
+        return self.m(x, k, v, need_weights=False)[0]
+
+
+@pytest.mark.parametrize("kw", [{"kdim": 12, "vdim": 10}, {"add_bias_kv": True},
+                                {"add_zero_attn": True}], ids=str)
+def test_cross_attention_options(kw):
+    """kdim / vdim != embed_dim (separate projections), add_bias_kv (a learned key and value
+    concatenated), add_zero_attn (a zero key and value): equal to fake-quant within 1 LSB,
+    host C equal to the reference."""
+    from mcutorch.device import crt
+
+    torch.manual_seed(5)
+    model = Cross(**kw).eval()
+    shapes = ((1, T, E), (1, 6, kw.get("kdim", E)), (1, 6, kw.get("vdim", E)))
+    cal = [tuple(torch.randn(*s) for s in shapes) for _ in range(6)]
+    qmodel = mcutorch.quantize(model, cal[0], calibration=cal)
+    program = mcutorch.compile(qmodel, cal[0])
+    lsb = np.concatenate([_lsb(program, qmodel, batch) for batch in cal[1:]])
+    assert float(np.mean(lsb <= 1 + 1e-3)) >= 0.99, lsb.max()
+    xs = program.quantize_inputs(list(cal[1]))
+    assert all(np.array_equal(a, b) for a, b in zip(crt.run_host(program.program, xs),
+                                                     program.run_int8(xs)))
 
 
 def test_causal_mask_is_the_constant_triangle():
