@@ -253,13 +253,13 @@ def split_packed_projections(gm: GraphModule) -> None:
 
 def unit_transposes_as_views(gm: GraphModule) -> None:
     """A transpose / permute that keeps the order of the dims longer than 1 (MultiheadAttention's
-    batch_first transposes at batch 1) moves no data: a reshape (not for 4-D tensors, which
-    mcutorch stores channels-last)."""
+    batch_first transposes at batch 1) moves no data: a reshape (ranks up to 3: a 4-D tensor is
+    stored channels-last)."""
     for node in list(gm.graph.nodes):
         if node.op != "call_function" or node.target not in (A.transpose.int, A.permute.default):
             continue
         src, val = node.args[0].meta.get("val"), node.meta.get("val")
-        if src is None or val is None or 4 in (src.dim(), val.dim()):
+        if src is None or val is None or src.dim() > 3:
             continue  # a 4-D tensor is stored channels-last: its reshapes are not free
         rank = src.dim()
         if node.target == A.transpose.int:
