@@ -4,6 +4,8 @@ scale, mask, softmax, matmul; compiled, bit-exact reference vs host C, layer by 
 PyTorch's fake-quant model, and the refusals by name and source line."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -89,6 +91,7 @@ MODELS = {  # name: (factory, input shape)
 SOFTMAX_BOUND = 0.99  # the softmax rows measured: all within 1 LSB (no exception needed)
 
 
+@functools.lru_cache(maxsize=None)  # several tests read one compiled model; none changes it
 def _compiled(name, target="cortex-m55"):
     factory, shape = MODELS[name]
     torch.manual_seed(11)
@@ -107,7 +110,12 @@ def _lsb(program, qmodel, x) -> np.ndarray:
                            for o, t, q in zip(ours, theirs, outs)])
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
+FAST = {"mha_bf_h2_mask", "mha_tb_h4_mask", "mha_need_weights", "sdpa_causal",
+        "sdpa_float_mask", "encoder_post_relu", "encoder_pre_gelu_mask"}  # the rest: slow
+
+
+@pytest.mark.parametrize("name", [n if n in FAST else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(MODELS)])
 def test_attention_compiles_end_to_end(name):
     """The attention is matmul -> lut (scale) -> [where / add] -> softmax -> matmul in the
     program; the host C runtime (ASan + UBSan) equals the reference; end to end and layer by
