@@ -85,7 +85,10 @@ def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> Grap
     from mcutorch.frontend.builders.reduce import max_values
 
     max_values(gm)  # max/min over a dim: their values only
+    from mcutorch.frontend.builders.attention import decompose_attention
     from mcutorch.frontend.builders.matmul import rewrite
+
+    decompose_attention(gm)  # scaled_dot_product_attention as matmul, scale, mask, softmax
 
     rewrite(gm)  # einsum, addmm, baddbmm, products with a constant: matmul / linear
     gm.graph.eliminate_dead_code()
@@ -241,3 +244,6 @@ def remove_identities(gm: GraphModule, training: bool = False) -> None:
                     "before torch.export")
             node.replace_all_uses_with(node.args[0])
             gm.graph.erase_node(node)
+    for node in gm.graph.nodes:  # without contiguous() a view may meet strides it cannot take
+        if node.op == "call_function" and node.target == A.view.default:
+            node.target = A.reshape.default
