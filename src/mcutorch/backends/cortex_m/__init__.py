@@ -32,21 +32,14 @@ def _fold(node: Node) -> bool:
     return True
 
 
-# conv2d_add computes its conv in blocks of output rows of about this many bytes, each added to
-# skip and written over it before the next: more rows, fewer calls of the conv kernel (ResNet-8
-# on M55: 2 KiB +1.03 % instructions over conv + add, 8 KiB +0.09 %; 4 KiB keeps its RAM with the
-# bind-time kernel args under 0.75x TFLite Micro's arena).
-CONV_ADD_BLOCK = 4096
-
-
 def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int:
     """Planned scratch bytes the C kernel of (op, variant) needs for these operand shapes.
 
     The planner reserves this much in `mt_op_args.scratch`. Every kernel today (all ISA levels)
     accumulates in registers or in bounded stack buffers (a few KiB at most: the gathered windows
     of conv2d and conv_transpose2d, the latter's re-laid phase weights); only matmul without
-    transpose_b needs scratch (b transposed, one batch) and conv2d_add (a block of the conv's
-    output rows, CONV_ADD_BLOCK bytes or whole rows above it).
+    transpose_b needs scratch (b transposed, one batch); conv2d_add adds the residual in the
+    conv's output stage and needs none.
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
     0
@@ -55,10 +48,6 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
         raise KeyError(f"no kernel variant {variant!r} for op {op!r}")
     if op == "matmul" and shapes and not attrs.get("transpose_b"):  # b^T of one batch: K * N
         return shapes[1][-2] * shapes[1][-1]
-    if op == "conv2d_add" and shapes:  # whole output rows of the conv before the add
-        _, ho, wo, cout = shapes[5]
-        row = wo * cout
-        return min(ho, max(1, -(-CONV_ADD_BLOCK // max(row, 1)))) * row
     return 0
 
 
