@@ -168,7 +168,21 @@ static inline void mt_add_stage_store(const mt_add_stage *s, int32_t c, int8_t *
 }
 #endif /* MT_MVE */
 
-/* conv2d with the add stage (NULL: plain conv2d) in its output stage: mt_conv2d_s8.c. */
+/* conv2d with the add stage (NULL: plain conv2d) in its output stage: mt_conv2d_s8.c. Its
+ * scratch (args->scratch) may stage whole output pixels for add's own loop (MT_ADD_STAGED). */
 mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add);
+
+/* y[i] = add(a[i], b[i]), i < n, attributes at in the domain: mt_add_s8's same-shape loop (its
+ * fast and general paths; y may be a or b). */
+void mt_add_same_s8(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, const int32_t *at);
+
+/* Where conv2d_add stages the conv's output for add's loop: add's loop costs fewer instructions
+ * per element than the add in the conv's output stage, except on Armv6-M / Armv8-M Baseline
+ * (no SMLAL, SSAT), where the output stage wins (bench/residual.py). */
+#if defined(__ARM_ARCH_6M__) || defined(__ARM_ARCH_8M_BASE__)
+#define MT_ADD_STAGED 0
+#else /* Armv7-M, Armv8-M Mainline, the host */
+#define MT_ADD_STAGED 1
+#endif /* Armv6-M */
 
 #endif /* MT_KERNEL_ADD_STAGE_H */

@@ -159,7 +159,7 @@ static MT_ALWAYS_INLINE void mt_dot_px_mve(const mt_px_src *s, const int8_t *w, 
 /* mt_dot_px_s8 on DSP and in C: two channels of the (up to) two pixels per pass. */
 static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, int32_t nc,
                                          const uint32_t *base, const mt_out_stage *out,
-                                         size_t y_stride)
+                                         size_t y_stride, int with_add)
 {
   const size_t ws = s->w_stride;
   const int32_t np = s->np;
@@ -194,35 +194,48 @@ static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, in
     {
       mt_dot2x2_s8(s, ps, w0, w1, a);
     }
-    const int32_t ch[2] = {oa, ob}, pair = o + 1 < nc; /* else only ob is new */
+    const int32_t ch[2] = {oa, ob};
+    if (!with_add) {
+      for (int32_t q = 0; q < 2 * np; q++) {
+        const int32_t c = ch[q & 1];
+        out->y[(size_t)(q >> 1) * y_stride + (size_t)c] = mt_requantize(
+            mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c], out->zp, out->lo, out->hi);
+      }
+      continue;
+    }
+    const int32_t pair = o + 1 < nc; /* else only ob is new: each byte stored once */
     for (int32_t q = !pair; q < 2 * np; q += 2 - pair) {
       const int32_t c = ch[q & 1];
-      int8_t *y = out->y + (size_t)(q >> 1) * y_stride + (size_t)c;
       const int8_t v = mt_requantize(mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c],
                                      out->zp, out->lo, out->hi);
-      if (out->add != NULL) {
-        mt_add_stage_store(out->add, v, y);
-      } else {
-        *y = v;
-      }
+      mt_add_stage_store(out->add, v, out->y + (size_t)(q >> 1) * y_stride + (size_t)c);
     }
   }
 }
 #endif /* MT_MVE */
 
 /* y[p * y_stride + o] = out(base[o] + sum over the window of pixel p of x * w_o), p < np,
- * o < nc (out->y: the first pixel's output channel 0). */
+ * o < nc (out->y: the first pixel's output channel 0); out->add NULL. */
 static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
                                      const uint32_t *base, const mt_out_stage *out, size_t y_stride)
 {
 #if MT_MVE
-  if (out->add != NULL) {
-    mt_dot_px_mve(s, w, nc, base, out, y_stride, 1);
-  } else {
-    mt_dot_px_mve(s, w, nc, base, out, y_stride, 0);
-  }
+  mt_dot_px_mve(s, w, nc, base, out, y_stride, 0);
 #else /* !MT_MVE */
-  mt_dot_px_c(s, w, nc, base, out, y_stride);
+  mt_dot_px_c(s, w, nc, base, out, y_stride, 0);
+#endif /* MT_MVE */
+}
+
+/* mt_dot_px_s8 with the residual add (out->add): a function of its own, so that the plain one
+ * keeps its registers. */
+static MT_NOINLINE void mt_dot_px_add_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
+                                         const uint32_t *base, const mt_out_stage *out,
+                                         size_t y_stride)
+{
+#if MT_MVE
+  mt_dot_px_mve(s, w, nc, base, out, y_stride, 1);
+#else /* !MT_MVE */
+  mt_dot_px_c(s, w, nc, base, out, y_stride, 1);
 #endif /* MT_MVE */
 }
 

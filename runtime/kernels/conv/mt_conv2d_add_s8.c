@@ -44,6 +44,8 @@ mt_status mt_conv2d_add_s8(const mt_op_args *args)
   const mt_op_args conv = {.in = args->in,
                            .out = args->out,
                            .attrs = args->attrs,
+                           .scratch = args->scratch,
+                           .scratch_size = args->scratch_size,
                            .n_in = MT_CONV2D_N_INPUTS,
                            .n_out = 1,
                            .n_attrs = MT_CONV2D_N_ATTRS};

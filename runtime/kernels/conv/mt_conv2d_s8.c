@@ -31,6 +31,8 @@ typedef struct {
   size_t k; /* weights per output channel: KH * KW * Cin/groups */
   int gather; /* gather each window into one run (see the top of the file) */
   const mt_add_stage *add; /* conv2d_add's residual add in the output stage, or NULL */
+  int8_t *stage; /* with add: conv outputs of stage_px pixels wait here (mt_conv_gather.h) */
+  int32_t stage_px;
 } conv_ctx;
 
 static int conv_shapes_ok(const mt_op_args *a)
@@ -66,6 +68,10 @@ static int conv_init(conv_ctx *c, const mt_op_args *a, const mt_add_stage *add)
   c->shift = (const int32_t *)a->in[MT_CONV2D_IN_SHIFT].data;
   c->y = (int8_t *)y->data;
   c->add = add;
+  c->stage = (int8_t *)a->scratch;
+  c->stage_px =
+      a->scratch == NULL || w->shape[0] == 0 ? 0 : (int32_t)(a->scratch_size / w->shape[0]);
+  c->stage_px = MT_ADD_STAGED ? c->stage_px : 0;
   c->batch = mt_dim(x->shape[0]);
   c->cin = (int32_t)x->shape[3];
   c->cg = (int32_t)w->shape[3];
@@ -173,6 +179,25 @@ static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base
 
 #include "mt_conv_gather.h" /* conv_gathered: groups == 1, windows gathered */
 
+/* conv2d_add, windows gathered, one chunk of every channel: spans of whole output pixels go to
+ * the stage, then add's own loop adds each span to skip (fewer instructions per element than
+ * the add in the output stage); returns 0 (nothing done) when the stage is under MT_PX pixels. */
+static int conv_staged(const conv_ctx *c, const uint32_t *base, int8_t *col)
+{
+  const int32_t total = c->batch * c->ah.out * c->aw.out, span = c->stage_px / MT_PX * MT_PX;
+  if (span < 1 || c->cout_g > CONV_CHUNK) {
+    return 0;
+  }
+  for (int32_t q = 0; q < total; q += span) {
+    const int32_t end = total - q < span ? total : q + span;
+    int8_t *y = c->y + (size_t)q * (size_t)c->cout_g;
+    conv_gathered(c, 0, c->cout_g, base, col, q, end, c->stage, NULL);
+    mt_add_same_s8(c->stage, mt_add_skip(c->add, y), y, (uint32_t)(end - q) * (uint32_t)c->cout_g,
+                   c->add->at);
+  }
+  return 1;
+}
+
 mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
 {
   conv_ctx c;
@@ -200,7 +225,9 @@ mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
       const int32_t nc = c.cout_g - done < CONV_CHUNK ? c.cout_g - done : CONV_CHUNK;
       conv_base(&c, oc0, nc, base);
       if (c.gather) {
-        conv_gathered(&c, oc0, nc, base, col);
+        if (c.add == NULL || !conv_staged(&c, base, col)) {
+          conv_gathered(&c, oc0, nc, base, col, 0, c.batch * c.ah.out * c.aw.out, c.y, c.add);
+        }
         continue;
       }
       int8_t *y = c.y;

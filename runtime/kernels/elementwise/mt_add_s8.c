@@ -167,6 +167,17 @@ static void add_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int
   mt_addsub_run(a, b, y, n, mode, at, 0);
 }
 
+void mt_add_same_s8(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, const int32_t *at)
+{
+#if MT_MVE
+  if (mt_add_fast_ok(at)) { /* add_run's same-shape fast path, without its mode dispatch */
+    add_fast_mve(a, b, y, n, at);
+    return;
+  }
+#endif /* MT_MVE */
+  add_run(a, b, y, n, MT_BCAST_SAME, at);
+}
+
 // a, b: int8, numpy-broadcastable to y (rank <= 6)  ->  y: int8 (y may alias a or b)
 mt_status mt_add_s8(const mt_op_args *args)
 {
