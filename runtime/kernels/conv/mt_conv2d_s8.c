@@ -179,25 +179,6 @@ static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base
 
 #include "mt_conv_gather.h" /* conv_gathered: groups == 1, windows gathered */
 
-/* conv2d_add, windows gathered, one chunk of every channel: spans of whole output pixels go to
- * the stage, then add's own loop adds each span to skip (fewer instructions per element than
- * the add in the output stage); returns 0 (nothing done) when the stage is under MT_PX pixels. */
-static int conv_staged(const conv_ctx *c, const uint32_t *base, int8_t *col)
-{
-  const int32_t total = c->batch * c->ah.out * c->aw.out, span = c->stage_px / MT_PX * MT_PX;
-  if (span < 1 || c->cout_g > CONV_CHUNK) {
-    return 0;
-  }
-  for (int32_t q = 0; q < total; q += span) {
-    const int32_t end = total - q < span ? total : q + span;
-    int8_t *y = c->y + (size_t)q * (size_t)c->cout_g;
-    conv_gathered(c, 0, c->cout_g, base, col, q, end, c->stage, NULL);
-    mt_add_same_s8(c->stage, mt_add_skip(c->add, y), y, (uint32_t)(end - q) * (uint32_t)c->cout_g,
-                   c->add->at);
-  }
-  return 1;
-}
-
 mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
 {
   conv_ctx c;
@@ -225,9 +206,7 @@ mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
       const int32_t nc = c.cout_g - done < CONV_CHUNK ? c.cout_g - done : CONV_CHUNK;
       conv_base(&c, oc0, nc, base);
       if (c.gather) {
-        if (c.add == NULL || !conv_staged(&c, base, col)) {
-          conv_gathered(&c, oc0, nc, base, col, 0, c.batch * c.ah.out * c.aw.out, c.y, c.add);
-        }
+        conv_gathered(&c, oc0, nc, base, col);
         continue;
       }
       int8_t *y = c.y;

@@ -1,8 +1,8 @@
 /*
  * mt_conv_gather.h - the gathered windows of mt_conv2d_s8 (groups == 1, dilation_w == 1, windows
  * of up to CONV_WIN_MAX bytes, not 1x1; see the top of mt_conv2d_s8.c): up to MT_PX output pixels
- * per mt_dot_px_s8 call, each pixel once (its output stage may add conv2d_add's residual).
- * conv2d_add stages whole pixels instead where it can (mt_conv2d_s8.c, conv_staged).
+ * per mt_dot_px_s8 call, each pixel once; conv2d_add's residual added in spans of staged
+ * pixels or in the output stage.
  * Included by mt_conv2d_s8.c after conv_ctx and conv_win.
  */
 #ifndef MT_CONV_GATHER_H
@@ -38,26 +38,41 @@ static int conv_inside(const conv_ctx *c, int32_t oh, int32_t ow)
          ix + c->kw <= c->aw.size;
 }
 
-/* groups == 1, windows gathered: output pixels [q_begin, total) (NHWC order, across rows and
- * images; pixel q_begin's outputs at y), up to MT_PX per mt_dot_px_s8 call, their windows back
- * to back in col, with the residual add in the output stage unless add is NULL. Pure C reads the
- * windows of a group on one output row and inside the input in place (kernel rows as runs). */
+/* conv2d_add: y = add(stage, skip) over output pixels [q0, q1) (all channels), the stage holding
+ * their conv outputs: add's own same-shape loop. */
+static void conv_add_span(const conv_ctx *c, int32_t q0, int32_t q1)
+{
+  int8_t *y = c->y + (size_t)q0 * (size_t)c->cout_g;
+  mt_add_same_s8(c->stage, mt_add_skip(c->add, y), y, (uint32_t)(q1 - q0) * (uint32_t)c->cout_g,
+                 c->add->at);
+}
+
+/* groups == 1, windows gathered: up to MT_PX output pixels (NHWC order, across rows and
+ * images) per mt_dot_px_s8 call, their windows back to back in col. Pure C reads the windows
+ * of a group on one output row and inside the input in place (kernel rows as runs).
+ * conv2d_add: with `staged` (every channel in this chunk, a stage of at least `per` pixels),
+ * spans of whole pixels go to the stage, each then added to skip by add's own loop (fewer
+ * instructions per element); otherwise the output stage adds the residual. */
 static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint32_t *base,
-                          int8_t *col, int32_t q_begin, int32_t total, int8_t *y,
-                          const mt_add_stage *add)
+                          int8_t *col)
 {
   const size_t cin = (size_t)c->cin, w_in = (size_t)c->aw.size, run = (size_t)c->kw * cin;
   const size_t x_img = (size_t)c->ah.size * w_in * cin, cout = (size_t)c->cout_g, k = c->k;
   const size_t x_row = (size_t)c->ah.dilation * w_in * cin;
   const int32_t per = CONV_COL_MAX / (int32_t)k < MT_PX ? CONV_COL_MAX / (int32_t)k : MT_PX;
-  mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max, NULL, add};
-  int32_t n = 0, oh = 0, ow = 0;
-  if (q_begin > 0) { /* a span of conv2d_add (conv_staged) */
-    const int32_t plane = c->ah.out * c->aw.out, r = q_begin % plane;
-    n = q_begin / plane, oh = r / c->aw.out, ow = r % c->aw.out;
-  }
-  for (int32_t q = q_begin; q < total; q += per) {
-    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per, k};
+  const int32_t total = c->batch * c->ah.out * c->aw.out; /* < 2^31: checked at entry */
+  const int staged = c->add != NULL && nc == c->cout_g && c->stage_px >= per;
+  const int32_t span = staged ? c->stage_px / per * per : total; /* pixels per span */
+  mt_out_stage out = {c->mult + oc0, c->shift + oc0,        c->out_zp, c->act_min, c->act_max,
+                      NULL,          staged ? NULL : c->add};
+  int8_t *y = staged ? c->stage : c->y + (size_t)oc0; /* where the span's first pixel goes */
+  int32_t n = 0, oh = 0, ow = 0, q0 = 0, end = span < total ? span : total; /* span [q0, end) */
+  for (int32_t q = 0; q < total; q += per) {
+    if (q == end) { /* the staged span [q0, end) is complete: add it to skip */
+      conv_add_span(c, q0, end);
+      q0 = end, end = total - end < span ? total : end + span;
+    }
+    mt_px_src src = {col, k, k, (uint32_t)k, 1, end - q < per ? end - q : per, k};
     const int direct = !MT_MVE && !MT_DSP && run >= 16 && ow + src.np <= c->aw.out &&
                        conv_inside(c, oh, ow) && conv_inside(c, oh, ow + src.np - 1);
     for (int32_t p = 0; p < src.np; p++) {
@@ -89,12 +104,15 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
     if (!MT_MVE && !direct && src.np == 1) { /* x + px_stride is read: a copy of the window */
       mt_fill_s8(col + k, col, k, 0);
     }
-    out.y = y + (size_t)(q - q_begin) * cout + (size_t)oc0;
-    if (add != NULL) {
+    out.y = y + (size_t)(q - q0) * cout;
+    if (out.add != NULL) {
       mt_dot_px_add_s8(&src, c->w + (size_t)oc0 * k, nc, base, &out, cout);
     } else {
       mt_dot_px_s8(&src, c->w + (size_t)oc0 * k, nc, base, &out, cout);
     }
+  }
+  if (staged) {
+    conv_add_span(c, q0, end);
   }
 }
 
