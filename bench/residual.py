@@ -62,9 +62,11 @@ def count(program, x, board: str) -> tuple[int, int | None]:
     return d.total, sum(per[i] for i in residual_ops(program))
 
 
-def measure(name: str, boards) -> list[dict]:
-    model, cal = model_and_data(name)
-    qmodel = mcutorch.quantize(model, (cal[0],), calibration=cal)
+def measure(name: str, boards, qmodel=None, x0=None) -> list[dict]:
+    """Rows of `print_table` for one model (quantized here unless qmodel and its input x0)."""
+    if qmodel is None:
+        model, cal = model_and_data(name)
+        qmodel, x0 = mcutorch.quantize(model, (cal[0],), calibration=cal), cal[0]
     rows = []
     for board, target in boards:
         regions, board_name = resolve_regions(board, None)
@@ -78,7 +80,7 @@ def measure(name: str, boards) -> list[dict]:
                     g = compile_graph(build_graph(qmodel), parse_target(target), regions,
                                       board_name, name)
             progs.append(CompiledModel(g).program)
-        x = CompiledModel(progs[0]).quantize_inputs([cal[0]])
+        x = CompiledModel(progs[0]).quantize_inputs([x0])
         (t0, r0), (t1, r1) = (count(p, x, board) for p in progs)
         rows.append({"name": name, "target": target, "unfused": t0, "fused": t1,
                      "res_unfused": r0, "res_fused": r1, "n": len(residual_ops(progs[1]))})
@@ -88,14 +90,15 @@ def measure(name: str, boards) -> list[dict]:
 def print_table(rows: list[dict]) -> None:
     print("\n## Fused residuals: conv2d_add against conv2d + add (exact instructions, QEMU "
           "plugin, -O3, one inference)")
-    print(f"{'model':<7} {'target':<14} {'conv2d + add':>13} {'conv2d_add':>11} {'change':>8} | "
-          f"{'residual ops: unfused':>21} {'fused':>10} {'change':>8}")
+    print(f"{'model':<7} {'target':<14} {'conv2d + add':>13} {'conv2d_add':>11} {'change':>9} "
+          f"{'instr':>10} | {'residual ops: unfused':>21} {'fused':>10} {'change':>9}")
     for r in rows:
         a, b = r["res_unfused"], r["res_fused"]
-        res = (f"{a:>21,} {b:>10,} {(b - a) / a:>+8.2%}" if a and b is not None
-               else f"{a or 0:>21,} {'-':>10} {'-':>8}")
+        res = (f"{a:>21,} {b:>10,} {(b - a) / a:>+9.3%}" if a and b is not None
+               else f"{a or 0:>21,} {'-':>10} {'-':>9}")
+        d = r["fused"] - r["unfused"]
         print(f"{SHORT.get(r['name'], r['name']):<7} {r['target']:<14} {r['unfused']:>13,} "
-              f"{r['fused']:>11,} {(r['fused'] - r['unfused']) / r['unfused']:>+8.2%} | {res}")
+              f"{r['fused']:>11,} {d / r['unfused']:>+9.3%} {d:>+10,} | {res}")
     print("total: mt_invoke entry to return; residual ops: the kernels of the fused ops, against "
           "each add plus the conv2d fused into it.")
 

@@ -168,6 +168,8 @@ static inline void mt_add_stage_store(const mt_add_stage *s, int32_t c, int8_t *
 }
 #endif /* MT_MVE */
 
+#define MT_CONV_WIN_MAX 1024 /* the largest window mt_conv2d_s8 gathers (bytes) */
+
 /* conv2d with the add stage (NULL: plain conv2d) in its output stage: mt_conv2d_s8.c. Its
  * scratch (args->scratch) may stage whole output pixels for add's own loop (MT_ADD_STAGED). */
 mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add);

@@ -550,12 +550,17 @@ CONV_ADD_PATHS = [  # name, x, w, conv geometry: every path of conv2d's output s
     ("3x3_cout70", (1, 4, 4, 8), (70, 3, 3, 8), {"pads": (1, 1, 1, 1)}),  # two chunks
     ("3x3_k1170", (1, 6, 6, 130), (20, 3, 3, 130), {"pads": (1, 1, 1, 1)}),  # not gathered
     ("5x1_dil", (1, 9, 6, 6), (6, 5, 1, 6), {"dil": (2, 1), "pads": (4, 0, 4, 0)}),
+    # output rows over the runner's 8 KiB scratch: the add in the output stage, not row blocks
+    ("1x1_wide_row", (1, 2, 130, 16), (64, 1, 1, 16), {}),
+    ("3x1_dil_wide_row", (1, 1, 130, 4), (65, 3, 1, 4), {"dil": (2, 1), "pads": (2, 0, 2, 0)}),
 ]
 
 
 def conv_add_path_cases():
-    """CONV_ADD_PATHS in place over skip, with the add's fast and general paths (extreme scales),
-    and the conv's zero point apart from add's a_zp; a few not in place."""
+    """CONV_ADD_PATHS (gathered windows: staged spans, or the output stage on Armv6-M and with
+    two channel chunks; other convs: row blocks, or the output stage) in place over skip, with
+    the add's fast and general paths (extreme scales) and the conv's zero point apart from add's
+    a_zp; a few not in place."""
     cases = []
     for name, x, w, geo in CONV_ADD_PATHS:
         cases += [conv_add_case(f"conv_add_{name}", x, w, **geo),

@@ -19,7 +19,7 @@
 
 #define CONV_CHUNK   MT_MAC_CHUNK /* output channels per pass */
 #define CONV_COL_MAX 2560 /* bytes of gathered windows (on the stack): up to MT_PX of them */
-#define CONV_WIN_MAX 1024 /* the largest window gathered */
+#define CONV_WIN_MAX MT_CONV_WIN_MAX /* the largest window gathered (mt_kernel_add_stage.h) */
 
 typedef struct {
   const int8_t *x, *w;
