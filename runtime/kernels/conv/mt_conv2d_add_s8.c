@@ -12,7 +12,8 @@
  *            the residual (mt_kernel_add_stage.h): no intermediate byte written or read
  *   other    (1x1, dilated, grouped, large windows): blocks of whole output rows, each a
  *            mt_conv2d_s8 call on the rows of x its windows read (padding re-derived) into the
- *            scratch, then add's loop onto skip; with a scratch under one row, the output stage
+ *            scratch, then add's loop onto skip; with a scratch under one row, and on Armv6-M
+ *            for all but 1x1 convs, the output stage
  *
  * Scratch: backends/cortex_m.scratch_bytes (CONV_ADD_STAGE bytes of whole pixels, at least one
  * output row).
@@ -93,7 +94,6 @@ mt_status mt_conv2d_add_s8(const mt_op_args *args)
   const mt_tensor *x = &args->in[MT_CONV2D_ADD_IN_X], *w = &args->in[MT_CONV2D_ADD_IN_WEIGHT];
   const int32_t *add_at = args->attrs + MT_CONV2D_N_ATTRS;
   if (!mt_tensor_ok(skip, MT_DTYPE_INT8, 4) || !mt_tensor_ok(y, MT_DTYPE_INT8, 4) ||
-      !mt_tensor_ok(x, MT_DTYPE_INT8, 4) || !mt_tensor_ok(w, MT_DTYPE_INT8, 4) ||
       !mt_addsub_attrs_ok(add_at, 0)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
@@ -102,15 +102,19 @@ mt_status mt_conv2d_add_s8(const mt_op_args *args)
       return MT_STATUS_BAD_ARGUMENT;
     }
   }
-  const uint64_t row = (uint64_t)y->shape[2] * y->shape[3]; /* bytes of one output row */
-  const int32_t *at = args->attrs;
-  mt_axis ah; /* the whole H axis; each block's conv checks its own rows and the W axis */
-  if (!conv_add_gathers(args) && args->scratch != NULL && row > 0 && row <= args->scratch_size &&
-      x->shape[0] == y->shape[0] && mt_dim(x->shape[2]) >= 0 && mt_dim(x->shape[3]) >= 0 &&
-      mt_axis_init(&ah, x->shape[1], mt_dim(w->shape[1]), at[MT_CONV2D_ADD_STRIDE_H],
-                   at[MT_CONV2D_ADD_DILATION_H], at[MT_CONV2D_ADD_PAD_TOP],
-                   at[MT_CONV2D_ADD_PAD_BOTTOM], y->shape[1])) {
-    return conv_add_blocks(args, (uint32_t)(args->scratch_size / row));
+  if (!conv_add_gathers(args)) { /* row blocks, when a row fits the scratch */
+    const uint64_t row = (uint64_t)y->shape[2] * y->shape[3];
+    const int32_t *at = args->attrs;
+    mt_axis ah; /* the whole H axis; each block's conv checks its own rows and the W axis */
+    if ((MT_ADD_STAGED || (w->shape[1] == 1 && w->shape[2] == 1)) && args->scratch != NULL &&
+        row > 0 && row <= args->scratch_size && mt_tensor_ok(x, MT_DTYPE_INT8, 4) &&
+        mt_tensor_ok(w, MT_DTYPE_INT8, 4) && x->shape[0] == y->shape[0] &&
+        mt_dim(x->shape[2]) >= 0 && mt_dim(x->shape[3]) >= 0 &&
+        mt_axis_init(&ah, x->shape[1], mt_dim(w->shape[1]), at[MT_CONV2D_ADD_STRIDE_H],
+                     at[MT_CONV2D_ADD_DILATION_H], at[MT_CONV2D_ADD_PAD_TOP],
+                     at[MT_CONV2D_ADD_PAD_BOTTOM], y->shape[1])) { /* Armv6-M: 1x1 only */
+      return conv_add_blocks(args, (uint32_t)(args->scratch_size / row));
+    }
   }
   mt_add_stage stage; /* conv2d's own checks (shapes, attributes) follow in mt_conv2d_stage_s8 */
   mt_add_stage_init(&stage, add_at, args->attrs[MT_CONV2D_ADD_CONV_ZP], (const int8_t *)skip->data,
