@@ -92,6 +92,9 @@ typedef struct mt_add_stage {
   int fast; /* mt_add_fast_ok */
   int32_t d; /* conv_zp - a_zp: c - a_zp == (c - conv_zp) + d */
   int32_t ka, ca, kb, cb, k, co, lo, hi; /* the fast path's constants (per ISA level) */
+  /* add's same-shape loop (mt_add_same_s8, set by conv2d_add: a plain conv2d build links no
+   * add), which staged spans of the conv's output go through */
+  void (*same)(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, const int32_t *at);
 } mt_add_stage;
 
 /* The stage of add attributes `at` (in the domain) for a conv of output zero point conv_zp

@@ -43,8 +43,8 @@ static int conv_inside(const conv_ctx *c, int32_t oh, int32_t ow)
 static void conv_add_span(const conv_ctx *c, int32_t q0, int32_t q1)
 {
   int8_t *y = c->y + (size_t)q0 * (size_t)c->cout_g;
-  mt_add_same_s8(c->stage, mt_add_skip(c->add, y), y, (uint32_t)(q1 - q0) * (uint32_t)c->cout_g,
-                 c->add->at);
+  c->add->same(c->stage, mt_add_skip(c->add, y), y, (uint32_t)(q1 - q0) * (uint32_t)c->cout_g,
+               c->add->at);
 }
 
 /* groups == 1, windows gathered: up to MT_PX output pixels (NHWC order, across rows and
