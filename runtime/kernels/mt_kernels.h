@@ -26,8 +26,7 @@ extern "C" {
 mt_status mt_conv2d_s8(const mt_op_args *args);
 mt_status mt_depthwise_conv2d_s8(const mt_op_args *args);
 mt_status mt_fully_connected_s8(const mt_op_args *args);
-mt_status mt_fully_connected_folded_s8(
-    const mt_op_args *args); /* folded: folded: bias holds bias - in_zp * sum(w), in_zp is 0 */
+mt_status mt_fully_connected_folded_s8(const mt_op_args *args); /* folded: folded: bias holds bias - in_zp * sum(w), in_zp is 0 */
 mt_status mt_add_s8(const mt_op_args *args);
 mt_status mt_mul_s8(const mt_op_args *args);
 mt_status mt_max_pool2d_s8(const mt_op_args *args);
