@@ -130,20 +130,15 @@ def print_memory_table(rows: list[dict]) -> None:
 
 
 def print_residual_instructions(rows: list[dict]) -> None:
-    """M55 (mps3-an547) instructions of each model with conv2d_add against conv2d + add."""
+    """Models with conv2d_add: exact instructions against conv2d + add on M0+, M3, M33, M55."""
+    from . import residual  # it imports this module's unfused()
+
     fused = [r for r in rows if any(op.name == "conv2d_add" for op in r["program"].program.ops)]
-    if not fused:
-        return
-    print("\n## Fused residuals on mps3-an547 (Cortex-M55, exact instructions, one inference)")
-    print(f"{'model':<13} {'conv2d + add':>13} {'conv2d_add':>11} {'change':>8}")
-    for r in fused:
-        q = r["program"].quantize_inputs([r["x"]])
-        counts = []
-        for prog in (r["plain"], r["program"]):
-            prog.run_on_board(q, "mps3-an547")
-            counts.append(prog.last_run.instructions)
-        print(f"{SHORT[r['name']]:<13} {counts[0]:>13,} {counts[1]:>11,} "
-              f"{(counts[1] - counts[0]) / counts[0]:>+8.2%}")
+    boards = [b for b in board_bench.BOARDS
+              if b[1] in ("cortex-m0plus", "cortex-m3", "cortex-m33", "cortex-m55")]
+    if fused:
+        residual.print_table([row for r in fused
+                              for row in residual.measure(r["name"], boards, r["qmodel"], r["x"])])
 
 
 def print_compiler_table(rows: list[dict]) -> None:

@@ -18,6 +18,7 @@
 #ifndef MT_KERNEL_MAC_H
 #define MT_KERNEL_MAC_H
 
+#include "mt_kernel_add_stage.h" /* mt_add_stage: conv2d_add's residual add in the output stage */
 #include "mt_kernel_util.h"
 
 /* One input run against four weight rows: the bytes of x and of each w_j not yet summed, and
@@ -32,11 +33,13 @@ typedef struct {
 #define MT_MAC_CHUNK 64 /* output channels whose accumulators a kernel keeps (256 B of stack) */
 
 /* Where mt_dot_rows_s8 puts its results: requantized into y (y[o] = clamp(rq(acc[o], mult[o],
- * shift[o]) + zp, lo, hi)), or, with y NULL, left as accumulators. */
+ * shift[o]) + zp, lo, hi)), or, with y NULL, left as accumulators. With `add`, y[o] is then
+ * add(that value, y[o]'s skip element) (mt_kernel_add_stage.h), each y[o] stored once. */
 typedef struct {
   const int32_t *mult, *shift;
   int32_t zp, lo, hi;
   int8_t *y;
+  const mt_add_stage *add; /* NULL: plain output stage */
 } mt_out_stage;
 
 /* mt_scales_ok without a branch per channel (checked on every call of a MAC kernel): mult >= 0
@@ -68,10 +71,11 @@ static inline int mt_mac_scales_ok(const int32_t *mult, const int32_t *shift, ui
 
 #if MT_MVE
 /* Channels [0, nc & ~3) of mt_dot_rows_s8 when it requantizes (out->y, n > 0): whole blocks
- * of four, the output stage's constants hoisted; returns the channels done. */
+ * of four, the output stage's constants hoisted (with_add: out->add, a constant per call site);
+ * returns the channels done. */
 static MT_ALWAYS_INLINE int32_t mt_dot_rows4_mve(const int8_t *x, const int8_t *w, size_t w_stride,
                                                  uint32_t n, int32_t nc, const uint32_t *init,
-                                                 const mt_out_stage *out)
+                                                 const mt_out_stage *out, int with_add)
 {
   int32_t o = 0;
   const int32x4_t v32 = vdupq_n_s32(32), vlo = vdupq_n_s32(out->lo - out->zp);
@@ -84,7 +88,13 @@ static MT_ALWAYS_INLINE int32_t mt_dot_rows4_mve(const int8_t *x, const int8_t *
     v = vaddq_s32(v, vldrwq_s32(in + o));
     const int32x4_t s = vldrwq_s32(shift + o);
     v = mt_rq_v(v, vldrwq_s32(mult + o), vsubq_s32(v32, s), vnegq_s32(s));
-    vstrbq_s32(y + o, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
+    v = vminq_s32(vmaxq_s32(v, vlo), vhi);
+    if (with_add) {
+      v = mt_add_stage_v(out->add, v, vldrbq_s32(mt_add_skip(out->add, y + o)));
+    } else {
+      v = vaddq_n_s32(v, zp);
+    }
+    vstrbq_s32(y + o, v);
   }
   return o;
 }
@@ -99,8 +109,14 @@ static MT_ALWAYS_INLINE void mt_dot_block_mve(const mt_dot4_run *r, uint32_t n, 
   v = vaddq_s32(v, vldrwq_z_s32((const int32_t *)init + o, p));
   if (out->y == NULL) {
     vstrwq_p_s32((int32_t *)acc + o, v, p);
-  } else {
+  } else if (out->add == NULL) {
     mt_requantize4_v(v, out->mult + o, out->shift + o, nb, out->zp, out->lo, out->hi, out->y + o);
+  } else { /* the add on the conv values less zp (mt_add_stage_v) */
+    const int32x4_t s = vldrwq_z_s32(out->shift + o, p);
+    v = mt_requantize_v(v, vldrwq_z_s32(out->mult + o, p), vsubq_s32(vdupq_n_s32(32), s),
+                        vnegq_s32(s), 0, out->lo - out->zp, out->hi - out->zp);
+    const int8_t *skip = mt_add_skip(out->add, out->y + o);
+    vstrbq_p_s32(out->y + o, mt_add_stage_v(out->add, v, vldrbq_z_s32(skip, p)), p);
   }
 }
 #else /* !MT_MVE */
@@ -134,7 +150,12 @@ static MT_NOINLINE void mt_store_rows(const mt_out_stage *out, int32_t o, int32_
   const int32_t zp = out->zp, lo = out->lo, hi = out->hi;
   int8_t *y = out->y + o;
   for (int32_t b = 0; b < nb; b++) {
-    y[b] = mt_requantize(mt_wrap_s32(init[b] + a[b]), mult[b], shift[b], zp, lo, hi);
+    const int8_t c = mt_requantize(mt_wrap_s32(init[b] + a[b]), mult[b], shift[b], zp, lo, hi);
+    if (out->add != NULL) {
+      mt_add_stage_store(out->add, c, y + b);
+    } else {
+      y[b] = c;
+    }
   }
 }
 #endif /* MT_MVE */
@@ -148,7 +169,8 @@ static MT_NOINLINE void mt_dot_rows_s8(const int8_t *x, const int8_t *w, size_t 
   int32_t o = 0;
 #if MT_MVE
   if (out->y != NULL && n > 0) {
-    o = mt_dot_rows4_mve(x, w, w_stride, n, nc, init, out);
+    o = out->add != NULL ? mt_dot_rows4_mve(x, w, w_stride, n, nc, init, out, 1)
+                         : mt_dot_rows4_mve(x, w, w_stride, n, nc, init, out, 0);
     w += (size_t)o * w_stride;
   }
 #endif /* MT_MVE */

@@ -5,7 +5,9 @@
  * every pixel, and the output stage runs once per channel (MVE: one channel of four pixels in
  * four lanes) or per 2x2 block. Pixel p's window is `rows` runs of `run` bytes at
  * x + p * px_stride + r * row_stride (x + px_stride readable even when np == 1); a weight
- * row is those k = rows * run bytes, rows w + o * w_stride (>= k).
+ * row is those k = rows * run bytes, rows w + o * w_stride (>= k). The output stage may add
+ * the residual (mt_out_stage.add): each output byte is stored once (MVE: a repeated pixel's
+ * lanes store the same value to the same byte in one scatter).
  *
  *   MVE   4 pixels x 1 channel: per 16 bytes 5 VLDRB + 4 VMLADAVA, the four pixels' sums
  *         requantized in four lanes (one mult/shift); rows == 1 only
@@ -127,7 +129,7 @@ static inline void mt_dot2x2_s8(const mt_px_src *src, size_t ps, const int8_t *w
 /* mt_dot_px_s8 on MVE: one channel of the (up to) four pixels per pass, in four lanes. */
 static MT_ALWAYS_INLINE void mt_dot_px_mve(const mt_px_src *s, const int8_t *w, int32_t nc,
                                            const uint32_t *base, const mt_out_stage *out,
-                                           size_t y_stride)
+                                           size_t y_stride, int with_add)
 {
   const size_t k = (size_t)s->rows * s->run, ws = s->w_stride;
   const int32_t np = s->np;
@@ -143,15 +145,21 @@ static MT_ALWAYS_INLINE void mt_dot_px_mve(const mt_px_src *s, const int8_t *w, 
   for (int32_t o = 0; o < nc; o++, w += ws) {
     int32x4_t v = mt_dot4_mve(w, x0, x1, x2, x3, (uint32_t)k);
     v = vaddq_n_s32(v, (int32_t)base[o]);
-    v = mt_rq_n_v(v, mult[o], shift[o]);
-    vstrbq_scatter_offset_s32(y + o, offs, vaddq_n_s32(vminq_s32(vmaxq_s32(v, vlo), vhi), zp));
+    v = vminq_s32(vmaxq_s32(mt_rq_n_v(v, mult[o], shift[o]), vlo), vhi);
+    if (with_add) { /* skip's four bytes gathered before y's are stored over them */
+      const int8_t *skip = mt_add_skip(out->add, y + o);
+      v = mt_add_stage_v(out->add, v, vldrbq_gather_offset_s32(skip, offs));
+    } else {
+      v = vaddq_n_s32(v, zp);
+    }
+    vstrbq_scatter_offset_s32(y + o, offs, v);
   }
 }
 #else /* !MT_MVE */
 /* mt_dot_px_s8 on DSP and in C: two channels of the (up to) two pixels per pass. */
 static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, int32_t nc,
                                          const uint32_t *base, const mt_out_stage *out,
-                                         size_t y_stride)
+                                         size_t y_stride, int with_add)
 {
   const size_t ws = s->w_stride;
   const int32_t np = s->np;
@@ -187,24 +195,47 @@ static MT_ALWAYS_INLINE void mt_dot_px_c(const mt_px_src *s, const int8_t *w, in
       mt_dot2x2_s8(s, ps, w0, w1, a);
     }
     const int32_t ch[2] = {oa, ob};
-    for (int32_t q = 0; q < 2 * np; q++) {
+    if (!with_add) {
+      for (int32_t q = 0; q < 2 * np; q++) {
+        const int32_t c = ch[q & 1];
+        out->y[(size_t)(q >> 1) * y_stride + (size_t)c] = mt_requantize(
+            mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c], out->zp, out->lo, out->hi);
+      }
+      continue;
+    }
+    const int32_t pair = o + 1 < nc; /* else only ob is new: each byte stored once */
+    for (int32_t q = !pair; q < 2 * np; q += 2 - pair) {
       const int32_t c = ch[q & 1];
-      out->y[(size_t)(q >> 1) * y_stride + (size_t)c] = mt_requantize(
-          mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c], out->zp, out->lo, out->hi);
+      const int8_t v = mt_requantize(mt_wrap_s32(base[c] + a[q]), out->mult[c], out->shift[c],
+                                     out->zp, out->lo, out->hi);
+      mt_add_stage_store(out->add, v, out->y + (size_t)(q >> 1) * y_stride + (size_t)c);
     }
   }
 }
 #endif /* MT_MVE */
 
 /* y[p * y_stride + o] = out(base[o] + sum over the window of pixel p of x * w_o), p < np,
- * o < nc (out->y: the first pixel's output channel 0). */
+ * o < nc (out->y: the first pixel's output channel 0); out->add NULL. */
 static MT_NOINLINE void mt_dot_px_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
                                      const uint32_t *base, const mt_out_stage *out, size_t y_stride)
 {
 #if MT_MVE
-  mt_dot_px_mve(s, w, nc, base, out, y_stride);
+  mt_dot_px_mve(s, w, nc, base, out, y_stride, 0);
 #else /* !MT_MVE */
-  mt_dot_px_c(s, w, nc, base, out, y_stride);
+  mt_dot_px_c(s, w, nc, base, out, y_stride, 0);
+#endif /* MT_MVE */
+}
+
+/* mt_dot_px_s8 with the residual add (out->add): a function of its own, so that the plain one
+ * keeps its registers. */
+static MT_NOINLINE void mt_dot_px_add_s8(const mt_px_src *s, const int8_t *w, int32_t nc,
+                                         const uint32_t *base, const mt_out_stage *out,
+                                         size_t y_stride)
+{
+#if MT_MVE
+  mt_dot_px_mve(s, w, nc, base, out, y_stride, 1);
+#else /* !MT_MVE */
+  mt_dot_px_c(s, w, nc, base, out, y_stride, 1);
 #endif /* MT_MVE */
 }
 

@@ -12,13 +12,14 @@
  * entirely in the padding from bias.
  */
 #include "mt_conv_1x1.h"
+#include "mt_kernel_add_stage.h"
 #include "mt_kernel_mac.h"
 #include "mt_kernel_mac_px.h"
 #include "mt_kernels.h"
 
 #define CONV_CHUNK   MT_MAC_CHUNK /* output channels per pass */
 #define CONV_COL_MAX 2560 /* bytes of gathered windows (on the stack): up to MT_PX of them */
-#define CONV_WIN_MAX 1024 /* the largest window gathered */
+#define CONV_WIN_MAX MT_CONV_WIN_MAX /* the largest window gathered (mt_kernel_add_stage.h) */
 
 typedef struct {
   const int8_t *x, *w;
@@ -29,6 +30,9 @@ typedef struct {
   int32_t x_off, out_zp, act_min, act_max;
   size_t k; /* weights per output channel: KH * KW * Cin/groups */
   int gather; /* gather each window into one run (see the top of the file) */
+  const mt_add_stage *add; /* conv2d_add's residual add in the output stage, or NULL */
+  int8_t *stage; /* with add: conv outputs of stage_px pixels wait here (mt_conv_gather.h) */
+  int32_t stage_px;
 } conv_ctx;
 
 static int conv_shapes_ok(const mt_op_args *a)
@@ -48,7 +52,7 @@ static int conv_shapes_ok(const mt_op_args *a)
          mt_vec_ok(&a->in[MT_CONV2D_IN_SHIFT], cout);
 }
 
-static int conv_init(conv_ctx *c, const mt_op_args *a)
+static int conv_init(conv_ctx *c, const mt_op_args *a, const mt_add_stage *add)
 {
   if (!mt_args_ok(a, MT_CONV2D_N_INPUTS, MT_CONV2D_N_OUTPUTS, MT_CONV2D_N_ATTRS) ||
       !conv_shapes_ok(a)) {
@@ -63,6 +67,11 @@ static int conv_init(conv_ctx *c, const mt_op_args *a)
   c->mult = (const int32_t *)a->in[MT_CONV2D_IN_MULT].data;
   c->shift = (const int32_t *)a->in[MT_CONV2D_IN_SHIFT].data;
   c->y = (int8_t *)y->data;
+  c->add = add;
+  c->stage = (int8_t *)a->scratch;
+  c->stage_px =
+      a->scratch == NULL || w->shape[0] == 0 ? 0 : (int32_t)(a->scratch_size / w->shape[0]);
+  c->stage_px = MT_ADD_STAGED ? c->stage_px : 0;
   c->batch = mt_dim(x->shape[0]);
   c->cin = (int32_t)x->shape[3];
   c->cg = (int32_t)w->shape[3];
@@ -108,7 +117,7 @@ static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g, c
   const int contiguous = c->groups == 1 && c->aw.dilation == 1;
   const uint32_t run = (uint32_t)(contiguous ? taps * cg : cg);
   const int32_t n_runs = contiguous ? 1 : taps;
-  const mt_out_stage keep = {NULL, NULL, 0, 0, 0, NULL};
+  const mt_out_stage keep = {NULL, NULL, 0, 0, 0, NULL, NULL};
   for (int32_t ky = 0; ky < rows; ky++) {
     for (int32_t r = 0; r < n_runs; r++) {
       const int8_t *wr = w_c + w_k + (size_t)ky * w_row + (size_t)r * (size_t)cg;
@@ -124,26 +133,6 @@ static void conv_runs(const conv_ctx *c, const conv_win *v, const int8_t *x_g, c
   }
 }
 
-/* col = the whole window at (iy, ix) as KH * KW * Cin bytes in weight order, padding = in_zp. */
-static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_img, int32_t iy,
-                        int32_t ix, int8_t *col)
-{
-  const size_t cin = (size_t)c->cin, row = (size_t)c->kw * cin;
-  const size_t pre = (size_t)v->kx0 * cin, mid = (size_t)(v->kx1 - v->kx0) * cin;
-  for (int32_t ky = 0; ky < c->kh; ky++, col += row) {
-    if (ky < v->ky0 || ky >= v->ky1) {
-      mt_fill_s8(col, NULL, row, -c->x_off);
-      continue;
-    }
-    const size_t px =
-        (size_t)(iy + ky * c->ah.dilation) * (size_t)c->aw.size + (size_t)(ix + v->kx0);
-    const int8_t *xr = x_img + px * cin;
-    mt_fill_s8(col, NULL, pre, -c->x_off);
-    mt_fill_s8(col + pre, xr, mid, 0);
-    mt_fill_s8(col + pre + mid, NULL, row - pre - mid, -c->x_off);
-  }
-}
-
 /* The chunk's output channels [oc0, oc0 + nc) of one output pixel (group g); base[o] = bias +
  * x_off * sum(w) of channel oc0 + o; col: CONV_COL_MAX bytes; acc: nc accumulators. */
 static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, int32_t g,
@@ -156,8 +145,8 @@ static void conv_pixel(const conv_ctx *c, const int8_t *x_img, int32_t oh, int32
   const int8_t *w_c = c->w + (size_t)oc0 * c->k;
   const int empty = v.kx1 == v.kx0 || v.ky1 == v.ky0;
   const int full = v.ky0 == 0 && v.ky1 == c->kh && v.kx0 == 0 && v.kx1 == c->kw;
-  const mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp,
-                            c->act_min,    c->act_max,     y_px + oc0};
+  const mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min,
+                            c->act_max,    y_px + oc0,     c->add};
   if (empty) { /* the window lies in the padding: y = rq(bias) */
     mt_dot_rows_s8(col, w_c, c->k, 0, nc, (const uint32_t *)c->bias + oc0, acc, &out);
   } else {
@@ -188,73 +177,14 @@ static void conv_base(const conv_ctx *c, int32_t oc0, int32_t nc, uint32_t *base
   }
 }
 
-/* 1 when the window of output pixel (oh, ow) lies inside the input (dilation_w == 1). */
-static int conv_inside(const conv_ctx *c, int32_t oh, int32_t ow)
-{
-  const int32_t iy = oh * c->ah.stride - c->ah.pad0, ix = ow * c->aw.stride - c->aw.pad0;
-  return iy >= 0 && iy + (int64_t)(c->kh - 1) * c->ah.dilation < c->ah.size && ix >= 0 &&
-         ix + c->kw <= c->aw.size;
-}
+#include "mt_conv_gather.h" /* conv_gathered: groups == 1, windows gathered */
 
-/* groups == 1, windows gathered: up to MT_PX output pixels (NHWC order, across rows and
- * images) per mt_dot_px_s8 call, their windows back to back in col. Pure C reads the windows
- * of a group on one output row and inside the input in place (kernel rows as runs). */
-static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint32_t *base,
-                          int8_t *col)
-{
-  const size_t cin = (size_t)c->cin, w_in = (size_t)c->aw.size, run = (size_t)c->kw * cin;
-  const size_t x_img = (size_t)c->ah.size * w_in * cin, cout = (size_t)c->cout_g, k = c->k;
-  const size_t x_row = (size_t)c->ah.dilation * w_in * cin;
-  const int32_t per = CONV_COL_MAX / (int32_t)k < MT_PX ? CONV_COL_MAX / (int32_t)k : MT_PX;
-  const int32_t total = c->batch * c->ah.out * c->aw.out; /* < 2^31: checked at entry */
-  mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min, c->act_max, NULL};
-  int32_t n = 0, oh = 0, ow = 0;
-  for (int32_t q = 0; q < total; q += per) {
-    mt_px_src src = {col, k, k, (uint32_t)k, 1, total - q < per ? total - q : per, k};
-    const int direct = !MT_MVE && !MT_DSP && run >= 16 && ow + src.np <= c->aw.out &&
-                       conv_inside(c, oh, ow) && conv_inside(c, oh, ow + src.np - 1);
-    for (int32_t p = 0; p < src.np; p++) {
-      const int32_t iy = oh * c->ah.stride - c->ah.pad0, ix = ow * c->aw.stride - c->aw.pad0;
-      const int inside = (direct && p == 0) || (!direct && conv_inside(c, oh, ow));
-      const int8_t *xr = c->x + (size_t)n * x_img;
-      xr += inside ? ((size_t)iy * w_in + (size_t)ix) * cin : 0;
-      if (direct && p == 0) {
-        const mt_px_src d = {
-            xr, src.np > 1 ? (size_t)c->aw.stride * cin : 0, x_row, (uint32_t)run, c->kh, src.np,
-            k};
-        src = d;
-      } else if (inside) { /* KH copies */
-        for (int32_t ky = 0; ky < c->kh; ky++, xr += x_row) {
-          mt_fill_s8(col + (size_t)p * k + (size_t)ky * run, xr, run, 0);
-        }
-      } else if (!direct) {
-        conv_win v;
-        mt_axis_taps(&c->ah, oh, &v.ky0, &v.ky1);
-        mt_axis_taps(&c->aw, ow, &v.kx0, &v.kx1);
-        conv_gather(c, &v, c->x + (size_t)n * x_img, iy, ix, col + (size_t)p * k);
-      }
-      if (++ow == c->aw.out) {
-        ow = 0;
-        oh = oh + 1 == c->ah.out ? 0 : oh + 1;
-        n += oh == 0;
-      }
-    }
-    if (!MT_MVE && !direct && src.np == 1) { /* x + px_stride is read: a copy of the window */
-      mt_fill_s8(col + k, col, k, 0);
-    }
-    out.y = c->y + (size_t)q * cout + (size_t)oc0;
-    mt_dot_px_s8(&src, c->w + (size_t)oc0 * k, nc, base, &out, cout);
-  }
-}
-
-// x: (N, H, W, Cin) int8; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI)
-// bias, mult, shift: (Cout,) int32  ->  y: (N, Ho, Wo, Cout) int8
-mt_status mt_conv2d_s8(const mt_op_args *args)
+mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
 {
   conv_ctx c;
   uint32_t base[CONV_CHUNK], acc[CONV_CHUNK];
   int8_t col[CONV_COL_MAX];
-  if (!conv_init(&c, args)) {
+  if (!conv_init(&c, args, add)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   if (c.groups == 1 && c.kh == 1 && c.kw == 1 && c.ah.pad0 == 0 && c.aw.pad0 == 0 &&
@@ -263,7 +193,7 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
     const mt_conv1x1 p = {c.x,      c.w,      c.bias,    c.mult,      c.shift,
                           c.y,      c.batch,  c.ah.size, c.aw.size,   c.cin,
                           c.cout_g, c.ah.out, c.aw.out,  c.ah.stride, c.aw.stride,
-                          c.x_off,  c.out_zp, c.act_min, c.act_max};
+                          c.x_off,  c.out_zp, c.act_min, c.act_max,   c.add};
     if (conv1x1_run(&p)) {
       return MT_STATUS_OK;
     }
@@ -290,4 +220,11 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
     }
   }
   return MT_STATUS_OK;
+}
+
+// x: (N, H, W, Cin) int8; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI)
+// bias, mult, shift: (Cout,) int32  ->  y: (N, Ho, Wo, Cout) int8
+mt_status mt_conv2d_s8(const mt_op_args *args)
+{
+  return mt_conv2d_stage_s8(args, NULL);
 }

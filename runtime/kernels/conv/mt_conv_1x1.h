@@ -14,11 +14,13 @@
  * short loop then requantizes them (for shift > 32 and the range [-128, 127]: SMULL, add,
  * shift, SSAT).
  * An odd last pixel or channel is paired with itself (computed twice, stored twice to the same
- * byte). Cin above the buffer (256) goes to the general path.
+ * byte; once with conv2d_add's residual add). Cin above the buffer (256) goes to the general
+ * path.
  */
 #ifndef MT_CONV_1X1_H
 #define MT_CONV_1X1_H
 
+#include "mt_kernel_add_stage.h"
 #include "mt_kernel_util.h"
 
 typedef struct {
@@ -27,6 +29,7 @@ typedef struct {
   int8_t *y; /* (N, Ho, Wo, Cout) */
   int32_t batch, h, w_in, cin, cout, ho, wo, stride_h, stride_w;
   int32_t x_off, out_zp, act_min, act_max;
+  const mt_add_stage *add; /* NULL, or conv2d_add's residual add (mt_kernel_add.h) */
 } mt_conv1x1;
 
 #if MT_MVE
@@ -153,8 +156,16 @@ static MT_ALWAYS_INLINE void c1x1_pair(const mt_conv1x1 *p, const int32_t *buf, 
       c1x1_dots(buf, w + (size_t)(nc - 1) * (size_t)cin, cin, 1, 1, last, acc + 2 * (nc - 1));
     }
     for (int32_t c = 0; c < nc; c++) {
-      c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, fast, ya + o0 + c,
-                yb + o0 + c);
+      int8_t *a = ya + o0 + c, *b = yb + o0 + c, va, vb;
+      if (!fast && p->add != NULL) { /* the residual add: each byte once (b may be a) */
+        c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, 0, &va, &vb);
+        mt_add_stage_store(p->add, va, a);
+        if (b != a) {
+          mt_add_stage_store(p->add, vb, b);
+        }
+        continue;
+      }
+      c1x1_out2(acc[2 * c], acc[2 * c + 1], mult[o0 + c], shift[o0 + c], act, fast, a, b);
     }
   }
 }
@@ -177,7 +188,7 @@ static int conv1x1_pairs(const mt_conv1x1 *p)
   if (p->cin > C1X1_BUF / 2 || p->cout < 1) {
     return 0;
   }
-  int fast = p->act_min == MT_S8_MIN && p->act_max == MT_S8_MAX;
+  int fast = p->add == NULL && p->act_min == MT_S8_MIN && p->act_max == MT_S8_MAX;
   for (int32_t o = 0; o < p->cout; o++) {
     fast &= p->shift[o] > 32;
   }

@@ -33,6 +33,7 @@ typedef struct {
   const int32_t *t; /* per channel: base, mult, 31 - shift, (unused) */
   int32_t nc, cin, cout, zp, lo, hi; /* lo, hi: act_min - zp, act_max - zp */
   int fast; /* every shift of the chunk is >= 32 */
+  const mt_add_stage *add; /* conv2d_add's residual add, or NULL */
 } c1x1_ctx;
 
 /* nb blocks: the first block's pixels at x + xoff (lanes), its outputs at y + off (lanes, one
@@ -45,25 +46,7 @@ typedef struct {
   size_t dx, dy;
 } c1x1_run;
 
-/* Any chunk, four pixels per block: per channel, a tail-predicated dot loop over Cin, then
- * mt_rq_v's output stage. */
-static MT_NOINLINE void c1x1_any(const c1x1_ctx *c, c1x1_run r)
-{
-  for (; r.nb > 0; r.nb--, r.x += r.dx, r.y += r.dy) {
-    const uint32x4_t a = vaddq_n_u32(r.xoff, (uint32_t)(uintptr_t)r.x);
-    const int8_t *w = c->w;
-    const int32_t *t = c->t;
-    for (int32_t o = 0; o < c->nc; o++, w += c->cin, t += 4) {
-      const int8_t *x0 = C1X1_PTR(vgetq_lane_u32(a, 0)), *x1 = C1X1_PTR(vgetq_lane_u32(a, 1));
-      const int8_t *x2 = C1X1_PTR(vgetq_lane_u32(a, 2)), *x3 = C1X1_PTR(vgetq_lane_u32(a, 3));
-      int32x4_t v = mt_dot4_mve(w, x0, x1, x2, x3, (uint32_t)c->cin);
-      v = vaddq_n_s32(v, t[0]);
-      v = mt_rq_n_v(v, t[1], 31 - t[2]); /* t[2] = 31 - shift */
-      v = vaddq_n_s32(vminq_s32(vmaxq_s32(v, vdupq_n_s32(c->lo)), vdupq_n_s32(c->hi)), c->zp);
-      vstrbq_scatter_offset_s32(r.y + o, r.off, v);
-    }
-  }
-}
+#include "mt_conv_1x1_any.h" /* c1x1_any, c1x1_row_add */
 
 /* The output stage of the asm loops, on Q (four pixels of one channel): T -> r0, r2, r4, R (base,
  * mult, 31 - shift, unused; T += 16, one LDM), clamp, + ZP, scatter store at Y, Y += 1. Note:
@@ -207,6 +190,10 @@ static MT_NOINLINE void c1x1_wide(const c1x1_ctx *c, c1x1_run r)
 /* One row of len output pixels: x its first input pixel, sx bytes between its pixels. */
 static void c1x1_row(const c1x1_ctx *c, const int8_t *x, size_t sx, int32_t len, int8_t *y)
 {
+  if (c->add != NULL) {
+    c1x1_row_add(c, x, sx, len, y);
+    return;
+  }
   const int wide = c->fast && c->cin > 16 && c->nc >= 2;
   const int32_t px = wide ? 3 : 4, nb = len / px; /* pixels per block, whole blocks */
   const uint32x4_t lanes =
@@ -276,7 +263,8 @@ static int conv1x1_mve(const mt_conv1x1 *p)
     return 0;
   }
   c1x1_ctx c = {
-      NULL, tab, 0, p->cin, p->cout, p->out_zp, p->act_min - p->out_zp, p->act_max - p->out_zp, 0};
+      NULL, tab,   0, p->cin, p->cout, p->out_zp, p->act_min - p->out_zp, p->act_max - p->out_zp,
+      0,    p->add};
   for (int32_t c0 = 0; c0 < p->cout; c0 += C1X1_CHUNK) {
     c.nc = p->cout - c0 < C1X1_CHUNK ? p->cout - c0 : C1X1_CHUNK;
     c.fast = c1x1_table(p, c0, c.nc, tab);

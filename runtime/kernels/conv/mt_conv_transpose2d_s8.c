@@ -92,7 +92,7 @@ static void ct_runs(const ct_ctx *c, const ct_wmap *m, const ct_run *rows, const
                     const int8_t *x_g, int32_t nc, const uint32_t *init, uint32_t *acc,
                     const mt_out_stage *out)
 {
-  const mt_out_stage keep = {NULL, NULL, 0, 0, 0, NULL};
+  const mt_out_stage keep = {NULL, NULL, 0, 0, 0, NULL, NULL};
   const size_t cg = (size_t)c->cg, cin = (size_t)c->cin, w_in = (size_t)c->aw.size;
   const int one = c->groups == 1 && c->aw.di == 1 && m->dq == -(ptrdiff_t)cg;
   const int32_t n_runs = one ? 1 : cols->n;
@@ -158,8 +158,8 @@ static void ct_pixel(const ct_ctx *c, const ct_phase *ph, const ct_wmap *m, cons
                      const ct_run *cols, const int8_t *x_g, const uint32_t *base, uint32_t *acc,
                      int8_t *y_px)
 {
-  const mt_out_stage out = {c->mult + ph->oc, c->shift + ph->oc, c->out_zp,
-                            c->act_min,       c->act_max,        y_px + ph->oc};
+  const mt_out_stage out = {c->mult + ph->oc, c->shift + ph->oc, c->out_zp, c->act_min,
+                            c->act_max,       y_px + ph->oc,     NULL};
   if (rows->n == 0 || cols->n == 0) { /* no input lands here: y = rq(bias) */
     mt_dot_rows_s8(x_g, m->w, m->stride, 0, ph->ns, base, acc, &out);
     return;

@@ -97,7 +97,8 @@ static void ct_flush(const ct_ctx *c, ct_phase *ph, int8_t *y_img)
                             c->act_min,
                             c->act_max,
                             y_img + ((size_t)ph->oy * (size_t)c->aw.out + (size_t)ph->ox) * cout +
-                                (size_t)ph->oc};
+                                (size_t)ph->oc,
+                            NULL};
   mt_dot_px_s8(&src, ph->w + (size_t)ph->w_lo * run, ph->ns, ph->bs, &out,
                (size_t)c->aw.stride * cout);
   ph->np = 0;

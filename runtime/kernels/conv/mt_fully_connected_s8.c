@@ -136,7 +136,8 @@ static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
       base = sums;
     }
     for (uint32_t n = 0; n < batch; n++) {
-      const mt_out_stage out = {mult + o, shift + o, out_zp, lo, hi, y + (size_t)n * n_out + o};
+      const mt_out_stage out = {mult + o, shift + o, out_zp, lo, hi, y + (size_t)n * n_out + o,
+                                NULL};
       mt_dot_rows_s8(x + (size_t)n * n_in, w_c, n_in, n_in, nc, base, acc, &out);
     }
   }

@@ -116,7 +116,7 @@ mt_status mt_matmul_s8(const mt_op_args *args)
     shift[j] = at[MT_MATMUL_SHIFT];
   }
   const mt_out_stage proto = {
-      mult, shift, at[MT_MATMUL_OUT_ZP], at[MT_MATMUL_ACT_MIN], at[MT_MATMUL_ACT_MAX], NULL};
+      mult, shift, at[MT_MATMUL_OUT_ZP], at[MT_MATMUL_ACT_MIN], at[MT_MATMUL_ACT_MAX], NULL, NULL};
   const uint8_t r = yt->rank;
   uint32_t batches = 1;
   for (uint8_t i = 0; i + 2 < r; i++) {

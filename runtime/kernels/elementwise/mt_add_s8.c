@@ -18,23 +18,12 @@
  * MVE runs the same on four int32 lanes, one tail-predicated loop of twelve instructions per
  * four elements; its doubling multiplies (VQRDMULH, VQRDMLAH, VQDMLASH) take the inputs
  * pre-shifted by 31 - s and the output shift as k = s - 31. Other scales take the general path
- * (mt_rq on 64 bits; MVE: mt_rq_v on four lanes).
+ * (mt_rq on 64 bits; MVE: mt_rq_v on four lanes). conv2d_add applies the same rule in its conv's
+ * output stage (mt_kernel_add_stage.h).
  */
 #include "mt_addsub.h"
 #include "mt_bcast.h"
-
-/* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
-#if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
-#define ADD_T2 1
-#else /* no SSAT, Thumb-1 or MT_NO_SIMD */
-#define ADD_T2 0
-#endif /* __ARM_FEATURE_SAT */
-
-static int add_fast_ok(const int32_t *at)
-{
-  return at[MT_ADD_A_SHIFT] >= 9 && at[MT_ADD_A_SHIFT] <= 31 && at[MT_ADD_B_SHIFT] >= 9 &&
-         at[MT_ADD_B_SHIFT] <= 31 && at[MT_ADD_OUT_SHIFT] >= 33 && at[MT_ADD_OUT_SHIFT] <= 54;
-}
+#include "mt_kernel_add_stage.h" /* the scalar multiply-high helpers, MT_ADD_T2 */
 
 #if MT_MVE
 /* The fast path on four lanes: y[i] for i < n (n > 0); reads four lanes before writing them. */
@@ -101,70 +90,14 @@ static MT_NOINLINE void add_const_fast_mve(const int8_t *x, int8_t *y, uint32_t 
   /* clang-format on */
 }
 #else /* !MT_MVE */
-/* (x * m + 2^31) >> 32, acc + (x * m + 2^31) >> 32 and acc + (x * m) >> 32: exact */
-#if MT_DSP
-static inline int32_t add_mulhr(int32_t x, int32_t m)
-{
-  int32_t r;
-  __asm__("smmulr %0, %1, %2" : "=r"(r) : "r"(x), "r"(m));
-  return r;
-}
-static inline int32_t add_mlahr(int32_t acc, int32_t x, int32_t m)
-{
-  int32_t r;
-  __asm__("smmlar %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(m), "r"(acc));
-  return r;
-}
-static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
-{
-  int32_t r;
-  __asm__("smmla %0, %1, %2, %3" : "=r"(r) : "r"(x), "r"(m), "r"(acc));
-  return r;
-}
-#elif ADD_T2 /* SMLAL on a low word set inside the asm: no register holds the constant */
-static inline int32_t add_mlahr(int32_t acc, int32_t x, int32_t m)
-{
-  uint32_t lo;
-  __asm__("mov %0, #0x80000000\n\tsmlal %0, %1, %2, %3" : "=&r"(lo), "+r"(acc) : "r"(x), "r"(m));
-  return acc;
-}
-static inline int32_t add_mulhr(int32_t x, int32_t m)
-{
-  int32_t hi;
-  uint32_t lo;
-  /* clang-format off */
-  __asm__("mov %0, #0x80000000\n\tmov %1, #0\n\tsmlal %0, %1, %2, %3"
-          : "=&r"(lo), "=&r"(hi) : "r"(x), "r"(m));
-  /* clang-format on */
-  return hi;
-}
-static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
-{
-  return acc + (int32_t)(((int64_t)x * m) >> 32);
-}
-#else /* !MT_DSP && !ADD_T2 */
-static inline int32_t add_mulhr(int32_t x, int32_t m)
-{
-  return (int32_t)(((int64_t)x * m + 0x80000000) >> 32);
-}
-static inline int32_t add_mlahr(int32_t acc, int32_t x, int32_t m)
-{
-  return acc + add_mulhr(x, m);
-}
-static inline int32_t add_mlah(int32_t acc, int32_t x, int32_t m)
-{
-  return acc + (int32_t)(((int64_t)x * m) >> 32);
-}
-#endif /* MT_DSP */
-
 static inline int8_t add_sat_s8(int32_t v)
 {
-#if ADD_T2
+#if MT_ADD_T2
   __asm__("ssat %0, #8, %0" : "+r"(v));
   return (int8_t)v;
-#else /* !ADD_T2 */
+#else /* !MT_ADD_T2 */
   return (int8_t)(v < MT_S8_MIN ? MT_S8_MIN : (v > MT_S8_MAX ? MT_S8_MAX : v));
-#endif /* ADD_T2 */
+#endif /* MT_ADD_T2 */
 }
 
 /* The fast path, one element per step, clamped to int8 only (the caller applies act_min/max);
@@ -179,8 +112,8 @@ static MT_NOINLINE void add_fast_scalar(const int8_t *a, const int8_t *b, int8_t
   const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k);
   __asm__("" : "+r"(ka), "+r"(kb)); /* a multiply (MLA), not a shift and an add */
   for (uint32_t i = 0; i < n; i++) {
-    const int32_t sum = add_mlahr(add_mulhr(a[i] * ka + ca, ma), b[i] * kb + cb, mb);
-    const int32_t v = add_mlah(co, sum, mo) >> k;
+    const int32_t sum = mt_add_mlahr(mt_add_mulhr(a[i] * ka + ca, ma), b[i] * kb + cb, mb);
+    const int32_t v = mt_add_mlah(co, sum, mo) >> k;
     y[i] = add_sat_s8(v);
   }
 }
@@ -195,7 +128,7 @@ static MT_NOINLINE void add_const_fast_scalar(const int8_t *x, int8_t *y, uint32
   const int32_t co = (1 << (k - 1)) + at[MT_ADD_OUT_ZP] * (1 << k);
   __asm__("" : "+r"(kx)); /* a multiply (MLA), not a shift and an add */
   for (uint32_t i = 0; i < n; i++) {
-    y[i] = add_sat_s8(add_mlah(co, add_mulhr(x[i] * kx + cx, mx) + c, mo) >> k);
+    y[i] = add_sat_s8(mt_add_mlah(co, mt_add_mulhr(x[i] * kx + cx, mx) + c, mo) >> k);
   }
 }
 #endif /* MT_MVE */
@@ -207,7 +140,7 @@ static void add_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int
                     const int32_t *at)
 {
   const uint32_t sa = mode != MT_BCAST_A_CONST;
-  if (add_fast_ok(at)) {
+  if (mt_add_fast_ok(at)) {
     const int32_t *xs = at + (sa ? MT_ADD_A_ZP : MT_ADD_B_ZP),
                   *cs = at + (sa ? MT_ADD_B_ZP : MT_ADD_A_ZP);
     const int32_t c =
@@ -232,6 +165,17 @@ static void add_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int
     return;
   }
   mt_addsub_run(a, b, y, n, mode, at, 0);
+}
+
+void mt_add_same_s8(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, const int32_t *at)
+{
+#if MT_MVE
+  if (mt_add_fast_ok(at)) { /* add_run's same-shape fast path, without its mode dispatch */
+    add_fast_mve(a, b, y, n, at);
+    return;
+  }
+#endif /* MT_MVE */
+  add_run(a, b, y, n, MT_BCAST_SAME, at);
 }
 
 // a, b: int8, numpy-broadcastable to y (rank <= 6)  ->  y: int8 (y may alias a or b)

@@ -8,6 +8,7 @@
 #define MT_ADDSUB_H
 
 #include "mt_bcast.h"
+#include "mt_kernel_add.h" /* mt_addsub_attrs_ok: the static domain */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
 
@@ -22,32 +23,6 @@ typedef char mt_addsub_layout[MT_ADDSUB_XS(A) && MT_ADDSUB_XS(B) &&
                                       MT_SUB_ACT_MAX == MT_ADD_ACT_MAX
                                   ? 1
                                   : -1];
-
-static inline int mt_in_int32(int64_t v)
-{
-  return v >= -0x7FFFFFFF - 1 && v <= 0x7FFFFFFF;
-}
-
-/* 1 when the attributes at (MT_ADD_* order) are in the domain of add (sub = 0) or sub (1). */
-static inline int mt_addsub_attrs_ok(const int32_t *at, int sub)
-{
-  if (!mt_zp_ok(at[MT_ADD_A_ZP]) || !mt_zp_ok(at[MT_ADD_B_ZP]) || !mt_zp_ok(at[MT_ADD_OUT_ZP]) ||
-      !mt_act_ok(at[MT_ADD_ACT_MIN], at[MT_ADD_ACT_MAX]) ||
-      !mt_scale_ok(at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]) ||
-      !mt_scale_ok(at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]) ||
-      !mt_scale_ok(at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT])) {
-    return 0;
-  }
-  /* rq is monotone for mult >= 0: the extremes come from the extreme int8 inputs */
-  const int64_t a0 = mt_rq(MT_S8_MIN - at[MT_ADD_A_ZP], at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]);
-  const int64_t a1 = mt_rq(MT_S8_MAX - at[MT_ADD_A_ZP], at[MT_ADD_A_MULT], at[MT_ADD_A_SHIFT]);
-  const int64_t b0 = mt_rq(MT_S8_MIN - at[MT_ADD_B_ZP], at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]);
-  const int64_t b1 = mt_rq(MT_S8_MAX - at[MT_ADD_B_ZP], at[MT_ADD_B_MULT], at[MT_ADD_B_SHIFT]);
-  const int64_t lo = sub ? a0 - b1 : a0 + b0, hi = sub ? a1 - b0 : a1 + b1;
-  return mt_in_int32(lo) && mt_in_int32(hi) &&
-         mt_in_int32(mt_rq((int32_t)lo, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT])) &&
-         mt_in_int32(mt_rq((int32_t)hi, at[MT_ADD_OUT_MULT], at[MT_ADD_OUT_SHIFT]));
-}
 
 /* y[0..n) = clamp(rq(rq(a - a_zp) +/- rq(b - b_zp)) + out_zp) for one run of the broadcast walk
  * (mt_bcast_fn: a constant operand steps by 0); `sub` is a constant at each call. Reads a[i],

@@ -32,11 +32,10 @@ def _fold(node: Node) -> bool:
     return True
 
 
-# conv2d_add computes its conv in blocks of output rows of about this many bytes, each added to
-# skip and written over it before the next: more rows, fewer calls of the conv kernel (ResNet-8
-# on M55: 2 KiB +1.03 % instructions over conv + add, 8 KiB +0.09 %; 4 KiB keeps its RAM with the
-# bind-time kernel args under 0.75x TFLite Micro's arena).
-CONV_ADD_BLOCK = 4096
+# conv2d_add stages the conv's output of whole pixels, about this many bytes, for add's own
+# loop (runtime/kernels/conv/mt_conv_gather.h): one call of that loop per stage, 7 per ResNet-8
+# inference (bench.residual); the row blocks of format 1.5 also re-ran the conv's set-up.
+CONV_ADD_STAGE = 4096
 
 
 def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int:
@@ -45,8 +44,8 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
     The planner reserves this much in `mt_op_args.scratch`. Every kernel today (all ISA levels)
     accumulates in registers or in bounded stack buffers (a few KiB at most: the gathered windows
     of conv2d and conv_transpose2d, the latter's re-laid phase weights); only matmul without
-    transpose_b needs scratch (b transposed, one batch) and conv2d_add (a block of the conv's
-    output rows, CONV_ADD_BLOCK bytes or whole rows above it).
+    transpose_b needs scratch (b transposed, one batch) and conv2d_add (a stage of whole output
+    pixels: CONV_ADD_STAGE bytes, or 4 pixels or one output row above it, at most the output).
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
     0
@@ -55,10 +54,9 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
         raise KeyError(f"no kernel variant {variant!r} for op {op!r}")
     if op == "matmul" and shapes and not attrs.get("transpose_b"):  # b^T of one batch: K * N
         return shapes[1][-2] * shapes[1][-1]
-    if op == "conv2d_add" and shapes:  # whole output rows of the conv before the add
-        _, ho, wo, cout = shapes[5]
-        row = wo * cout
-        return min(ho, max(1, -(-CONV_ADD_BLOCK // max(row, 1)))) * row
+    if op == "conv2d_add" and shapes:  # whole pixels of the conv before the add, >= one row
+        n, ho, wo, cout = shapes[5]
+        return min(n * ho * wo, max(4, wo, CONV_ADD_STAGE // max(cout, 1))) * cout
     return 0
 
 
