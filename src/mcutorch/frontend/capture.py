@@ -57,6 +57,8 @@ def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> Grap
     try:  # no_grad: inference, no `with torch.no_grad()` blocks wrapped as subgraphs
         with torch.no_grad(), tags:  # tags: the unrolled steps' meta["custom"]
             ep = torch.export.export(model, args, strict=False)
+    except UnsupportedOpError:  # an unrolled LSTM's refusal names the module and file:line
+        raise
     except Exception as exc:  # torch raises many types; all mean "cannot capture"
         raise ExportError(_explain(exc)) from exc
     from mcutorch.frontend.builders.movement import split_tuples

@@ -518,6 +518,11 @@ HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual 
                      "aten.batch_norm.default"),
                     " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
                     "conv)"),
+    **dict.fromkeys((f"aten.{op}.input" for op in ("lstm", "gru", "rnn_tanh", "rnn_relu")),
+                    " (mcutorch unrolls nn.LSTM / GRU / RNN into ops it lowers when it captures "
+                    "the model itself: pass the float model to mcutorch.quantize, or capture it "
+                    "with mcutorch.frontend.capture.capture(model, example_inputs) instead of "
+                    "torch.export.export(...).module() in your own PT2E flow)"),
     **dict.fromkeys((f"aten.{op}" for op in (
         "zeros.default", "ones.default", "full.default", "arange.default", "arange.start",
         "arange.start_step", "eye.default", "eye.m", "linspace.default", "scalar_tensor.default",
@@ -601,7 +606,7 @@ def check_supported(gm: GraphModule) -> None:
             continue  # getitem(adaptive max pool, 0): its values (refuse_out_of_scope)
         if node.op == "call_function" and builder_of(node) in PRECHECKS:
             PRECHECKS[builder_of(node)](node)  # builders/<family>.py PRECHECK
-        if node.op == "call_module":
+        if node.op == "call_module" and node.target != "_guards_fn":  # .module()'s guards
             raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
 
 
