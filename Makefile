@@ -47,6 +47,7 @@ bench: setup toolchain
 	$(PY) -m bench.dispatch
 	$(PY) -m bench.digits
 	$(PY) -m bench.streaming
+	$(PY) -m bench.rnn
 
 header: setup
 	$(PY) -m mcutorch.device.generate

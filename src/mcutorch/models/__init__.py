@@ -1,7 +1,8 @@
 """PyTorch definitions of the MLPerf Tiny networks, MobileNetV2 and the model zoo (models/zoo.py:
 MobileNetV3-Small, MBConv, ShuffleNetV2, SqueezeNet, TC-ResNet8, a HAR 1-D CNN, U-Net, a
 YOLO-style and a BlazeFace-style detector, a conv autoencoder), temporal conv nets of the digits
-read as sequences (models/digits.py), their parameter and MAC counts,
+read as sequences (models/digits.py) and recurrent ones (models/sequence.py: LSTM, GRU, CRNN),
+their parameter and MAC counts,
 and a loader for the trained weights of the MLPerf Tiny int8 reference `.tflite` files.
 
 >>> from mcutorch.models import ds_cnn_kws, example_input, load_tflite_weights
@@ -18,6 +19,9 @@ from mcutorch.models.mlperf_tiny import (
     ds_cnn_sww, ds_cnn_sww_streaming, fc_autoencoder, mobilenet_v1_vww, resnet8, same_padding,
 )
 from mcutorch.models.mobilenet_v2 import MobileNetV2, make_divisible, mobilenet_v2
+from mcutorch.models.sequence import (
+    SEQUENCE_MODELS, RecurrentDigits, crnn_digits, gru_digits, lstm_digits, train_digits,
+)
 from mcutorch.models.tflite_weights import TfliteLayer, load_tflite_weights, read_tflite_layers
 from mcutorch.models.zoo import ZOO, ZooEntry, published_check, zoo_cost
 
@@ -29,4 +33,6 @@ __all__ = [
     "same_padding", "make_divisible", "TfliteLayer", "load_tflite_weights", "read_tflite_layers",
     "Cost", "Published", "cost", "ZOO", "ZooEntry", "published_check", "zoo_cost",
     "DigitsTCN", "digits_split", "digits_tcn",
+    "SEQUENCE_MODELS", "RecurrentDigits", "lstm_digits", "gru_digits", "crnn_digits",
+    "train_digits",
 ]
