@@ -52,11 +52,12 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # +23 (6,352): mcutorch.compile of a16w8 models (lift's int16 tensors, clamps, int48 bias and
 # the OpDef.dtypes check naming an op without an int16 kernel; 16-bit MAC multipliers); 6,354
 # with that check also run after the passes (a transpose the layout pass adds).
-# +21 (6,375): nn.LSTM / GRU / RNN unrolled before export (capture's swap and step tags, the
+# +33 (6,387): nn.LSTM / GRU / RNN unrolled before export (capture's swap and step tags, the
 # user's module and file:line in messages), the quantizer's shared qparams across time steps,
-# identical constants stored once in the program (the unrolled module itself is per-op code in
+# identical constants stored once in the program, an own export's fused aten.lstm / gru / rnn
+# refused by name with the way out (the unrolled module itself is per-op code in
 # frontend/builders/recurrent.py)
-BUDGET = 6375
+BUDGET = 6387
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -178,7 +178,8 @@ def test_other_sequence_lengths_and_own_exports_are_refused_by_name():
     prepare, convert = pt2e()
     own = prepare(torch.export.export(Packed(), (x,)).module(), mcutorch.Quantizer())
     own(x)
-    with pytest.raises(UnsupportedOpError, match=r"in rnn: torch.nn.LSTM .*capture"):
+    with pytest.raises(UnsupportedOpError,
+                       match=r"in rnn: torch.nn.LSTM \(aten.lstm.input\).*capture"):
         mcutorch.compile(convert(own), (x,))
 
 
@@ -198,3 +199,16 @@ def test_recurrent_zoo_on_boards(target, board):
         run = firmware.run(compiled.program, sets, board)
         for got, xs in zip(run.outputs, sets):
             np.testing.assert_array_equal(got[0], Interpreter(compiled.program).invoke(xs)[0])
+
+
+@pytest.mark.slow
+def test_an_unrolled_lstm_is_one_verified_ethos_u_delegate():
+    """Every op of the unrolled steps lowers to TOSA: one delegate, verified bit for bit on the
+    TOSA reference model at compile time, whose CPU version gives the CPU program's integers."""
+    qmodel, compiled, cal = _compiled("lstm", dict(batch_first=True), True, False)
+    npu = mcutorch.compile(qmodel, cal[0], target="cortex-m55+ethos-u55-128", board="mps3-an547")
+    meta = npu.program.metadata["ethos_u"]
+    assert meta["verified"] and len(meta["delegates"]) == 1
+    assert meta["delegates"][0]["ops"] == len(compiled.program.ops)
+    xs = compiled.quantize_inputs([cal[3][0].numpy()])
+    np.testing.assert_array_equal(npu.run_int8(xs)[0], compiled.run_int8(xs)[0])

@@ -510,6 +510,7 @@ def _what(arg) -> str:
 SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0].rstrip("_") for s in ops.SOURCES})
 
 
+RECURRENT = tuple(f"aten.{op}.input" for op in ("lstm", "gru", "rnn_tanh", "rnn_relu"))
 HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual reason
     "aten.convolution.default": " (a decomposed conv2d: pass the graph before "
                                 "run_decompositions)",
@@ -518,7 +519,7 @@ HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual 
                      "aten.batch_norm.default"),
                     " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
                     "conv)"),
-    **dict.fromkeys((f"aten.{op}.input" for op in ("lstm", "gru", "rnn_tanh", "rnn_relu")),
+    **dict.fromkeys(RECURRENT,
                     " (mcutorch unrolls nn.LSTM / GRU / RNN into ops it lowers when it captures "
                     "the model itself: pass the float model to mcutorch.quantize, or capture it "
                     "with mcutorch.frontend.capture.capture(model, example_inputs) instead of "
@@ -606,7 +607,7 @@ def check_supported(gm: GraphModule) -> None:
             continue  # getitem(adaptive max pool, 0): its values (refuse_out_of_scope)
         if node.op == "call_function" and builder_of(node) in PRECHECKS:
             PRECHECKS[builder_of(node)](node)  # builders/<family>.py PRECHECK
-        if node.op == "call_module" and node.target != "_guards_fn":  # .module()'s guards
+        if node.op == "call_module":
             raise UnsupportedOpError(f"call_module {node.target} left in the exported graph")
 
 
