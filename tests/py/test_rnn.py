@@ -42,9 +42,7 @@ class Seq(nn.Module):
 CONFIGS = [
     ("lstm", dict(batch_first=True), False, False),
     ("lstm", dict(batch_first=False, num_layers=2), True, False),
-    ("lstm", dict(batch_first=True, bidirectional=True), False, True),
     ("lstm", dict(batch_first=False, bidirectional=True, num_layers=2), True, True),
-    ("gru", dict(batch_first=True), True, False),
     ("gru", dict(batch_first=False, bidirectional=True), False, True),
     ("gru", dict(batch_first=True, num_layers=2, bidirectional=True), False, False),
     ("rnn", dict(batch_first=True, nonlinearity="tanh", num_layers=2), False, True),
@@ -118,7 +116,7 @@ def test_an_lstm_program_stores_its_weights_once_whatever_the_sequence_length():
     """The unrolled steps share one set of qparams (Quantizer.share_steps), so each step's
     weight, bias and multipliers are the same bytes, stored once by the constant pool."""
     kw = dict(batch_first=True)
-    sizes = {t: _const_bytes("lstm", kw, t) for t in (3, 12, 24)}
+    sizes = {t: _const_bytes("lstm", kw, t) for t in (3, 16)}
     assert len(set(sizes.values())) == 1, sizes
     torch.manual_seed(0)
     weights = sum(p.numel() for n, p in nn.LSTM(6, 8).named_parameters() if "weight" in n)
