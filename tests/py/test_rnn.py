@@ -181,6 +181,24 @@ def test_other_sequence_lengths_and_own_exports_are_refused_by_name():
         mcutorch.compile(convert(own), (x,))
 
 
+def test_a_gru_trains_with_qat_and_keeps_one_set_of_step_constants():
+    torch.manual_seed(0)
+    model = Seq("gru", True, False, batch_first=True).eval()
+    x, y = torch.randn(32, 6, 6), torch.randn(32, 8)
+    qat = mcutorch.quantize(model, (x[:1],), calibration=[x], qat=True)
+    opt = torch.optim.Adam(qat.parameters(), lr=1e-3)
+    for _ in range(3):
+        opt.zero_grad()
+        nn.functional.mse_loss(qat(x), y).backward()
+        opt.step()
+    compiled = mcutorch.compile(qat, (x[:1],))
+    ptq = mcutorch.compile(mcutorch.quantize(model, (x[:1],), calibration=[x]), (x[:1],))
+    assert len(compiled.program.constants) == len(ptq.program.constants)  # shared in QAT too
+    xs = compiled.quantize_inputs([x[:1].numpy()])
+    np.testing.assert_array_equal(crt.run_host(compiled.program, xs)[0],
+                                  compiled.run_int8(xs)[0])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
                                           ("cortex-m3", "mps2-an385")])
