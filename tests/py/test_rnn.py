@@ -128,6 +128,17 @@ def test_an_lstm_program_stores_its_weights_once_whatever_the_sequence_length():
     assert abs(sizes[1] - sizes[0]) <= 512, sizes
 
 
+def test_the_constant_pool_stores_equal_constants_once():
+    from mcutorch.program.model import ConstantPool
+
+    pool = ConstantPool()
+    w = np.arange(40, dtype=np.int8).reshape(5, 8)
+    a, b = pool.add(w), pool.add(np.int32([7, 8]))
+    assert pool.add(w.copy()) == a and pool.add(np.int32([7, 8])) == b  # the same bytes
+    assert pool.add(w.astype(np.int16)) not in (a, b)  # other bytes, other offset
+    assert a % 16 == 0 and b % 16 == 0
+
+
 class Packed(nn.Module):
     def __init__(self, **kw):
         super().__init__()
@@ -200,8 +211,9 @@ def test_a_gru_trains_with_qat_and_keeps_one_set_of_step_constants():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),
-                                          ("cortex-m3", "mps2-an385")])
+@pytest.mark.parametrize("target,board", [("cortex-m55", "mps3-an547"),  # MVE gate matmuls
+                                          ("cortex-m33", "mps2-an505"),  # DSP
+                                          ("cortex-m3", "mps2-an385")])  # C
 def test_recurrent_zoo_on_boards(target, board):
     """The zoo's LSTM, GRU and CRNN on held-out digits as firmware: the reference's integers."""
     from mcutorch.device import firmware
