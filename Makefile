@@ -48,6 +48,7 @@ bench: setup toolchain
 	$(PY) -m bench.digits
 	$(PY) -m bench.streaming
 	$(PY) -m bench.attention
+	$(PY) -m bench.rnn
 
 header: setup
 	$(PY) -m mcutorch.device.generate

@@ -45,6 +45,11 @@ def _check_graph_module(module) -> None:
     if observers:
         raise McutorchError("compile() got a prepared PT2E module (it still has observers, e.g. "
                             f"{observers[0]}): calibrate it, then pass convert_pt2e(module)")
+    from mcutorch.frontend.lift import RECURRENT, builder_of
+
+    for node in module.graph.nodes:  # an own export's fused aten.lstm: refused by name
+        if str(node.target) in RECURRENT:
+            builder_of(node)
     raise McutorchError("compile() got a torch.fx.GraphModule without quantize/dequantize nodes "
                         "(the quantizer quantized nothing?): pass the module convert_pt2e "
                         "returned, or the float nn.Module with example_inputs to quantize it")

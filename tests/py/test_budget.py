@@ -62,7 +62,13 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # check, max_norm refused by name, summary / inspect naming the ids; 6,458 with both merged
 # (the Recorder keeping int16 values and token ids); +5 (6,463) with attention (capture calls
 # the scaled-dot-product rewrite of frontend/builders/attention.py; views become reshapes).
-BUDGET = 6463
+# +33 (6,500 with the above and their merge; 6,387 on its own): nn.LSTM / GRU / RNN unrolled
+# before export (capture's swap and step tags, the
+# user's module and file:line in messages), the quantizer's shared qparams across time steps,
+# identical constants stored once in the program, an own export's fused aten.lstm / gru / rnn
+# refused by name with the way out (the unrolled module itself is per-op code in
+# frontend/builders/recurrent.py)
+BUDGET = 6500
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

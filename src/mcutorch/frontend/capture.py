@@ -10,8 +10,10 @@ capture becomes an ExportError that says why and where.
 from __future__ import annotations
 
 import re
+from contextlib import nullcontext
 
 import torch
+import torch.fx.traceback as fx_traceback
 from torch.fx import GraphModule, Node
 
 from mcutorch.errors import ExportError, UnsupportedOpError
@@ -46,11 +48,17 @@ def capture(model: torch.nn.Module, example_inputs, train: bool = False) -> Grap
     Example:
         >>> gm = capture(torch.nn.Conv2d(1, 4, 3).eval(), (torch.randn(1, 1, 8, 8),))
     """
+    from mcutorch.frontend.builders.recurrent import swap
+
     args = as_tuple(example_inputs)
-    model = model.train(train)
-    try:
-        with torch.no_grad():  # inference: no `with torch.no_grad()` blocks wrapped as subgraphs
+    unrolled = swap(model.train(train))  # nn.LSTM / GRU / RNN as observable steps
+    tags = fx_traceback.preserve_node_meta() if unrolled is not model else nullcontext()
+    model = unrolled
+    try:  # no_grad: inference, no `with torch.no_grad()` blocks wrapped as subgraphs
+        with torch.no_grad(), tags:  # tags: the unrolled steps' meta["custom"]
             ep = torch.export.export(model, args, strict=False)
+    except UnsupportedOpError:  # an unrolled LSTM's refusal names the module and file:line
+        raise
     except Exception as exc:  # torch raises many types; all mean "cannot capture"
         raise ExportError(_explain(exc)) from exc
     from mcutorch.frontend.builders.movement import split_tuples
@@ -102,7 +110,8 @@ def source_of(node: Node) -> str:
     trace = node.meta.get("stack_trace") or ""
     frames = re.findall(r'File "([^"]+)", line (\d+)', trace)
     user = [f for f in frames if "/torch/" not in f[0] and "/torchao/" not in f[0]
-            and not f[0].startswith("<eval_with_key>")]  # torch.cond's traced graph
+            and not f[0].startswith("<eval_with_key>")  # torch.cond's traced graph
+            and not f[0].endswith("frontend/builders/recurrent.py")]  # an unrolled LSTM's steps
     op = _op_name(node)
     module = module_of(node)
     module = f" in {module}" if module else ""
@@ -120,8 +129,8 @@ def module_of(node: Node) -> str:
         return ""
     name, kind = stack[-1][0], stack[-1][1]
     kind = kind if isinstance(kind, str) else f"{kind.__module__}.{kind.__qualname__}"
-    if kind.startswith("torch.nn.modules."):
-        kind = "torch.nn." + kind.rsplit(".", 1)[-1]
+    if kind.startswith(("torch.nn.modules.", "mcutorch.frontend.builders.recurrent.")):
+        kind = "torch.nn." + kind.rsplit(".", 1)[-1]  # an unrolled LSTM shows as the user's
     return f"{name}: {kind.removeprefix('__main__.')}"
 
 

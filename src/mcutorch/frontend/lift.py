@@ -526,6 +526,7 @@ def _what(arg) -> str:
 SUPPORTED_NAMES = sorted({s.removeprefix("aten.").split(".")[0].rstrip("_") for s in ops.SOURCES})
 
 
+RECURRENT = tuple(f"aten.{op}.input" for op in ("lstm", "gru", "rnn_tanh", "rnn_relu"))
 HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual reason
     "aten.convolution.default": " (a decomposed conv2d: pass the graph before "
                                 "run_decompositions)",
@@ -534,6 +535,11 @@ HINTS = {  # why an aten op mcutorch lacks is in a graph, when there is a usual 
                      "aten.batch_norm.default"),
                     " (a BatchNorm not folded into a conv before it: fold it, or put it after a "
                     "conv)"),
+    **dict.fromkeys(RECURRENT,
+                    " (mcutorch unrolls nn.LSTM / GRU / RNN into ops it lowers when it captures "
+                    "the model itself: pass the float model to mcutorch.quantize, or capture it "
+                    "with mcutorch.frontend.capture.capture(model, example_inputs) instead of "
+                    "torch.export.export(...).module() in your own PT2E flow)"),
     **dict.fromkeys((f"aten.{op}" for op in (
         "zeros.default", "ones.default", "full.default", "arange.default", "arange.start",
         "arange.start_step", "eye.default", "eye.m", "linspace.default", "scalar_tensor.default",

@@ -195,6 +195,7 @@ class Quantizer(_PT2EQuantizer):
             if node.op == "call_function" and KEY not in node.meta:
                 self.annotate_node(node)
         self.share_state(model)
+        self.share_steps(model)
         return model
 
     def _check_layers(self, model: GraphModule) -> None:
@@ -243,6 +244,27 @@ class Quantizer(_PT2EQuantizer):
             if not users or ann is None or ann.output_qspec is None:
                 continue
             ann.output_qspec = SharedQuantizationSpec((read, users[0]))
+
+    def share_steps(self, model: GraphModule) -> None:
+        """An unrolled LSTM / GRU / RNN (frontend/builders/recurrent.py): the n-th node of each
+        step of a layer and direction takes the output qparams of the n-th node of its first
+        step (the first step apart when it starts from no state), so the constants of every step
+        are the same bytes, which the program stores once."""
+        from mcutorch.frontend.builders.recurrent import STEP_KEY
+
+        first, seen, place = {}, None, 0
+        for node in model.graph.nodes:
+            tag = (node.meta.get("custom") or {}).get(STEP_KEY)
+            if node.op != "call_function" or tag is None:
+                continue
+            place = place + 1 if tag == seen else 0
+            seen, ann, key = tag, node.meta.get(KEY), (tag[0], tag[2], place)
+            if ann is None or type(ann.output_qspec) is not QuantizationSpec:
+                continue
+            if key in first:
+                ann.output_qspec = SharedQuantizationSpec(first[key])
+            else:
+                first[key] = node
 
     def validate(self, model: GraphModule) -> None:
         """Nothing to check beyond what annotate enforces."""

@@ -1,10 +1,10 @@
 """PyTorch definitions of the MLPerf Tiny networks, MobileNetV2 and the model zoo (models/zoo.py:
 MobileNetV3-Small, MBConv, ShuffleNetV2, SqueezeNet, TC-ResNet8, a HAR 1-D CNN, U-Net, a
-YOLO-style and a BlazeFace-style detector, a conv autoencoder), temporal conv nets, a
-keyword-transformer-style model and a token model of the digits read as sequences
-(`token_digits`: each row an int32 token id through an nn.Embedding; models/digits.py,
-models/transformer.py), their parameter and MAC counts, and a loader for the trained weights
-of the MLPerf Tiny int8 reference `.tflite` files.
+YOLO-style and a BlazeFace-style detector, a conv autoencoder), temporal conv nets, recurrent
+models (models/sequence.py: LSTM, GRU, CRNN), a keyword-transformer-style model and a token
+model of the digits read as sequences (`token_digits`: each row an int32 token id through an
+nn.Embedding; models/digits.py, models/transformer.py), their parameter and MAC counts, and a
+loader for the trained weights of the MLPerf Tiny int8 reference `.tflite` files.
 
 >>> from mcutorch.models import ds_cnn_kws, example_input, load_tflite_weights
 >>> model = ds_cnn_kws()
@@ -22,6 +22,9 @@ from mcutorch.models.mlperf_tiny import (
 )
 from mcutorch.models.mobilenet_v2 import MobileNetV2, make_divisible, mobilenet_v2
 from mcutorch.models.transformer import KWTDigits, kwt_digits
+from mcutorch.models.sequence import (
+    SEQUENCE_MODELS, RecurrentDigits, crnn_digits, gru_digits, lstm_digits, train_digits,
+)
 from mcutorch.models.tflite_weights import TfliteLayer, load_tflite_weights, read_tflite_layers
 from mcutorch.models.zoo import ZOO, ZooEntry, published_check, zoo_cost
 
@@ -34,4 +37,6 @@ __all__ = [
     "Cost", "Published", "cost", "ZOO", "ZooEntry", "published_check", "zoo_cost",
     "DigitsTCN", "digits_split", "digits_tcn", "TokenDigits", "digits_tokens", "token_digits",
     "KWTDigits", "kwt_digits",
+    "SEQUENCE_MODELS", "RecurrentDigits", "lstm_digits", "gru_digits", "crnn_digits",
+    "train_digits",
 ]

@@ -399,19 +399,25 @@ def read_program_file(path) -> bytes:
 
 
 class ConstantPool:
-    """Builds the CONST blob: each item starts 16-aligned so it can be read in place."""
+    """Builds the CONST blob: each item starts 16-aligned so it can be read in place; identical
+    items are stored once (an unrolled LSTM's recurrent weight, used by every time step)."""
 
     def __init__(self):
         self._buf = bytearray()
+        self._offsets: dict[bytes, int] = {}
 
     def add(self, data) -> int:
-        """Append an array (stored little-endian, C order) or raw bytes; returns its offset."""
+        """Append an array (stored little-endian, C order) or raw bytes; returns its offset (the
+        earlier one for bytes already in the pool)."""
         if isinstance(data, np.ndarray):
             data = np.ascontiguousarray(data).astype(data.dtype.newbyteorder("<"), copy=False)
             data = data.tobytes()
+        data = bytes(data)
+        if data in self._offsets:
+            return self._offsets[data]
         self._buf += bytes(-len(self._buf) % S.ALIGN)
-        offset = len(self._buf)
-        self._buf += bytes(data)
+        offset = self._offsets[data] = len(self._buf)
+        self._buf += data
         return offset
 
     def tensor(self, array: np.ndarray, scale: float = 0.0, zero_point: int = 0) -> TensorInfo:

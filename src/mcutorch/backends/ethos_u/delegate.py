@@ -75,9 +75,10 @@ class Delegation:
     fallback_ram: int = 0  # plan bytes the CPU versions add (the compiler fills it in)
 
     def fallback_flash(self) -> int:
-        """Constant bytes only the CPU versions read (their weights; Vela encodes its own)."""
-        consts = {id(t): t.nbytes for d in self.delegates for n in d.cpu_nodes
-                  for t in n.inputs if t.is_const} if self.fallback else {}
+        """Constant bytes only the CPU versions read (their weights; Vela encodes its own);
+        equal constants count once, as the program's constant pool stores them."""
+        consts = {np.asarray(t.data).tobytes(): t.nbytes for d in self.delegates
+                  for n in d.cpu_nodes for t in n.inputs if t.is_const} if self.fallback else {}
         return sum(consts.values())
 
 
