@@ -1,5 +1,6 @@
 """`python -m bench.rnn`: the recurrent zoo (models/sequence.py: an LSTM and a GRU over the rows
-of scikit-learn's digits, a CRNN = conv1d front end + GRU over the pixels) and what unrolling
+of scikit-learn's digits, a CRNN = conv1d front end + GRU over the pixels, a GRU over token
+embeddings of the rows: int32 token-id input) and what unrolling
 costs per time step on the Cortex-M55.
 
     python -m bench.rnn [--seeds 3] [--models lstm_digits,...] [--no-boards]
@@ -19,8 +20,8 @@ step: ops, runtime state, stripped program bytes (op and tensor records, no name
 bytes (0: the weights are stored once) and exact M55 instructions, with the share of the
 instructions in the gate matmuls (fully_connected).
 
-a16w8 is not measured: int16 sigmoid / tanh tables and int16 add / mul have no C kernels yet, so
-mcutorch.Quantizer refuses int16 for the gates (the README's int16 section).
+a16w8 is not measured: int16 add / mul have no C kernels yet (int16 sigmoid / tanh tables do),
+so the gates cannot compile with int16 activations.
 """
 from __future__ import annotations
 

@@ -244,3 +244,32 @@ def test_an_unrolled_lstm_is_one_verified_ethos_u_delegate():
     assert meta["delegates"][0]["ops"] == len(compiled.program.ops)
     xs = compiled.quantize_inputs([cal[3][0].numpy()])
     np.testing.assert_array_equal(npu.run_int8(xs)[0], compiled.run_int8(xs)[0])
+
+
+def test_a_gru_over_token_embeddings_is_bit_exact():
+    """Token ids (int32 program input) -> nn.Embedding -> nn.GRU -> Linear: the reference and the
+    host C runtime agree on held-out digits' row tokens."""
+    from mcutorch.models import digits_tokens, token_gru_digits
+
+    ids, _, ids_te, _ = digits_tokens(0)
+    model = token_gru_digits().eval()
+    q = mcutorch.quantize(model, (ids[:1],), calibration=[ids[:128]])
+    compiled = mcutorch.compile(q, (ids[:1],))
+    assert compiled.program.tensors[compiled.program.inputs[0]].dtype == "int32"
+    for row in ids_te[:6]:
+        xs = [row[None].numpy().astype(np.int32)]
+        np.testing.assert_array_equal(crt.run_host(compiled.program, xs)[0],
+                                      Interpreter(compiled.program).invoke(xs)[0])
+
+
+@pytest.mark.slow
+def test_the_token_gru_is_within_a_point_of_float():
+    from mcutorch.models.sequence import train_digits
+
+    model, (ids, _, ids_te, y_te) = train_digits("token_gru_digits", 0)
+    q = mcutorch.quantize(model, (ids[:1],), calibration=[ids[:512]])
+    program = mcutorch.compile(q, (ids[:1],))
+    with torch.no_grad():
+        f = float((model(ids_te).argmax(1) == y_te).float().mean())
+    p = float((torch.as_tensor(np.asarray(program.run(ids_te))).argmax(1) == y_te).float().mean())
+    assert p >= f - 0.01, (f, p)

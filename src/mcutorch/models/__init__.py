@@ -23,7 +23,8 @@ from mcutorch.models.mlperf_tiny import (
 from mcutorch.models.mobilenet_v2 import MobileNetV2, make_divisible, mobilenet_v2
 from mcutorch.models.transformer import KWTDigits, kwt_digits
 from mcutorch.models.sequence import (
-    SEQUENCE_MODELS, RecurrentDigits, crnn_digits, gru_digits, lstm_digits, train_digits,
+    SEQUENCE_MODELS, RecurrentDigits, TokenGRU, crnn_digits, gru_digits, lstm_digits,
+    token_gru_digits, train_digits,
 )
 from mcutorch.models.tflite_weights import TfliteLayer, load_tflite_weights, read_tflite_layers
 from mcutorch.models.zoo import ZOO, ZooEntry, published_check, zoo_cost
@@ -38,5 +39,6 @@ __all__ = [
     "DigitsTCN", "digits_split", "digits_tcn", "TokenDigits", "digits_tokens", "token_digits",
     "KWTDigits", "kwt_digits",
     "SEQUENCE_MODELS", "RecurrentDigits", "lstm_digits", "gru_digits", "crnn_digits",
+    "TokenGRU", "token_gru_digits",
     "train_digits",
 ]
