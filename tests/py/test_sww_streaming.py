@@ -62,9 +62,22 @@ def test_streaming_model_layers_and_state():
     m = ds_cnn_sww_streaming()
     assert [getattr(m, f"hist{k}").shape[2] for k in range(4)] == [2, 4, 9, 14]
     _, ps = programs()
-    sizes = sorted(ps.program.tensors[r.tensor].shape[1] for r in ps.program.persistent)  # NHWC
-    assert sizes == [2, 4, 9, 14]
-    assert ps.program.inputs and ps.program.tensors[ps.program.inputs[0]].shape == (1, 1, 1, 40)
+    p = ps.program
+    rings = [p.tensors[r.tensor] for r in p.persistent]
+    # each history is a ring window of k frames (NHWC [1, k, 1, C]) over a block of 2k - 1 slots
+    assert all(t.ring for t in rings) and sorted(t.shape[1] for t in rings) == [3, 5, 10, 15]
+    assert sorted(t.extent for t in rings) == [16 + (2 * k - 1) * c for k, c in
+                                               ((3, 40), (5, 128), (10, 128), (15, 128))]
+    names = [op.name for op in p.ops]
+    assert names.count("ring_write") == 4 and not {"concat", "strided_slice", "copy"} & set(names)
+    assert p.inputs and p.tensors[p.inputs[0]].shape == (1, 1, 1, 40)
+
+
+def test_ring_rewrite_off_keeps_the_copies():
+    _, qs = converted()
+    names = [op.name for op in mcutorch.compile(qs, ring_buffers=False).program.ops]
+    assert names.count("concat") == 4 and names.count("strided_slice") == 4
+    assert "ring_write" not in names
 
 
 @pytest.mark.parametrize("i", [0, 17, 44])

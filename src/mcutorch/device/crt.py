@@ -241,7 +241,7 @@ def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Pat
             init = bytearray(p.persistent_size)
             for r in p.persistent:
                 t = p.tensors[r.tensor]
-                init[t.offset:t.offset + t.nbytes] = p.persistent_init(r).tobytes()
+                init[t.offset:t.offset + t.extent] = p.persistent_init(r).tobytes()
             (d / "state.bin").write_bytes(bytes(init) if state is None else state)
             args += ["-p", "state.bin"]
         proc = subprocess.run(args, cwd=d, capture_output=True, text=True)
