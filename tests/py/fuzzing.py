@@ -117,7 +117,9 @@ def _trace(path: Path, bits: int = 64) -> tuple[int | None, str]:
             if isinstance(step, list):
                 run(step)
                 continue
-            i, kernel, ins, attrs, out = step
+            i, _, kernel, ins, attrs, out, rings = step
+            for k, t in rings:  # ring windows where their position puts them now
+                ins[k] = it._ring_view(t)
             out[...] = kernel(*ins, **attrs)
             py.append((i, [zlib.crc32(a.tobytes()) for a in it.arenas]))
 
