@@ -122,3 +122,21 @@ def test_m55_board_two_windows_one_run():
 @pytest.mark.parametrize("board,cpu", BOARDS)
 def test_every_board_all_windows(board, cpu):
     _board_check(board, cpu, range(45))
+
+
+def test_ethos_u_program_equals_the_cpu_program():
+    """cortex-m55+ethos-u55-128: the rings and their readers stay on the CPU, the pointwise
+    convs go to the NPU; the program's outputs (its CPU versions on the reference) equal the
+    CPU-only program's frame by frame."""
+    _, qs = converted()
+    _, ps = programs()
+    npu = mcutorch.compile(qs, target="cortex-m55+ethos-u55-128", board="mps3-an547")
+    place = {}
+    for row in npu.program.metadata["placement"]:
+        place.setdefault(row["op"], set()).add(row["on"])
+    assert place["ring_write"] == {"CPU"} and "NPU" in place["conv2d"]
+    for i in (5, 40):
+        ps.reset()
+        npu.reset()
+        for f in frames_of(ps, i):
+            assert np.array_equal(ps.run_int8(f)[0], npu.run_int8(f)[0])
