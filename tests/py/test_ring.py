@@ -337,7 +337,7 @@ def test_corrupt_position_at_run_time_is_refused():
     _, state = crt.run_host_sequence(p, [[frames[0]]])
     bad = bytearray(state)
     bad[:4] = np.array([-5], "<i4").tobytes()
-    with pytest.raises(RunError, match="bad_state|bad_argument"):
+    with pytest.raises(RunError, match="bad_state"):
         crt.run_host_sequence(p, [[frames[1]]], state=bytes(bad))
 
 

@@ -46,7 +46,8 @@ def _history(graph: Graph, cat: Node):
     chain = [writers[0]]
     if chain[0].op == "copy":  # the persistent pass's copy of a slice it could not redirect
         made = [m for m in graph.nodes if chain[0].inputs[0] in m.outputs]
-        if len(made) != 1 or users.get(chain[0].inputs[0]) != chain:
+        if (len(made) != 1 or users.get(chain[0].inputs[0]) != chain
+                or chain[0].inputs[0] in graph.outputs):
             return None
         chain.insert(0, made[0])
     sl = chain[0]
