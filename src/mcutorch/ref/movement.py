@@ -215,12 +215,15 @@ def ring_position(ring, slots: int) -> int:
     return p
 
 
-def ring_write(x, ring, *, slots):
+def ring_write(x, *block, slots):
     """One frame into a ring window's block (docs/numerics.md, ring_write): the new block.
 
     p = (p + 1) % n, then x goes to slot p + n - 1 and, when p >= 1, to its mirror slot p - 1;
-    the window (slots p .. p + n - 1) is then the last n frames, oldest first."""
-    # x: one frame, int8/int16, s bytes; ring: uint8[16 + (2n - 1) * s] -> the same, updated
+    the window (slots p .. p + n - 1) is then the last n frames, oldest first. The block is the
+    output's own bytes, not an operand (x is the op's one input): the caller passes it after x."""
+    # x: one frame, int8/int16, s bytes; block: uint8[16 + (2n - 1) * s] -> the same, updated
+    check(len(block) == 1, "ring_write: give x and the window's block")
+    ring = block[0]
     x = np.ascontiguousarray(x)
     check(x.dtype in (np.int8, np.int16), f"ring_write: x is {x.dtype}, not int8/int16")
     s, ring = x.nbytes, as_array(ring, np.uint8, "ring", 1)
