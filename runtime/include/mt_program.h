@@ -27,6 +27,9 @@
 #define MT_REGION_FLAG_NPU 0x1u
 #define MT_REGION_FLAG_BASE_KNOWN 0x2u
 #define MT_OP_FLAG_SUBGRAPH 0x1u
+#define MT_OP_FLAG_RING 0x2u /* has a ring window operand (1.6) */
+#define MT_TENSOR_FLAG_RING 0x1u
+#define MT_RING_HEAD 16 /* a ring block: int32 position, then slots */
 #define MT_TARGET_SWITCH_NODSP 0x1u /* +nodsp */
 #define MT_TARGET_SWITCH_NOMVE 0x2u /* +nomve */
 #define MT_TARGET_SWITCH_NOFP 0x4u /* +nofp */
@@ -188,6 +191,7 @@ typedef enum {
   MT_OP_RESIZE = 31,
   MT_OP_MATMUL = 32,
   MT_OP_CONV2D_ADD = 33,
+  MT_OP_RING_WRITE = 34,
   MT_OP_EMBEDDING = 35,
   MT_OP_COUNT = 36,
 } mt_opcode_t;
@@ -253,6 +257,7 @@ typedef enum {
   X(RESIZE, 31, MT_RESIZE_N_INPUTS, MT_RESIZE_N_OUTPUTS, MT_RESIZE_N_ATTRS, MT_RESIZE_N_VARIANTS, MT_RESIZE_ALIAS, MT_RESIZE_MAC, MT_RESIZE_DTYPES, MT_RESIZE_ACT_INPUTS) \
   X(MATMUL, 32, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS, MT_MATMUL_N_VARIANTS, MT_MATMUL_ALIAS, MT_MATMUL_MAC, MT_MATMUL_DTYPES, MT_MATMUL_ACT_INPUTS) \
   X(CONV2D_ADD, 33, MT_CONV2D_ADD_N_INPUTS, MT_CONV2D_ADD_N_OUTPUTS, MT_CONV2D_ADD_N_ATTRS, MT_CONV2D_ADD_N_VARIANTS, MT_CONV2D_ADD_ALIAS, MT_CONV2D_ADD_MAC, MT_CONV2D_ADD_DTYPES, MT_CONV2D_ADD_ACT_INPUTS) \
+  X(RING_WRITE, 34, MT_RING_WRITE_N_INPUTS, MT_RING_WRITE_N_OUTPUTS, MT_RING_WRITE_N_ATTRS, MT_RING_WRITE_N_VARIANTS, MT_RING_WRITE_ALIAS, MT_RING_WRITE_MAC, MT_RING_WRITE_DTYPES, MT_RING_WRITE_ACT_INPUTS) \
   X(EMBEDDING, 35, MT_EMBEDDING_N_INPUTS, MT_EMBEDDING_N_OUTPUTS, MT_EMBEDDING_N_ATTRS, MT_EMBEDDING_N_VARIANTS, MT_EMBEDDING_ALIAS, MT_EMBEDDING_MAC, MT_EMBEDDING_DTYPES, MT_EMBEDDING_ACT_INPUTS)
 
 /* conv2d: y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0 */
@@ -973,6 +978,20 @@ typedef enum {
 #define MT_CONV2D_ADD_ACT_MAX 23
 #define MT_CONV2D_ADD_VARIANT_DEFAULT 0
 
+/* ring_write: a streaming history as a ring (format 1.6): writes frame x into ring window y's block (p = (p + 1) % slots; slots p + slots - 1 and p - 1), so y reads the last `slots` frames at slot p, contiguous */
+#define MT_RING_WRITE_N_INPUTS 1
+#define MT_RING_WRITE_N_OUTPUTS 1
+#define MT_RING_WRITE_N_ATTRS 1
+#define MT_RING_WRITE_N_VARIANTS 1
+#define MT_RING_WRITE_ALIAS 0u
+#define MT_RING_WRITE_MAC 0u
+#define MT_RING_WRITE_DTYPES (MT_DTYPE_PAIR(MT_DTYPE_INT8, MT_DTYPE_INT8) | MT_DTYPE_PAIR(MT_DTYPE_INT16, MT_DTYPE_INT16))
+#define MT_RING_WRITE_ACT_INPUTS 0x1u
+#define MT_RING_WRITE_IN_X 0
+#define MT_RING_WRITE_OUT_Y 0
+#define MT_RING_WRITE_SLOTS 0
+#define MT_RING_WRITE_VARIANT_DEFAULT 0
+
 /* embedding: y[..., :] = table[ids[...], :]: int32 token ids (a program input, no qparams), an int8 table [V, D] whose qparams y shares; an id outside [0, V) is refused before any row is read */
 #define MT_EMBEDDING_N_INPUTS 2
 #define MT_EMBEDDING_N_OUTPUTS 1
@@ -1079,7 +1098,7 @@ typedef struct {
   uint8_t dtype; /* DTYPES id */
   uint8_t rank; /* 0..6 */
   uint8_t storage; /* STORAGES id: 0 arena, 1 const */
-  uint8_t flags; /* 0 */
+  uint8_t flags; /* TENSOR_FLAG_RING (1.6) on a persistent ring window; else 0 */
   uint16_t region; /* region index for arena tensors, NONE16 for const */
   uint16_t reserved; /* 0 */
   uint32_t shape[6]; /* dims; entries past rank are 0 */

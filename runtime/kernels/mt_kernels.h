@@ -11,7 +11,7 @@
  *   elementwise/ add, mul, clamp, lut, rescale, maximum, minimum, sub, div, compare, where
  *   pool/        max_pool2d, avg_pool2d, resize
  *   softmax/     softmax, log_softmax
- *   movement/    transpose, concat, pad, copy, strided_slice, gather, embedding
+ *   movement/    transpose, concat, pad, copy, strided_slice, gather, ring_write, embedding
  *   reduce/      reduce_sum, reduce_max, reduce_min, reduce_var, norm
  */
 #ifndef MT_KERNELS_H
@@ -57,6 +57,7 @@ mt_status mt_conv_transpose2d_s8(const mt_op_args *args);
 mt_status mt_resize_s8(const mt_op_args *args);
 mt_status mt_matmul_s8(const mt_op_args *args);
 mt_status mt_conv2d_add_s8(const mt_op_args *args);
+mt_status mt_ring_write_s8(const mt_op_args *args);
 mt_status mt_embedding_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */

@@ -41,6 +41,7 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_RESIZE] = {{mt_resize_s8, NULL, NULL, NULL}},
     [MT_OP_MATMUL] = {{mt_matmul_s8, NULL, NULL, NULL}},
     [MT_OP_CONV2D_ADD] = {{mt_conv2d_add_s8, NULL, NULL, NULL}},
+    [MT_OP_RING_WRITE] = {{mt_ring_write_s8, NULL, NULL, NULL}},
     [MT_OP_EMBEDDING] = {{mt_embedding_s8, NULL, NULL, NULL}},
 };
 

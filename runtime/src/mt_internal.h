@@ -46,6 +46,12 @@ uint32_t mt_dtype_bytes(uint32_t dtype);
 /* prod(dims[0..n)) saturated: any value above UINT32_MAX comes back as UINT32_MAX + 1. */
 uint64_t mt_shape_numel(const uint32_t *dims, uint32_t n);
 
+/* A ring window's n (its first dim > 1; 0 when none) and the bytes a tensor occupies in its
+ * storage: for a ring window (MT_TENSOR_FLAG_RING, n >= 2) its block, MT_RING_HEAD + (2n - 1)
+ * frames of size / n bytes (schema.py, TENSOR); otherwise its size. */
+uint32_t mt_ring_slots(const mt_tensor_t *t);
+uint64_t mt_extent(const mt_tensor_t *t);
+
 /* Second half of mt_load: the semantic checks of validate.py, then the op flags, in the
  * Python reader's order. The records are known to be in bounds and well formed. */
 mt_status mt_validate_program(const mt_model *m);

@@ -164,10 +164,36 @@ const mt_tensor *mt_output(mt_model *m, uint32_t i)
   return &m->views[m->n_inputs + i];
 }
 
+/* Point op i's ring window views where the ring is now (schema.py, TENSOR): an input at its
+ * window, slots p .. p + n - 1; ring_write's output at the block. A p outside [0, n) (the
+ * persistent buffer overwritten by someone else) is refused before anything reads through it. */
+static mt_status mt_ring_views(mt_model *m, uint32_t i)
+{
+  const mt_op_t *op = &m->ops[i];
+  mt_tensor *v = m->views + m->n_inputs + m->n_outputs + op->first_operand;
+  uint32_t k;
+  int32_t p;
+  for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
+    const mt_tensor_t *t = &m->tensors[m->operands[op->first_operand + k]];
+    uint8_t *block = m->persist + t->offset;
+    if (t->flags & MT_TENSOR_FLAG_RING) {
+      memcpy(&p, block, sizeof p);
+      MT_REQUIRE(p >= 0 && (uint32_t)p < mt_ring_slots(t), MT_STATUS_BAD_STATE);
+      v[k].data = k < op->n_inputs
+                      ? block + MT_RING_HEAD + (uint32_t)p * (t->size / mt_ring_slots(t))
+                      : block;
+    }
+  }
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_run_op(mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
   mt_status status;
+  if (op->flags & MT_OP_FLAG_RING) {
+    MT_TRY(mt_ring_views(m, i));
+  }
 #ifdef MT_PROFILE
   mt_port_op_begin(i);
 #endif
@@ -236,7 +262,8 @@ size_t mt_persistent_size(const mt_model *m)
   uint32_t k, end = 0;
   for (k = 0; m != NULL && m->stage != MT_STAGE_EMPTY && k < m->n_persistent; k++) {
     const mt_tensor_t *t = &m->tensors[m->persistent[k].tensor];
-    end = t->offset + t->size > end ? t->offset + t->size : end; /* validated: no overflow */
+    const uint32_t n = (uint32_t)mt_extent(t); /* validated: offset + extent < 2^32 */
+    end = t->offset + n > end ? t->offset + n : end;
   }
   return end;
 }
@@ -249,7 +276,8 @@ mt_status mt_reset(mt_model *m)
              MT_STATUS_BAD_STATE);
   for (k = 0; k < m->n_persistent; k++) {
     const mt_tensor_t *t = &m->tensors[m->persistent[k].tensor];
-    memcpy(m->persist + t->offset, m->constants + m->persistent[k].init_offset, t->size);
+    memcpy(m->persist + t->offset, m->constants + m->persistent[k].init_offset,
+           (size_t)mt_extent(t));
   }
   return MT_STATUS_OK;
 }

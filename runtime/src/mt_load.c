@@ -205,7 +205,7 @@ static mt_status mt_check_op_records(const mt_model *m)
     const mt_op_t *op = &m->ops[i];
     MT_REQUIRE(op->opcode < MT_OP_COUNT, MT_ERR_BAD_OP);
     MT_REQUIRE(op->variant < mt_op_table[op->opcode].n_variants, MT_ERR_BAD_OP);
-    MT_REQUIRE((op->flags & ~MT_OP_FLAG_SUBGRAPH) == 0, MT_ERR_BAD_OP);
+    MT_REQUIRE((op->flags & ~(MT_OP_FLAG_SUBGRAPH | MT_OP_FLAG_RING)) == 0, MT_ERR_BAD_OP);
     MT_REQUIRE(op->n_attrs == mt_op_table[op->opcode].n_attrs, MT_ERR_BAD_OP);
     MT_REQUIRE(op->n_inputs <= MT_MAX_VARIADIC && op->n_outputs <= MT_MAX_VARIADIC, MT_ERR_BAD_OP);
     MT_REQUIRE((uint64_t)op->first_operand + op->n_inputs + op->n_outputs <= m->n_operands,
@@ -274,7 +274,7 @@ static mt_status mt_check_tensor_records(const mt_model *m)
     for (k = t->rank; k < MT_MAX_RANK; k++) {
       MT_REQUIRE(t->shape[k] == 0, MT_ERR_BAD_TENSOR);
     }
-    MT_REQUIRE(t->flags == 0 && t->reserved == 0, MT_ERR_BAD_TENSOR);
+    MT_REQUIRE((t->flags & ~MT_TENSOR_FLAG_RING) == 0 && t->reserved == 0, MT_ERR_BAD_TENSOR);
     MT_REQUIRE(mt_shape_numel(t->shape, t->rank) * mt_dtype_bytes(t->dtype) == t->size,
                MT_ERR_BAD_TENSOR);
     MT_REQUIRE((t->storage != MT_STORAGE_ARENA) == (t->region == MT_NONE16), MT_ERR_BAD_TENSOR);

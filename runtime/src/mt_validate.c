@@ -53,6 +53,23 @@ static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
   return zp >= lo[dtype] && zp <= hi[dtype];
 }
 
+uint32_t mt_ring_slots(const mt_tensor_t *t)
+{
+  uint32_t k;
+  for (k = 0; k < t->rank && t->shape[k] <= 1; k++) {
+  }
+  return k < t->rank ? t->shape[k] : 0;
+}
+
+uint64_t mt_extent(const mt_tensor_t *t)
+{
+  const uint64_t n = mt_ring_slots(t);
+  if (!(t->flags & MT_TENSOR_FLAG_RING) || n < 2) {
+    return t->size;
+  }
+  return MT_RING_HEAD + (2 * n - 1) * (t->size / n);
+}
+
 static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
 {
   uint32_t k;
@@ -69,12 +86,15 @@ static mt_status mt_check_tensor(const mt_model *m, const mt_tensor_t *t)
     MT_REQUIRE(t->offset % mt_dtype_bytes(t->dtype) == 0, MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)t->offset + t->size <= m->regions[t->region].size, MT_ERR_BAD_OFFSET);
   } else if (t->storage == MT_STORAGE_PERSISTENT) {
-    MT_REQUIRE(t->offset % MT_ALIGN == 0 && (uint64_t)t->offset + t->size <= UINT32_MAX,
+    MT_REQUIRE(t->offset % MT_ALIGN == 0 && (uint64_t)t->offset + mt_extent(t) <= UINT32_MAX,
                MT_ERR_BAD_OFFSET);
   } else {
     MT_REQUIRE(t->offset % MT_ALIGN == 0, MT_ERR_BAD_OFFSET);
     MT_REQUIRE((uint64_t)t->offset + t->size <= m->const_size, MT_ERR_BAD_OFFSET);
   }
+  MT_REQUIRE(!(t->flags & MT_TENSOR_FLAG_RING) ||
+                 (t->storage == MT_STORAGE_PERSISTENT && mt_ring_slots(t) >= 2),
+             MT_ERR_BAD_TENSOR);
   for (k = 0; t->dtype == MT_DTYPE_INT64 && k < t->size / 8; k++) { /* an int48 bias (1.5) */
     memcpy(&v, m->constants + t->offset + 8 * k, sizeof v);
     MT_REQUIRE(v >= MT_INT48_MIN && v <= MT_INT48_MAX, MT_ERR_BAD_TENSOR);
@@ -209,11 +229,11 @@ static mt_status mt_check_delegate_op(const mt_model *m, uint32_t i, const int32
 /* Tensor a shares a byte with bytes [offset, +size) of `region`'s arena (storage ARENA) or of
  * the persistent buffer (storage PERSISTENT, region NONE16); empty ones never do. */
 static int mt_meet(const mt_tensor_t *a, uint32_t storage, uint32_t region, uint32_t offset,
-                   uint32_t size)
+                   uint64_t size)
 {
   return a->storage != MT_STORAGE_CONST && a->storage == storage && a->region == region &&
          a->size != 0 && size != 0 && (uint64_t)a->offset < (uint64_t)offset + size &&
-         (uint64_t)offset < (uint64_t)a->offset + a->size;
+         (uint64_t)offset < (uint64_t)a->offset + mt_extent(a);
 }
 
 /* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch, nor
@@ -228,7 +248,7 @@ static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int3
     const mt_tensor_t *y = &m->tensors[in[k]];
     for (j = 0; j < k; j++) {
       const mt_tensor_t *x = &m->tensors[in[j]];
-      MT_REQUIRE(!mt_meet(x, y->storage, y->region, y->offset, y->size) ||
+      MT_REQUIRE(!mt_meet(x, y->storage, y->region, y->offset, mt_extent(y)) ||
                      (j >= first && j < op->n_inputs && x->storage == y->storage &&
                       x->region == y->region && x->offset == y->offset && x->size == y->size),
                  MT_ERR_BAD_OP);
@@ -358,6 +378,26 @@ static mt_status mt_check_dtypes(const mt_model *m, const mt_op_t *op, const int
   return MT_STATUS_OK;
 }
 
+/* validate.py _check_ring: only ring_write writes a ring window; its x is one frame of it. */
+static mt_status mt_check_ring(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const mt_tensor_t *x, *y;
+  uint32_t k;
+  if (op->opcode != MT_OP_RING_WRITE) {
+    for (k = 0; k < op->n_outputs; k++) {
+      MT_REQUIRE(!(m->tensors[in[op->n_inputs + k]].flags & MT_TENSOR_FLAG_RING), MT_ERR_BAD_OP);
+    }
+    return MT_STATUS_OK;
+  }
+  x = &m->tensors[in[0]]; /* one input, one output (counts checked) */
+  y = &m->tensors[in[1]];
+  MT_REQUIRE((y->flags & MT_TENSOR_FLAG_RING) && !(x->flags & MT_TENSOR_FLAG_RING) &&
+                 m->attrs[op->first_attr + MT_RING_WRITE_SLOTS] == (int32_t)mt_ring_slots(y) &&
+                 (uint64_t)x->size * mt_ring_slots(y) == y->size,
+             MT_ERR_BAD_OP);
+  return MT_STATUS_OK;
+}
+
 static mt_status mt_check_op(const mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
@@ -379,9 +419,10 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   }
   MT_TRY(mt_check_alias(m, op, in));
   MT_TRY(mt_check_mac(m, op, in));
-  return op->opcode == MT_OP_GATHER   ? mt_check_gather(m, op, in)
+  MT_TRY(op->opcode == MT_OP_GATHER   ? mt_check_gather(m, op, in)
          : op->opcode == MT_OP_MATMUL ? mt_check_matmul(m, op, in)
-                                      : MT_STATUS_OK;
+                                      : MT_STATUS_OK);
+  return mt_check_ring(m, op, in);
 }
 
 /* reader.py _check_op_flags: an op is marked SUBGRAPH exactly when it is in a CPU version. The
@@ -391,7 +432,13 @@ static mt_status mt_check_op_flags(const mt_model *m)
 {
   uint32_t i, k, marked = 0, in_versions = 0;
   for (i = 0; i < m->n_ops; i++) {
-    marked += (m->ops[i].flags & MT_OP_FLAG_SUBGRAPH) != 0;
+    const mt_op_t *op = &m->ops[i];
+    int ring = 0; /* RING exactly on the ops with a ring window operand */
+    marked += (op->flags & MT_OP_FLAG_SUBGRAPH) != 0;
+    for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
+      ring |= (m->tensors[m->operands[op->first_operand + k]].flags & MT_TENSOR_FLAG_RING) != 0;
+    }
+    MT_REQUIRE(ring == ((op->flags & MT_OP_FLAG_RING) != 0), MT_ERR_BAD_OP);
   }
   for (k = 0; k < m->n_delegates; k++) {
     const mt_delegate_t *d = &m->delegates[k];
@@ -427,6 +474,7 @@ static mt_status mt_check_persistent(const mt_model *m)
 {
   uint32_t k, j, i, n = 0;
   uint64_t packed = 0, end = 0;
+  int32_t pos;
   MT_REQUIRE(m->n_persistent <= MT_MAX_PERSISTENT, MT_ERR_BAD_PERSISTENT);
   for (k = 0; k < m->n_persistent; k++) {
     const mt_persistent_t *r = &m->persistent[k];
@@ -435,20 +483,25 @@ static mt_status mt_check_persistent(const mt_model *m)
     t = &m->tensors[r->tensor];
     MT_REQUIRE(t->storage == MT_STORAGE_PERSISTENT, MT_ERR_BAD_PERSISTENT);
     MT_REQUIRE(r->init_offset % MT_ALIGN == 0 &&
-                   (uint64_t)r->init_offset + t->size <= m->const_size,
+                   (uint64_t)r->init_offset + mt_extent(t) <= m->const_size,
                MT_ERR_BAD_PERSISTENT);
+    if (t->flags & MT_TENSOR_FLAG_RING) { /* its initial position (the block's first bytes) */
+      memcpy(&pos, m->constants + r->init_offset, sizeof pos);
+      MT_REQUIRE(pos >= 0 && (uint32_t)pos < mt_ring_slots(t), MT_ERR_BAD_PERSISTENT);
+    }
     for (j = 0; j < k; j++) {
       const mt_persistent_t *q = &m->persistent[j];
       const mt_tensor_t *u = &m->tensors[q->tensor];
       MT_REQUIRE(r->tensor != q->tensor, MT_ERR_BAD_PERSISTENT);
-      MT_REQUIRE(!mt_meet(t, u->storage, u->region, u->offset, u->size), MT_ERR_BAD_PERSISTENT);
+      MT_REQUIRE(!mt_meet(t, u->storage, u->region, u->offset, mt_extent(u)),
+                 MT_ERR_BAD_PERSISTENT);
       MT_REQUIRE(t->size == 0 || u->size == 0 ||
-                     (uint64_t)r->init_offset >= (uint64_t)q->init_offset + u->size ||
-                     (uint64_t)q->init_offset >= (uint64_t)r->init_offset + t->size,
+                     (uint64_t)r->init_offset >= (uint64_t)q->init_offset + mt_extent(u) ||
+                     (uint64_t)q->init_offset >= (uint64_t)r->init_offset + mt_extent(t),
                  MT_ERR_BAD_PERSISTENT);
     }
-    packed += ((uint64_t)t->size + MT_ALIGN - 1) / MT_ALIGN * MT_ALIGN;
-    end = (uint64_t)t->offset + t->size > end ? (uint64_t)t->offset + t->size : end;
+    packed += (mt_extent(t) + MT_ALIGN - 1) / MT_ALIGN * MT_ALIGN;
+    end = (uint64_t)t->offset + mt_extent(t) > end ? (uint64_t)t->offset + mt_extent(t) : end;
   }
   MT_REQUIRE(end <= packed, MT_ERR_BAD_PERSISTENT); /* bounded by CONST: see validate.py */
   for (i = 0; i < m->n_tensors; i++) {

@@ -55,9 +55,9 @@ def _check_graph_module(module) -> None:
                         "returned, or the float nn.Module with example_inputs to quantize it")
 
 
-def build_graph(qmodel, example_inputs=None) -> Graph:
+def build_graph(qmodel, example_inputs=None, ring_buffers: bool = True) -> Graph:
     """Lift and lower a quantized (or QAT) module; a float module is quantized on its example
-    inputs."""
+    inputs. `ring_buffers=False` keeps streaming histories as concat + slice copies."""
     from mcutorch.frontend.qat import convert, is_qat
 
     if isinstance(qmodel, torch.export.ExportedProgram):  # a converted module, exported again
@@ -76,7 +76,7 @@ def build_graph(qmodel, example_inputs=None) -> Graph:
 
     graph = lift(qmodel)
     graph.meta["state"] = qmodel.meta.get(STATE_KEY, [])  # passes/persistent.py
-    return run_all(graph)
+    return run_all(graph, skip=() if ring_buffers else ("ring_buffers",))
 
 
 def compile_graph(graph: Graph, target: Target, regions: list[Region], board: str = "",
@@ -117,7 +117,7 @@ def _planned(graph: Graph, npu, regions: list[Region]):
 def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
             board: str | None = None, memory: str | None = None, name: str = "model",
             progress: bool = False, *, verify: bool = True, emit_tosa=None,
-            npu_fallback: bool = True, npu_options=None):
+            npu_fallback: bool = True, npu_options=None, ring_buffers: bool = True):
     """Compile a quantized module into a program for `target`.
 
     `board` (e.g. "mps3-an547") or `memory` ("DTCM:512K,SRAM:4M") gives the memory map; with
@@ -133,6 +133,9 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
         runs only where an NPU driver is linked);
       * `npu_options`: {"system_config": ..., "memory_mode": ..., "extra": [vela flags]}.
 
+    `ring_buffers=False` turns off the ring rewrite of streaming histories (passes/ring.py): a
+    stateful model's history then moves whole through concat + slice every call (measurements).
+
     Example:
         >>> program = mcutorch.compile(qmodel, (x,), target="cortex-m55")
         >>> program.save("model.mtp")
@@ -147,7 +150,7 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
         require_can_run(board, tgt)
     regions, board_name = resolve_regions(board, memory)
     with status("lowering to mcutorch IR") if progress else nullcontext():
-        graph = build_graph(qmodel, example_inputs)
+        graph = build_graph(qmodel, example_inputs, ring_buffers)
     with status(f"compiling {len(graph.nodes)} ops for {tgt.name}") if progress else nullcontext():
         program = compile_graph(graph, tgt, regions, board_name, name, verify=verify,
                                 emit_tosa=emit_tosa, npu_fallback=npu_fallback,

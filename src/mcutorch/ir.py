@@ -31,6 +31,7 @@ class Tensor:
     data: np.ndarray | None = None  # constants only
     layout: str | None = None  # "NCHW"/"NHWC" for 4-D activations
     init: np.ndarray | None = None  # persistent tensors (state): the initial value
+    ring: bool = False  # a ring window (passes/ring.py): init is its block (program schema)
 
     @property
     def is_const(self) -> bool:

@@ -101,6 +101,7 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
                       const char **step)
 {
   void *arenas[FUZZ_REPLAY_MAX_REGIONS] = {0}, *state = NULL, *program, *in = NULL;
+  void *persist = NULL;
   size_t size = 0, in_size = 0;
   uint64_t total = 0;
   uint32_t r, n = 0;
@@ -118,6 +119,7 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
     for (r = 0; r < n; r++) {
       total += mt_arena_size(&m, r);
     }
+    total += mt_persistent_size(&m);
     if (n > FUZZ_REPLAY_MAX_REGIONS || total > FUZZ_REPLAY_MAX_ARENA) {
       n = 0;
       status = -2;
@@ -142,6 +144,12 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
     g_regions = r + 1;
     status = (int)mt_bind_arena(&m, r, arenas[r], info->size);
   }
+  if (status == MT_STATUS_OK && mt_persistent_size(&m) != 0) { /* initial values, as Python */
+    if (posix_memalign(&persist, 16, mt_persistent_size(&m)) != 0) {
+      abort();
+    }
+    status = (int)mt_bind_persistent(&m, persist, mt_persistent_size(&m));
+  }
   if (status == MT_STATUS_OK) {
     in = replay_read(in_path, &in_size);
     if (in == NULL && mt_input_count(&m) != 0) {
@@ -162,6 +170,7 @@ static int replay_one(const char *path, const char *in_path, const char *out_pat
     free(arenas[r]);
   }
   free(state);
+  free(persist);
   free(in);
   free(program);
   return status;

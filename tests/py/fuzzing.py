@@ -58,7 +58,7 @@ from mcutorch.program import schema as S  # noqa: E402
 TESTS_C = ROOT / "tests" / "c"
 BUILD = paths.build_dir("fuzz")
 BUILD.mkdir(parents=True, exist_ok=True)  # every temporary folder below is made inside it
-SEED_FORMAT = 2  # bump when the seed models below change (the cache is keyed by it)
+SEED_FORMAT = 3  # bump when the seed models below change (the cache is keyed by it)
 MAX_ARENA = 16 << 20  # bytes of all arenas of a program that is still run (fuzz_replay.c)
 MAX_REGIONS = 64
 PY_TIMEOUT = int(os.environ.get("FUZZ_PY_TIMEOUT", "20"))  # s for one program in Python
@@ -117,7 +117,9 @@ def _trace(path: Path, bits: int = 64) -> tuple[int | None, str]:
             if isinstance(step, list):
                 run(step)
                 continue
-            i, kernel, ins, attrs, out = step
+            i, _, kernel, ins, attrs, out, rings = step
+            for k, t in rings:  # ring windows where their position puts them now
+                ins[k] = it._ring_view(t)
             out[...] = kernel(*ins, **attrs)
             py.append((i, [zlib.crc32(a.tobytes()) for a in it.arenas]))
 
@@ -274,7 +276,18 @@ def _make_seeds() -> dict[str, bytes]:
     two = _compile(wide, x, target="cortex-m4", memory="DTCM:64K,SRAM:1M")
     assert len(two.regions) == 2 and all(r.size for r in two.regions), two.regions
     add("two_regions", two)
+    stream, x = _streaming()  # format 1.6 ring windows: ring_write and readers of the window
+    add("ring_stream", _compile(stream, x, target="cortex-m55"))
     return out
+
+
+def _streaming():
+    """A 5-frame history (a ring window) in front of a (5,1) depthwise and a pointwise conv."""
+    import torch
+    from test_ring import DepthwiseHistory
+
+    torch.manual_seed(3)
+    return DepthwiseHistory(8, 5).eval(), torch.randn(1, 8, 1, 1)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -68,7 +68,13 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # identical constants stored once in the program, an own export's fused aten.lstm / gru / rnn
 # refused by name with the way out (the unrolled module itself is per-op code in
 # frontend/builders/recurrent.py)
-BUDGET = 6500
+# +95 (6,600 with the above and the merge; 6,449 on its own) with ring buffers for streaming histories
+# (format 1.6): passes/ring.py (the
+# concat + slice history pattern -> ring_write into a ring window, 51), the readers' ring
+# window checks (TENSOR_FLAG_RING, its block's extent in the persistent checks, the initial
+# position, ring_write's frame, OP_FLAG_RING), the ring window in the model / writer / emit
+# and the Ethos-U partitioner ordering a ring window's readers after its ring_write.
+BUDGET = 6600
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

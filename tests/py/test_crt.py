@@ -29,7 +29,9 @@ from test_program import (ADD, CORRUPT, SWITCH_CASES, _add, _apply, _sweep, buil
 ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
 CORE_FILES = ("mt_load.c", "mt_validate.c", "mt_invoke.c", "mt_crc32.c", "mt_port_default.c")
-FLASH_BUDGET = 8 * 1024  # core runtime text + rodata on Cortex-M55 at -Os
+# core runtime text + rodata on Cortex-M55 at -Os: 8 KiB until format 1.6's ring windows
+# (+680 B measured: the loader's ring checks and block extents, mt_ring_views) made it 8.5 KiB
+FLASH_BUDGET = 8704
 MODELS = ("kws", "vww", "ic", "ad", "sww")
 
 

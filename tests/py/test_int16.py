@@ -674,7 +674,7 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
 
     assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
         "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad",
-                                                     "fully_connected", "lut"}
+                                                     "fully_connected", "lut", "ring_write"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):

@@ -62,9 +62,22 @@ def test_streaming_model_layers_and_state():
     m = ds_cnn_sww_streaming()
     assert [getattr(m, f"hist{k}").shape[2] for k in range(4)] == [2, 4, 9, 14]
     _, ps = programs()
-    sizes = sorted(ps.program.tensors[r.tensor].shape[1] for r in ps.program.persistent)  # NHWC
-    assert sizes == [2, 4, 9, 14]
-    assert ps.program.inputs and ps.program.tensors[ps.program.inputs[0]].shape == (1, 1, 1, 40)
+    p = ps.program
+    rings = [p.tensors[r.tensor] for r in p.persistent]
+    # each history is a ring window of k frames (NHWC [1, k, 1, C]) over a block of 2k - 1 slots
+    assert all(t.ring for t in rings) and sorted(t.shape[1] for t in rings) == [3, 5, 10, 15]
+    assert sorted(t.extent for t in rings) == [16 + (2 * k - 1) * c for k, c in
+                                               ((3, 40), (5, 128), (10, 128), (15, 128))]
+    names = [op.name for op in p.ops]
+    assert names.count("ring_write") == 4 and not {"concat", "strided_slice", "copy"} & set(names)
+    assert p.inputs and p.tensors[p.inputs[0]].shape == (1, 1, 1, 40)
+
+
+def test_ring_rewrite_off_keeps_the_copies():
+    _, qs = converted()
+    names = [op.name for op in mcutorch.compile(qs, ring_buffers=False).program.ops]
+    assert names.count("concat") == 4 and names.count("strided_slice") == 4
+    assert "ring_write" not in names
 
 
 @pytest.mark.parametrize("i", [0, 17, 44])
@@ -109,3 +122,21 @@ def test_m55_board_two_windows_one_run():
 @pytest.mark.parametrize("board,cpu", BOARDS)
 def test_every_board_all_windows(board, cpu):
     _board_check(board, cpu, range(45))
+
+
+def test_ethos_u_program_equals_the_cpu_program():
+    """cortex-m55+ethos-u55-128: the rings and their readers stay on the CPU, the pointwise
+    convs go to the NPU; the program's outputs (its CPU versions on the reference) equal the
+    CPU-only program's frame by frame."""
+    _, qs = converted()
+    _, ps = programs()
+    npu = mcutorch.compile(qs, target="cortex-m55+ethos-u55-128", board="mps3-an547")
+    place = {}
+    for row in npu.program.metadata["placement"]:
+        place.setdefault(row["op"], set()).add(row["on"])
+    assert place["ring_write"] == {"CPU"} and "NPU" in place["conv2d"]
+    for i in (5, 40):
+        ps.reset()
+        npu.reset()
+        for f in frames_of(ps, i):
+            assert np.array_equal(ps.run_int8(f)[0], npu.run_int8(f)[0])

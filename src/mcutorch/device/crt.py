@@ -212,10 +212,12 @@ def run_host(program, inputs: Sequence[np.ndarray], runner: Path | None = None) 
 
 
 def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Path | None = None,
-                      state: bytes | None = None) -> tuple[list[list[np.ndarray]], bytes]:
+                      state: bytes | None = None,
+                      reset_every: int = 0) -> tuple[list[list[np.ndarray]], bytes]:
     """Run len(sets) inferences in ONE C runtime session on the host (a stateful program keeps
     its persistent tensors across them); `state`: the persistent buffer to start from (None:
-    the initial values). Returns the output sets and the persistent buffer after the last."""
+    the initial values); `reset_every` k > 0: mt_reset before every k-th inference. Returns the
+    output sets and the persistent buffer after the last."""
     blob = _program_bytes(program)
     p = Program.from_bytes(blob)
     for inputs in sets:
@@ -237,11 +239,13 @@ def run_host_sequence(program, sets: Sequence[Sequence[np.ndarray]], runner: Pat
                                                     for x in data))
             args.append(f"in{i}.bin")
         args += ["-o", *(f"out{i}.bin" for i in range(len(p.outputs))), "-n", str(len(sets))]
+        if reset_every:
+            args += ["-r", str(int(reset_every))]
         if p.persistent:
             init = bytearray(p.persistent_size)
             for r in p.persistent:
                 t = p.tensors[r.tensor]
-                init[t.offset:t.offset + t.nbytes] = p.persistent_init(r).tobytes()
+                init[t.offset:t.offset + t.extent] = p.persistent_init(r).tobytes()
             (d / "state.bin").write_bytes(bytes(init) if state is None else state)
             args += ["-p", "state.bin"]
         proc = subprocess.run(args, cwd=d, capture_output=True, text=True)

@@ -36,6 +36,12 @@ OPS = (
               "repeat.default", "tile.default")),
           doc="y[i] = x[start + i * step] per 6-D dim (slice, select, split, flip, expand, "
               "repeat); y has x's rank and the sizes"),
+    OpDef("ring_write", 34, ("x",), ("y",), ("slots",), family="movement", qparams="shared",
+          since=6, dtypes=SAME_8_OR_16,
+          tosa="ring buffer: the state stays on the CPU",
+          doc="a streaming history as a ring (format 1.6): writes frame x into ring window y's "
+              "block (p = (p + 1) % slots; slots p + slots - 1 and p - 1), so y reads the last "
+              "`slots` frames at slot p, contiguous"),
     OpDef("gather", 19, ("x", "indices"), ("y",), ("axis",), family="movement",
           qparams="shared", since=3,
           sources=(Source("aten.index_select.default", "shared"),

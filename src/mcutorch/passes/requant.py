@@ -265,7 +265,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
          "lut": _lut, "softmax": _softmax, "transpose": _transpose, "concat": _concat,
          "pad": _pad, "clamp": _act_attrs, "maximum": _act_attrs, "minimum": _act_attrs,
          "reshape": _no_attrs, "copy": _no_attrs, "strided_slice": _slice,
-         "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
+         "ring_write": _no_attrs, "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
          "norm": _norm, "sub": _add, "div": _div, "compare": _compare, "where": _where,
          "resize": _resize, "matmul": _mul, "embedding": _no_attrs}

@@ -56,6 +56,9 @@ def _constants() -> list[str]:
         f"#define MT_REGION_FLAG_NPU 0x{S.REGION_FLAG_NPU:X}u",
         f"#define MT_REGION_FLAG_BASE_KNOWN 0x{S.REGION_FLAG_BASE_KNOWN:X}u",
         f"#define MT_OP_FLAG_SUBGRAPH 0x{S.OP_FLAG_SUBGRAPH:X}u",
+        f"#define MT_OP_FLAG_RING 0x{S.OP_FLAG_RING:X}u /* has a ring window operand (1.6) */",
+        f"#define MT_TENSOR_FLAG_RING 0x{S.TENSOR_FLAG_RING:X}u",
+        f"#define MT_RING_HEAD {S.RING_HEAD} /* a ring block: int32 position, then slots */",
         *(f"#define MT_TARGET_SWITCH_{_ident(n)} 0x{b:X}u /* +{n} */"
           for n, b in S.TARGET_SWITCH_BITS.items()),
         f"#define MT_TARGET_SWITCHES_KNOWN 0x{S.TARGET_SWITCHES_KNOWN:X}u",

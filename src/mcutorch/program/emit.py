@@ -87,10 +87,11 @@ def build_program(graph: Graph, steps, index: dict, result: Plan, regions: list[
             offset = pool.add(np.ascontiguousarray(t.data, np.dtype(t.dtype)))
             info = TensorInfo.const(t.dtype, t.shape, offset, scale, t.zero_point)
         elif t.init is not None:  # the state: packed, 16-aligned, in the persistent buffer
-            init = pool.add(np.ascontiguousarray(t.init, np.dtype(t.dtype)))
-            info = TensorInfo.persistent(t.dtype, t.shape, persist_end, scale, t.zero_point)
+            init = pool.add(t.init if t.ring else np.ascontiguousarray(t.init, np.dtype(t.dtype)))
+            info = TensorInfo.persistent(t.dtype, t.shape, persist_end, scale, t.zero_point,
+                                         ring=t.ring)
             persistent.append(PersistentInfo(len(tensors), init))
-            persist_end += -(-t.nbytes // 16) * 16
+            persist_end += -(-info.extent // 16) * 16
         else:
             region, offset = result.placement[index[id(t)]]
             info = TensorInfo.arena(t.dtype, t.shape, region_index[region], offset, scale,

@@ -108,6 +108,7 @@ class TensorInfo:
     region: int | None = None  # region index for arena tensors
     scale: float = 0.0
     zero_point: int = 0
+    ring: bool = False  # a persistent ring window (TENSOR_FLAG_RING, format 1.6)
 
     def __post_init__(self):
         self.shape = tuple(int(d) for d in self.shape)
@@ -124,9 +125,23 @@ class TensorInfo:
         return cls(dtype, shape, "const", offset, None, scale, zero_point)
 
     @classmethod
-    def persistent(cls, dtype, shape, offset, scale=0.0, zero_point=0) -> TensorInfo:
-        """A tensor of the persistent buffer (state kept across invokes, format 1.5)."""
-        return cls(dtype, shape, "persistent", offset, None, scale, zero_point)
+    def persistent(cls, dtype, shape, offset, scale=0.0, zero_point=0, ring=False) -> TensorInfo:
+        """A tensor of the persistent buffer (state kept across invokes, format 1.5); `ring`:
+        a ring window (1.6)."""
+        return cls(dtype, shape, "persistent", offset, None, scale, zero_point, ring)
+
+    @property
+    def ring_slots(self) -> int:
+        """n of a ring window: its first dim of size > 1 (0 when there is none)."""
+        return next((d for d in self.shape if d > 1), 0)
+
+    @property
+    def extent(self) -> int:
+        """Bytes it occupies in its storage: a ring window's whole block (schema.py, TENSOR)."""
+        n = self.ring_slots
+        if not self.ring or n < 2:
+            return self.nbytes
+        return S.RING_HEAD + (2 * n - 1) * (self.nbytes // n)
 
     @property
     def numel(self) -> int:
@@ -309,13 +324,13 @@ class Program:
     @property
     def persistent_size(self) -> int:
         """Bytes of the persistent buffer: the end of the last persistent tensor (0: none)."""
-        return max((self.tensors[r.tensor].offset + self.tensors[r.tensor].nbytes
+        return max((self.tensors[r.tensor].offset + self.tensors[r.tensor].extent
                     for r in self.persistent), default=0)
 
     def persistent_init(self, record: PersistentInfo) -> np.ndarray:
         """The initial value of a persistent tensor as raw bytes (a view of CONST)."""
         t = self.tensors[record.tensor]
-        return np.frombuffer(self.constants, np.uint8, t.nbytes, record.init_offset)
+        return np.frombuffer(self.constants, np.uint8, t.extent, record.init_offset)
 
     def subgraph_ops(self) -> set[int]:
         """Indices of ops that belong to a delegate's CPU version (the main loop skips them)."""

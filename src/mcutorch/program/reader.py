@@ -175,7 +175,8 @@ def _tensor(i: int, t: dict) -> TensorInfo:
     rank = t["rank"]
     require(rank <= S.MAX_RANK and not any(t["shape"][rank:]), "bad_tensor",
             f"{what}: rank {rank}, shape {t['shape']} (dims past the rank must be 0)")
-    require(t["flags"] == 0 and t["reserved"] == 0, "bad_tensor", f"{what}: reserved bits set")
+    require(t["flags"] & ~S.TENSOR_FLAG_RING == 0 and t["reserved"] == 0, "bad_tensor",
+            f"{what}: reserved bits set")
     shape = t["shape"][:rank]
     size = math.prod(shape) * S.DTYPE_SIZES[dtype]
     require(size == t["size"], "bad_tensor",
@@ -184,7 +185,7 @@ def _tensor(i: int, t: dict) -> TensorInfo:
     require(no_region == (t["region"] == S.NONE16), "bad_tensor",
             f"{what}: {storage} tensor with region {t['region']}")
     return TensorInfo(dtype, shape, storage, t["offset"], None if no_region else t["region"],
-                      t["scale"], t["zero_point"])
+                      t["scale"], t["zero_point"], bool(t["flags"] & S.TENSOR_FLAG_RING))
 
 
 def _ops(v: memoryview, operands_v: memoryview, attrs_v: memoryview):
@@ -206,7 +207,8 @@ def _op(i: int, r: dict, operands: tuple, attrs: tuple) -> OpInfo:
     what = f"op {i} ({d.name})"
     require(r["variant"] < len(d.variants), "bad_op",
             f"{what}: variant {r['variant']}, ops.py has {len(d.variants)}")
-    require(r["flags"] & ~S.OP_FLAG_SUBGRAPH == 0, "bad_op", f"{what}: flags 0x{r['flags']:x}")
+    require(r["flags"] & ~(S.OP_FLAG_SUBGRAPH | S.OP_FLAG_RING) == 0, "bad_op",
+            f"{what}: flags 0x{r['flags']:x}")
     require(r["n_attrs"] == len(d.attrs), "bad_op",
             f"{what}: {r['n_attrs']} attributes, ops.py says {len(d.attrs)}")
     require(r["n_inputs"] <= S.MAX_VARIADIC and r["n_outputs"] <= S.MAX_VARIADIC, "bad_op",
@@ -308,3 +310,8 @@ def _check_op_flags(p: Program, flags: list[int]) -> None:
         require(marked == (i in subgraph), "bad_op",
                 f"op {i}: SUBGRAPH flag {'set' if marked else 'clear'} but the op is "
                 f"{'' if i in subgraph else 'not '}in a delegate's CPU version")
+        op = p.ops[i]  # its tensor indices are checked
+        ring = any(p.tensors[t].ring for t in (*op.inputs, *op.outputs))
+        require(bool(f & S.OP_FLAG_RING) == ring, "bad_op",
+                f"op {i}: RING flag {'set' if f & S.OP_FLAG_RING else 'clear'} but the op has "
+                f"{'a' if ring else 'no'} ring window operand")

@@ -96,7 +96,12 @@ Version history:
     so far opcode 35 `embedding` (ids int32 [..], an int8 constant table [V, D] -> int8 [.., D]
     in the table's qparams; an id outside [0, V) is a run-time status, MT_STATUS_BAD_INPUT, and
     a ValueError in the reference, checked before any row is read). Such a tensor is a program
-    input the host fills with integer ids. No record changed: 1.5 programs load.
+    input the host fills with integer ids.
+    Ring buffers for streaming histories: TENSOR_FLAG_RING on a persistent tensor makes it
+    a ring window (its block in the persistent buffer and its moving bytes: "Meaning of the
+    records", TENSOR), written by opcode 34 `ring_write` alone; OP_FLAG_RING on every op with
+    one among its operands (the C runtime points its views at the window, or for ring_write at
+    the block, before the op runs). No record changed: 1.5 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -121,6 +126,16 @@ Meaning of the records:
     element size; per-tensor scale (f32, finite, >= 0) and zero point (in the dtype's range).
     An int64 tensor is a constant whose values all lie in int48 (since 1.5). An int32 arena
     tensor holds token ids (scale 0, zero point 0; since 1.6).
+    Ring window (1.6, TENSOR_FLAG_RING, storage persistent only): a streaming history of n
+    frames along its ring dim (the first dim of size > 1; n >= 2; every dim before it is 1, so
+    a frame is s = size / n contiguous bytes). Its block is the persistent bytes [offset,
+    offset + 16 + (2n - 1) * s): the int32 position p in [0, n) at offset (12 more bytes
+    unused), then 2n - 1 slots of s bytes. At run time the tensor is the n slots p .. p + n - 1
+    (bytes offset + 16 + p * s, size bytes): the last n frames, oldest first. `ring_write`
+    (its only writer) advances p and writes each new frame twice (slots p + n - 1 and p - 1),
+    so every window is contiguous. Its PERSISTENT record's initial value is the whole block
+    (p in [0, n)); a p outside [0, n) at run time is refused (C: MT_STATUS_BAD_STATE; the
+    reference: ExecutionError), never read through.
   * OP: opcode and kernel variant (indices into ops.py), inputs and outputs as a range of
     OPERANDS, attributes as a range of ATTRS (count = len(ops.py attrs)), a scratch buffer in a
     region (region = NONE16 when none), an index into metadata "sources" (NONE32 = none), and
@@ -245,6 +260,9 @@ SECTION_FLAG_SKIPPABLE = 0x1
 REGION_FLAG_NPU = 0x1  # an Ethos-U can reach this region
 REGION_FLAG_BASE_KNOWN = 0x2  # `base` holds the region's address
 OP_FLAG_SUBGRAPH = 0x1  # op belongs to a delegate's CPU version; the main loop skips it
+OP_FLAG_RING = 0x2  # op has a ring window operand (1.6): its views follow the window
+TENSOR_FLAG_RING = 0x1  # a persistent tensor that is a ring window (1.6)
+RING_HEAD = 16  # bytes before a ring's slots: the int32 position p, then zeros
 
 # --- the struct description: (C/Python type, bytes, struct char, numpy type) ---
 _TYPES = {
@@ -393,7 +411,7 @@ TENSOR = Struct("tensor", "bad_tensor", "a tensor: where it lives, its shape and
     F("dtype", "u8", doc="DTYPES id"),
     F("rank", "u8", doc=f"0..{MAX_RANK}"),
     F("storage", "u8", doc="STORAGES id: 0 arena, 1 const"),
-    F("flags", "u8", doc="0"),
+    F("flags", "u8", doc="TENSOR_FLAG_RING (1.6) on a persistent ring window; else 0"),
     F("region", "u16", doc="region index for arena tensors, NONE16 for const"),
     F("reserved", "u16", doc="0"),
     F("shape", "u32", MAX_RANK, doc="dims; entries past rank are 0"),

@@ -126,6 +126,9 @@ def check_tensor(p: Program, i: int, t) -> None:
         _check_persistent_tensor(what, t)
     else:
         _check_const_tensor(p, what, t)
+    require(not t.ring or (t.storage == "persistent" and t.ring_slots >= 2), "bad_tensor",
+            f"{what}: a ring window is a persistent tensor with a dim of size >= 2, got "
+            f"{t.storage} {list(t.shape)}")
     if t.dtype == "int64":  # the C loader checks the same (mt_validate.c mt_check_tensor)
         v = p.const_array(i)
         require(v.size == 0 or (int(v.min()) >= S.INT48[0] and int(v.max()) <= S.INT48[1]),
@@ -154,7 +157,7 @@ def _check_const_tensor(p: Program, what: str, t) -> None:
 
 def _check_persistent_tensor(what: str, t) -> None:
     require(t.region is None, "bad_tensor", f"{what}: a persistent tensor has no region")
-    require(is_int(t.offset) and t.offset % S.ALIGN == 0 and t.offset + t.nbytes <= U32,
+    require(is_int(t.offset) and t.offset % S.ALIGN == 0 and t.offset + t.extent <= U32,
             "bad_offset", f"{what}: persistent offset {t.offset} is not {S.ALIGN}-aligned or "
             "ends past 2^32")
 
@@ -173,19 +176,24 @@ def check_persistent(p: Program) -> None:
         t = p.tensors[r.tensor]
         require(t.storage == "persistent", "bad_persistent",
                 f"{what}: tensor {r.tensor} is a {t.storage} tensor")
+        n = t.extent  # a ring window: its whole block
         require(is_int(r.init_offset) and r.init_offset % S.ALIGN == 0
-                and r.init_offset + t.nbytes <= len(p.constants), "bad_persistent",
-                f"{what}: initial value [{r.init_offset}, {r.init_offset + t.nbytes}) is not a "
+                and r.init_offset + n <= len(p.constants), "bad_persistent",
+                f"{what}: initial value [{r.init_offset}, {r.init_offset + n}) is not a "
                 f"{S.ALIGN}-aligned range of CONST ({len(p.constants)} bytes)")
+        if t.ring:
+            pos = int(np.frombuffer(p.constants, "<i4", 1, r.init_offset)[0])
+            require(0 <= pos < t.ring_slots, "bad_persistent",
+                    f"{what}: ring position {pos} outside [0, {t.ring_slots})")
         for j, (t2, init2) in enumerate(seen):
             t1 = p.tensors[t2]
             require(r.tensor != t2, "bad_persistent", f"{what}: tensor {r.tensor} listed twice")
-            require(not _meet((0, t.offset, t.nbytes), (0, t1.offset, t1.nbytes)),
+            require(not _meet((0, t.offset, n), (0, t1.offset, t1.extent)),
                     "bad_persistent", f"{what}: tensor {r.tensor} overlaps persistent {j}")
-            require(not _meet((0, r.init_offset, t.nbytes), (0, init2, t1.nbytes)),
+            require(not _meet((0, r.init_offset, n), (0, init2, t1.extent)),
                     "bad_persistent", f"{what}: initial value overlaps that of persistent {j}")
         seen.append((r.tensor, r.init_offset))
-    packed = sum(-(-p.tensors[r.tensor].nbytes // S.ALIGN) * S.ALIGN for r in recs)
+    packed = sum(-(-p.tensors[r.tensor].extent // S.ALIGN) * S.ALIGN for r in recs)
     require(p.persistent_size <= packed, "bad_persistent",
             f"the persistent buffer ends at {p.persistent_size}, past its tensors packed "
             f"({packed} bytes)")
@@ -253,6 +261,7 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
         _check_mac_range(p, what, op, d)
     if op.name == "gather":
         _check_gather(p, what, op)
+    _check_ring(p, what, op)
     if op.name == "matmul":  # two activations: |acc| <= K * 255 * 255 (the C loader: the same)
         k = int(p.tensors[op.inputs[0]].shape[-1]) * 255 * 255
         fits = [v <= I32[1] and I32[0] <= (v * op.attrs["mult"] + (1 << op.attrs["shift"] - 1)
@@ -335,12 +344,25 @@ def _check_mac_range(p: Program, what: str, op, d) -> None:
             " (docs/numerics.md, Domain)")
 
 
+def _check_ring(p: Program, what: str, op) -> None:
+    """Ring windows (1.6): written by ring_write alone, whose x is one frame of its window."""
+    rings = [o for o in op.outputs if p.tensors[o].ring]
+    if op.name != "ring_write":
+        require(not rings, "bad_op", f"{what}: writes ring window {rings[:1]}; only ring_write may")
+        return
+    x, y = p.tensors[op.inputs[0]], p.tensors[op.outputs[0]]
+    require(y.ring and not x.ring and op.attrs["slots"] == y.ring_slots
+            and x.nbytes * y.ring_slots == y.nbytes, "bad_op",
+            f"{what}: x {list(x.shape)} must be one frame of the ring window {list(y.shape)} of "
+            f"slots {op.attrs['slots']} (its first dim of size > 1)")
+
+
 def _bytes_of(p: Program, index: int):
     """(region, offset, size) of an arena tensor (region "persistent" for one of the persistent
     buffer); None for a constant."""
     t = p.tensors[index]
     if t.storage == "persistent":
-        return ("persistent", t.offset, t.nbytes)
+        return ("persistent", t.offset, t.extent)
     return (t.region, t.offset, t.nbytes) if t.storage == "arena" else None
 
 

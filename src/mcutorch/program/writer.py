@@ -99,7 +99,7 @@ def _tensors(p: Program) -> bytes:
     for i, t in enumerate(p.tensors):
         out.append(_pack(S.TENSOR, {
             "dtype": S.DTYPES.index(t.dtype), "rank": len(t.shape),
-            "storage": S.STORAGES.index(t.storage), "flags": 0,
+            "storage": S.STORAGES.index(t.storage), "flags": S.TENSOR_FLAG_RING if t.ring else 0,
             "region": S.NONE16 if t.region is None else t.region, "reserved": 0,
             "shape": t.shape + (0,) * (S.MAX_RANK - len(t.shape)), "offset": t.offset,
             "size": t.nbytes, "scale": t.scale, "zero_point": t.zero_point}, f"tensor {i}"))
@@ -115,7 +115,9 @@ def _ops(p: Program) -> tuple[bytes, bytes, bytes]:
         scratch = op.scratch
         records.append(_pack(S.OP, {
             "opcode": d.opcode, "variant": d.variants.index(op.variant),
-            "flags": S.OP_FLAG_SUBGRAPH if i in subgraph else 0,
+            "flags": (S.OP_FLAG_SUBGRAPH if i in subgraph else 0) | (
+                S.OP_FLAG_RING if any(p.tensors[t].ring for t in (*op.inputs, *op.outputs))
+                else 0),
             "n_inputs": len(op.inputs), "n_outputs": len(op.outputs),
             "first_operand": len(operands), "first_attr": len(attrs), "n_attrs": len(op.attrs),
             "scratch_region": S.NONE16 if scratch is None else scratch.region,

@@ -14,13 +14,14 @@ from mcutorch.errors import ExecutionError, McutorchError
 from mcutorch.program import schema as S
 from mcutorch.program.model import Program
 from mcutorch.ref import OUT_DTYPE_OPS, RESHAPING, kernel_for, output_shape
+from mcutorch.ref.movement import ring_position
 
 # Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes): so
 # far rescale, concat, copy, pad, fully_connected and lut. The reference kernels define more int16
 # forms, but a program runs them only where the C runtime does too (both program readers refuse
 # the others at load).
 C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad",
-                                          "fully_connected", "lut"})
+                                          "fully_connected", "lut", "ring_write"})
 
 
 class Interpreter:
@@ -61,7 +62,7 @@ class Interpreter:
         """Set every persistent tensor to its initial value (the state of a fresh model)."""
         for r in self.program.persistent:
             t = self.program.tensors[r.tensor]
-            self.persistent[t.offset:t.offset + t.nbytes] = self.program.persistent_init(r)
+            self.persistent[t.offset:t.offset + t.extent] = self.program.persistent_init(r)
 
     def _resolve(self, i: int):
         op = self.program.ops[i]
@@ -74,9 +75,22 @@ class Interpreter:
         kernel = kernel_for(op.name, op.variant)
         ins = [self.views[t] for t in op.inputs]
         out = self.views[op.outputs[0]]
+        if op.name == "ring_write":  # it updates its window's whole block (position + slots)
+            t = self.program.tensors[op.outputs[0]]
+            out = self.persistent[t.offset:t.offset + t.extent]
+            ins = [ins[0], out]
         if op.name in RESHAPING and ins[0].size == out.size:
             out = out.reshape(ins[0].shape)  # the same bytes, seen in the kernel's shape
-        return (i, op.name, kernel, ins, op.attrs, out)
+        rings = [(k, t) for k, t in enumerate(op.inputs) if self.program.tensors[t].ring]
+        return (i, op.name, kernel, ins, op.attrs, out, rings)
+
+    def _ring_view(self, index: int) -> np.ndarray:
+        """A ring window where its position p puts it now: slots p .. p + n - 1 of its block."""
+        t = self.program.tensors[index]
+        n = t.ring_slots
+        p = ring_position(self.persistent[t.offset:t.offset + 4], n)
+        return np.frombuffer(self.persistent.data, np.dtype(S.DTYPE_NUMPY[t.dtype]), t.numel,
+                             t.offset + S.RING_HEAD + p * (t.nbytes // n)).reshape(t.shape)
 
     def invoke(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """Set the program's int8 inputs (NHWC), run every op, return copies of the outputs."""
@@ -98,11 +112,13 @@ class Interpreter:
             if isinstance(step, list):
                 self._run(step)
                 continue
-            i, name, kernel, ins, attrs, out = step
+            i, name, kernel, ins, attrs, out, rings = step
             if name not in C_INT16_OPS and any(x.dtype == np.int16 for x in (*ins, out)):
                 raise ExecutionError(f"{self._where(i)}: int16 activations (a16w8) are not run "
                                      "yet: the C runtime has no int16 kernel for this op")
             try:
+                for k, t in rings:
+                    ins[k] = self._ring_view(t)
                 shape = output_shape(name, ins, attrs)  # before the kernel allocates anything
                 if shape is not None and shape != out.shape:
                     self._mismatch(i, out.dtype, shape, out)

@@ -217,3 +217,46 @@ def embedding(ids, table):
     # ids: rank r <= 5, int32 in [0, V); table: (V, D) int8  ->  y: ids' shape + (D,), int8
     embedding_shape(ids, table)
     return np.ascontiguousarray(table[ids])
+
+
+RING_HEAD = 16  # a ring block: int32 position p (little-endian), 12 unused bytes, then slots
+
+
+def ring_block(history: np.ndarray, slots: int) -> np.ndarray:
+    """The initial block (uint8) of a ring window of `slots` frames whose first slots - 1 frames
+    are `history` (its leading axis; the newest last), position 0: slots 1..n-1 hold them and
+    slots n+1..2n-2 their mirror copies; slots 0 and n are written before anything reads them."""
+    n, frames = slots, np.ascontiguousarray(history).view(np.uint8).reshape(slots - 1, -1)
+    body = np.zeros((2 * n - 1, frames.shape[1]), np.uint8)
+    body[1:n] = frames
+    body[n + 1:] = frames[:n - 2]
+    return np.concatenate([np.zeros(RING_HEAD, np.uint8), body.ravel()])
+
+
+def ring_position(ring, slots: int) -> int:
+    """p of a ring block (ValueError outside [0, slots): a corrupt state is never read through)."""
+    p = int(np.asarray(ring, np.uint8)[:4].view("<i4")[0])
+    check(0 <= p < slots, f"ring_write: position {p} outside [0, {slots})")
+    return p
+
+
+def ring_write(x, *block, slots):
+    """One frame into a ring window's block (docs/numerics.md, ring_write): the new block.
+
+    p = (p + 1) % n, then x goes to slot p + n - 1 and, when p >= 1, to its mirror slot p - 1;
+    the window (slots p .. p + n - 1) is then the last n frames, oldest first. The block is the
+    output's own bytes, not an operand (x is the op's one input): the caller passes it after x."""
+    # x: one frame, int8/int16, s bytes; block: uint8[16 + (2n - 1) * s] -> the same, updated
+    check(len(block) == 1, "ring_write: give x and the window's block")
+    ring = block[0]
+    x = np.ascontiguousarray(x)
+    check(x.dtype in (np.int8, np.int16), f"ring_write: x is {x.dtype}, not int8/int16")
+    s, ring = x.nbytes, as_array(ring, np.uint8, "ring", 1)
+    check(slots >= 2 and ring.size == RING_HEAD + (2 * slots - 1) * s,
+          f"ring_write: a block of {ring.size} bytes is no ring of {slots} frames of {s} bytes")
+    p = (ring_position(ring, slots) + 1) % slots
+    out, frame = ring.copy(), x.view(np.uint8).ravel()
+    for slot in (p + slots - 1, p - 1) if p >= 1 else (p + slots - 1,):
+        out[RING_HEAD + slot * s:RING_HEAD + (slot + 1) * s] = frame
+    out[:4] = np.array([p], "<i4").view(np.uint8)
+    return out

@@ -65,11 +65,12 @@ class _Dag:
     def __init__(self, graph: Graph):
         self.nodes = list(graph.nodes)
         self.pos = {id(n): i for i, n in enumerate(self.nodes)}
-        made = {id(t): i for i, n in enumerate(self.nodes) for t in n.outputs if t.init is None}
+        made = {id(t): i for i, n in enumerate(self.nodes) for t in n.outputs
+                if t.init is None or t.ring}  # a ring window is read after its ring_write
         readers: dict[int, set[int]] = {}  # a persistent tensor's write follows its reads
         for i, n in enumerate(self.nodes):
             for t in n.inputs:
-                if t.init is not None:
+                if t.init is not None and not t.ring:
                     readers.setdefault(id(t), set()).add(i)
         self.pred = [sorted({made[id(t)] for t in n.inputs if id(t) in made}
                             | {r for t in n.outputs for r in readers.get(id(t), ()) if r != i})
