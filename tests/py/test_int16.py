@@ -934,3 +934,151 @@ def test_fully_connected_int16_domain_at_load_in_both_readers(change, reason):
     blob = unchecked_bytes(_fc16_program(**change))
     assert reason_of(blob) == reason
     assert crt.check_host([blob]) == [S.ERROR_CODES[reason] if reason else 0]
+
+
+# --- int16 C kernels: conv2d, depthwise_conv2d (and the element-wise, pool and movement ops) ----
+
+def _op16(name: str, ins: list, consts: list, out: tuple, attrs: dict,
+          target: str = "cortex-m55"):
+    """One op over arena inputs (dtype, shape) then constant operands (arrays), one arena
+    output (dtype, shape)."""
+    from mcutorch.program import ConstantPool, OpInfo, Program, RegionInfo, TensorInfo
+    from test_program import _target_info
+
+    pool, tensors, at = ConstantPool(), [], 0
+    for dtype, shape in ins:
+        tensors.append(TensorInfo.arena(dtype, shape, 0, at, 0.5))
+        at += -(-tensors[-1].nbytes // 16) * 16
+    tensors += [pool.tensor(np.ascontiguousarray(c)) for c in consts]
+    tensors.append(TensorInfo.arena(out[0], out[1], 0, at, 0.5))
+    at += -(-tensors[-1].nbytes // 16) * 16
+    k = len(tensors) - 1
+    return Program(_target_info(target), [RegionInfo("ram", at)], tensors,
+                   [OpInfo(name, list(range(k)), [k], attrs)], list(range(len(ins))), [k],
+                   pool.to_bytes())
+
+
+def _win(kh, kw, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0)):
+    return dict(stride_h=stride[0], stride_w=stride[1], dilation_h=dilation[0],
+                dilation_w=dilation[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
+                pad_right=pads[3])
+
+
+def _out_hw(h, w, kh, kw, a):
+    return tuple((size + a[p0] + a[p1] - a[d] * (k - 1) - 1) // a[s] + 1 for size, k, p0, p1, d, s
+                 in ((h, kh, "pad_top", "pad_bottom", "dilation_h", "stride_h"),
+                     (w, kw, "pad_left", "pad_right", "dilation_w", "stride_w")))
+
+
+CONV16 = {  # (N, H, W, Cin), Cout, (KH, KW), window attributes, groups, fill
+    "3x3_pad1": ((1, 6, 7, 3), 5, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 1, None),
+    "stride2_dil2_asym": ((2, 9, 8, 4), 4, (3, 2), _win(3, 2, (2, 1), (2, 3), (2, 0, 1, 3)), 1, None),
+    "groups2": ((1, 5, 5, 6), 6, (3, 3), _win(3, 3, (1, 2), pads=(1, 1, 1, 1)), 2, None),
+    "1x1_tail": ((1, 3, 4, 17), 9, (1, 1), _win(1, 1), 1, None),
+    "1xk_conv1d": ((2, 1, 19, 8), 7, (1, 5), _win(1, 5, (1, 1), (1, 2), (0, 4, 0, 4)), 1, None),
+    "wide_cin": ((1, 3, 3, 33), 3, (3, 3), _win(3, 3, pads=(0, 1, 2, 1)), 1, None),
+    "extremes": ((1, 4, 4, 16), 4, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 1, 32767),
+    "extremes_neg": ((1, 4, 4, 16), 4, (3, 3), _win(3, 3), 1, -32768),
+}
+DW16 = {  # (N, H, W, C), M, (KH, KW), window attributes, weight rank
+    "3x3_c5": ((1, 6, 5, 5), 1, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 3),
+    "c20_stride2": ((2, 7, 8, 20), 1, (3, 3), _win(3, 3, (2, 2), pads=(0, 1, 1, 0)), 3),
+    "m2_dilated": ((1, 8, 7, 3), 2, (2, 3), _win(2, 3, (1, 2), (3, 2), (1, 2, 2, 1)), 4),
+    "c4_1xk": ((1, 1, 21, 4), 1, (1, 7), _win(1, 7, pads=(0, 3, 0, 3)), 3),
+}
+
+
+def _mac16_consts(rng, cout, k, wshape, fill=None):
+    w = rng.integers(-127, 128, wshape).astype(np.int8)
+    if fill is not None:  # the extremes: every weight at +-127 or -128, x all at fill
+        w[...] = np.where(rng.random(wshape) < 0.5, 127, -128)
+    bias = rng.integers(-(2**22), 2**22, cout).astype(np.int64)
+    shift = np.full(cout, 21 + int(np.ceil(np.log2(k) / 2)) + (6 if fill is not None else 0),
+                    np.int32)
+    return [w, bias, rng.integers(2**14, 2**15, cout).astype(np.int32), shift]
+
+
+def _conv16_program(case, target="cortex-m55", **change):
+    (n, h, w, cin), cout, (kh, kw), win, groups, fill = CONV16[case]
+    rng = np.random.default_rng(len(case))
+    consts = _mac16_consts(rng, cout, kh * kw * cin // groups, (cout, kh, kw, cin // groups), fill)
+    attrs = {**win, "groups": groups, **FC16, **change}
+    return _op16("conv2d", [("int16", (n, h, w, cin))], consts,
+                 ("int16", (n, *_out_hw(h, w, kh, kw, win), cout)), attrs, target), fill
+
+
+def _dw16_program(case, target="cortex-m55", **change):
+    (n, h, w, c), m, (kh, kw), win, rank = DW16[case]
+    rng = np.random.default_rng(len(case))
+    consts = _mac16_consts(rng, c * m, kh * kw, (1,) * (rank - 3) + (kh, kw, c * m))
+    attrs = {**win, "depth_multiplier": m, **FC16, **change}
+    return _op16("depthwise_conv2d", [("int16", (n, h, w, c))], consts,
+                 ("int16", (n, *_out_hw(h, w, kh, kw, win), c * m)), attrs, target), None
+
+
+def _mac16_inputs(p, fill):
+    shape = p.tensors[0].shape
+    return [_rescale_inputs("int16", shape, seed=3) if fill is None
+            else np.full(shape, fill, np.int16)]
+
+
+@pytest.mark.parametrize("case", [("conv2d", c) for c in CONV16] + [("dw", c) for c in DW16],
+                         ids="-".join)
+def test_int16_conv_and_depthwise_alike_in_the_reference_and_host_c(case):
+    """a16w8 conv2d and depthwise_conv2d (int64 accumulator within int48, 16-bit multipliers,
+    padding skipped): the program's reference run and the host C runtime (ASan + UBSan) give the
+    same integers, across the MVE/DSP widths (8-element MACs, 4 rows, 16-channel blocks) and their
+    tails, strides, dilations, asymmetric padding, groups, a depth multiplier, 1xK windows (an
+    int16 Conv1d) and full-scale inputs."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    kind, name = case
+    p, fill = (_conv16_program if kind == "conv2d" else _dw16_program)(name)
+    p = Program.from_bytes(p.to_bytes())  # both readers' load checks pass
+    xs = _mac16_inputs(p, fill)
+    (want,) = Interpreter(p).invoke(xs)
+    assert want.dtype == np.int16 and (fill is not None or len(np.unique(want)) > want.size // 3)
+    (got,) = crt.run_host(p, xs)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(in_zp=1), "bad_op"), (dict(out_zp=-1), None), (dict(act_min=-32768), None),
+    (dict(act_min=5, act_max=4), None), (dict(stride_h=2), None),  # not the output's shape
+    (dict(consts={1: np.zeros(5, np.int32)}), "bad_op"),  # an int32 bias with an int16 x
+    (dict(consts={2: np.full(5, 2**15, np.int32)}), "bad_op"),  # not a 16-bit multiplier
+    (dict(consts={3: np.full(5, 8, np.int32)}), "bad_op"),  # rq leaves int32
+    (dict(y_dtype="int8"), "bad_op"),  # int16 -> int8 is no dtype pair of conv2d
+])
+def test_int16_conv2d_refused_by_both_readers(change, reason):
+    """An int16 conv2d outside section 6's domain: both program readers give the same verdict at
+    load; what they load (attributes) both executors refuse at run time, the C kernel with
+    bad_argument before writing."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+    from test_program import reason_of, unchecked_bytes
+
+    change = dict(change)
+    consts, y_dtype = change.pop("consts", {}), change.pop("y_dtype", "int16")
+    p, _ = _conv16_program("3x3_pad1", **change)
+    import dataclasses as dc
+
+    if consts or y_dtype != "int16":
+        c = [p.const_array(i).copy() for i in range(1, 5)]
+        for k, v in consts.items():
+            c[k] = v
+        q = _op16("conv2d", [("int16", p.tensors[0].shape)], c,
+                  (y_dtype, p.tensors[-1].shape), p.ops[0].attrs)
+        p = dc.replace(q)
+    blob = unchecked_bytes(p)
+    assert reason_of(blob) == reason
+    assert crt.check_host([blob]) == [S.ERROR_CODES[reason] if reason else 0]
+    if reason is None:
+        x = np.zeros(p.tensors[0].shape, np.int16)
+        with pytest.raises(ExecutionError, match=r"op 0 \(conv2d\): "):
+            Interpreter(p).invoke([x])
+        with pytest.raises(McutorchError, match="bad_argument"):
+            crt.run_host(p, [x])

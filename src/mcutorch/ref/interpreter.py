@@ -16,12 +16,11 @@ from mcutorch.program.model import Program
 from mcutorch.ref import RESHAPING, kernel_for, output_shape
 from mcutorch.ref.elementwise import rescale_to
 
-# Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes): so
-# far rescale, concat, copy, pad and fully_connected. The reference kernels define more int16
-# forms, but a program runs them only where the C runtime does too (both program readers refuse
+# Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes).
+# A program runs an int16 form only where the C runtime does too (both program readers refuse
 # the others at load).
-C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad",
-                                               "fully_connected"})
+C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad", "fully_connected",
+                                         "conv2d", "depthwise_conv2d"})
 OUT_DTYPE_OPS = {"rescale": rescale_to}  # told their output's dtype (x does not imply it)
 
 
