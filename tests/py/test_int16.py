@@ -13,7 +13,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch import quant
-from mcutorch.ref import pad_attrs
+from mcutorch.ref import pad_attrs, slice_attrs
 from mcutorch.errors import QuantizeError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.program import schema as S
@@ -939,9 +939,9 @@ def test_fully_connected_int16_domain_at_load_in_both_readers(change, reason):
 # --- int16 C kernels: conv2d, depthwise_conv2d (and the element-wise, pool and movement ops) ----
 
 def _op16(name: str, ins: list, consts: list, out: tuple, attrs: dict,
-          target: str = "cortex-m55"):
+          target: str = "cortex-m55", inplace: bool = False):
     """One op over arena inputs (dtype, shape) then constant operands (arrays), one arena
-    output (dtype, shape)."""
+    output (dtype, shape); `inplace`: the output on the first input's bytes."""
     from mcutorch.program import ConstantPool, OpInfo, Program, RegionInfo, TensorInfo
     from test_program import _target_info
 
@@ -950,8 +950,8 @@ def _op16(name: str, ins: list, consts: list, out: tuple, attrs: dict,
         tensors.append(TensorInfo.arena(dtype, shape, 0, at, 0.5))
         at += -(-tensors[-1].nbytes // 16) * 16
     tensors += [pool.tensor(np.ascontiguousarray(c)) for c in consts]
-    tensors.append(TensorInfo.arena(out[0], out[1], 0, at, 0.5))
-    at += -(-tensors[-1].nbytes // 16) * 16
+    tensors.append(TensorInfo.arena(out[0], out[1], 0, 0 if inplace else at, 0.5))
+    at += 0 if inplace else -(-tensors[-1].nbytes // 16) * 16
     k = len(tensors) - 1
     return Program(_target_info(target), [RegionInfo("ram", at)], tensors,
                    [OpInfo(name, list(range(k)), [k], attrs)], list(range(len(ins))), [k],
@@ -972,7 +972,8 @@ def _out_hw(h, w, kh, kw, a):
 
 CONV16 = {  # (N, H, W, Cin), Cout, (KH, KW), window attributes, groups, fill
     "3x3_pad1": ((1, 6, 7, 3), 5, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 1, None),
-    "stride2_dil2_asym": ((2, 9, 8, 4), 4, (3, 2), _win(3, 2, (2, 1), (2, 3), (2, 0, 1, 3)), 1, None),
+    "stride2_dil2_asym": ((2, 9, 8, 4), 4, (3, 2), _win(3, 2, (2, 1), (2, 3), (2, 0, 1, 3)), 1,
+                          None),
     "groups2": ((1, 5, 5, 6), 6, (3, 3), _win(3, 3, (1, 2), pads=(1, 1, 1, 1)), 2, None),
     "1x1_tail": ((1, 3, 4, 17), 9, (1, 1), _win(1, 1), 1, None),
     "1xk_conv1d": ((2, 1, 19, 8), 7, (1, 5), _win(1, 5, (1, 1), (1, 2), (0, 4, 0, 4)), 1, None),
@@ -1082,3 +1083,140 @@ def test_int16_conv2d_refused_by_both_readers(change, reason):
             Interpreter(p).invoke([x])
         with pytest.raises(McutorchError, match="bad_argument"):
             crt.run_host(p, [x])
+
+
+BINARY16 = {  # a's shape, b's shape, in place (y on a's bytes)
+    "same_tail": ((37,), (37,), False), "bcast_rows": ((3, 1, 5), (4, 5), False),
+    "per_channel": ((2, 3, 9), (9,), False), "scalar": ((5, 6), (1,), False),
+    "column": ((4, 1), (4, 7), False), "rank6": ((2, 1, 2, 1, 3, 2), (1, 3, 1, 2, 1, 2), False),
+    "inplace": ((6, 11), (11,), True),
+}
+
+
+def _binary16_attrs(op, rng, extreme=False):
+    sa, sb, sy = (float(v) for v in rng.uniform(1e-3, 4e-3, 3))
+    if extreme:  # the largest output scale the domain allows: outputs reach +-32767
+        sy = min(sa, sb) / 4
+    stage = dict(out_zp=0, act_min=-32767, act_max=32767)
+    if op == "mul":
+        m, s = quant.quantize_multiplier(sa * sb / (sy * 30))
+        return dict(a_zp=0, b_zp=0, mult=m, shift=s, **stage)
+    big = 2 * max(sa, sb)
+    (am, ash), (bm, bsh), (om, osh) = (quant.quantize_multiplier(r) for r in (
+        2**15 * sa / big, 2**15 * sb / big, big / (2**15 * sy)))
+    return dict(a_zp=0, a_mult=am, a_shift=ash, b_zp=0, b_mult=bm, b_shift=bsh, out_mult=om,
+                out_shift=osh, **stage)
+
+
+def _binary16_program(op, case, target="cortex-m55", extreme=False, **change):
+    a, b, inplace = BINARY16[case]
+    y = np.broadcast_shapes(a, b)
+    attrs = {**_binary16_attrs(op, np.random.default_rng(len(case)), extreme), **change}
+    return _op16(op, [("int16", a), ("int16", b)], [], ("int16", y), attrs, target, inplace)
+
+
+def _pool_win(kh, kw, sh, sw):
+    return dict(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_top=0, pad_left=0,
+                pad_bottom=0, pad_right=0)
+
+
+POOL16 = {  # op, x shape, window attributes (and avg's count rule)
+    "max_3x2": ("max_pool2d", (2, 7, 6, 3), dict(POOL, act_min=-32767, act_max=30000)),
+    "max_2x2": ("max_pool2d", (1, 8, 8, 17), dict(_pool_win(2, 2, 2, 2), act_min=-32767,
+                                                  act_max=32767)),
+    "avg_valid": ("avg_pool2d", (2, 7, 6, 3), dict(POOL, count_include_pad=0, divisor=0,
+                                                   act_min=-1000, act_max=32767)),
+    "avg_include_pad": ("avg_pool2d", (1, 5, 9, 4), dict(POOL, count_include_pad=1, divisor=0)),
+    "avg_divisor": ("avg_pool2d", (1, 6, 6, 2), dict(_pool_win(3, 3, 3, 3), count_include_pad=0,
+                                                     divisor=7)),
+    "avg_global": ("avg_pool2d", (1, 4, 16, 8), dict(_pool_win(4, 16, 1, 1), count_include_pad=0,
+                                                     divisor=0)),
+}
+AVG16 = dict(in_zp=0, out_zp=0, act_min=-32767, act_max=32767)
+
+
+def _pool16_program(case, target="cortex-m55", **change):
+    op, shape, attrs = POOL16[case]
+    attrs = {**(AVG16 if op == "avg_pool2d" else {}), **attrs, **change}
+    n, h, w, c = shape
+    ho, wo = (
+        (size + attrs[p0] + attrs[p1] - k) // attrs[s] + 1 for size, k, p0, p1, s in
+        ((h, attrs["kernel_h"], "pad_top", "pad_bottom", "stride_h"),
+         (w, attrs["kernel_w"], "pad_left", "pad_right", "stride_w")))
+    return _op16(op, [("int16", shape)], [], ("int16", (n, ho, wo, c)), attrs, target)
+
+
+MOVES16_MORE = {  # transpose and strided_slice of int16 elements: (op, x shape, y shape, attrs)
+    "transpose_nchw": ("transpose", (2, 3, 4, 5), (2, 5, 3, 4),
+                       dict(perm0=0, perm1=3, perm2=1, perm3=2)),
+    "transpose_rank2": ("transpose", (7, 9), (9, 7), dict(perm0=0, perm1=1, perm2=3, perm3=2)),
+    "transpose_merged": ("transpose", (2, 3, 4, 5), (3, 2, 4, 5),
+                         dict(perm0=1, perm1=0, perm2=2, perm3=3)),
+    "slice_flip_step": ("strided_slice", (2, 3, 4, 5), (1, 2, 2, 3),
+                        slice_attrs([1, 2, 0, 4], [1, -1, 2, -1], [1, 2, 2, 3])),
+    "slice_inner_copy": ("strided_slice", (3, 17), (2, 9),
+                         slice_attrs([1, 4], [1, 1], [2, 9])),
+}
+
+
+def _move16_program(case, target="cortex-m55"):
+    op, x, y, attrs = MOVES16_MORE[case]
+    return _op16(op, [("int16", x)], [], ("int16", y), attrs, target)
+
+
+def _elementwise16_cases():
+    return ([("binary", op, c) for op in ("add", "sub", "mul") for c in BINARY16] +
+            [("binary", op, "extreme") for op in ("add", "sub", "mul")] +
+            [("pool", c) for c in POOL16] + [("move", c) for c in MOVES16_MORE])
+
+
+def _elementwise16_program(case, target="cortex-m55"):
+    if case[0] == "binary":
+        op, name = case[1:]
+        return (_binary16_program(op, "same_tail", target, extreme=True) if name == "extreme"
+                else _binary16_program(op, name, target))
+    return (_pool16_program if case[0] == "pool" else _move16_program)(case[1], target)
+
+
+def _inputs16(p, seed=0):
+    return [_rescale_inputs("int16", p.tensors[i].shape, seed=seed + i) for i in p.inputs]
+
+
+@pytest.mark.parametrize("case", _elementwise16_cases(), ids="-".join)
+def test_int16_elementwise_pool_movement_alike_in_the_reference_and_host_c(case):
+    """add, sub, mul (numpy broadcasting, in place, the 15-bit left-shift scheme), max_pool2d,
+    avg_pool2d (count rules, a fused clamp) and transpose / strided_slice on int16 tensors: the
+    program's reference run and the host C runtime (ASan + UBSan) give the same integers."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = Program.from_bytes(_elementwise16_program(case).to_bytes())
+    xs = _inputs16(p)
+    if case[1:] in (("add", "extreme"), ("sub", "extreme"), ("mul", "extreme")):
+        xs[0][:4], xs[1][:4] = [32767, -32767, 32767, -32767], [32767, -32767, -32767, 32767]
+    (want,) = Interpreter(p).invoke(xs)
+    assert want.dtype == np.int16 and len(np.unique(want)) > 4  # extreme: saturated
+    (got,) = crt.run_host(p, xs)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op,change", [
+    ("add", dict(a_zp=1)), ("sub", dict(out_zp=2)), ("mul", dict(b_zp=-1)),
+    ("add", dict(act_min=-32768)), ("mul", dict(act_max=40000)),
+    ("add", dict(a_mult=2**31 - 1, a_shift=2)),  # a32 can leave int32
+    ("mul", dict(mult=2**30, shift=2)),  # rq of a * b can leave int32
+])
+def test_int16_binary_domain_refused_by_both_executors(op, change):
+    """Attributes outside section 6's int16 domain: the reference refuses them by name, the C
+    kernel with bad_argument."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = _binary16_program(op, "bcast_rows", **change)
+    xs = [np.zeros(p.tensors[i].shape, np.int16) for i in p.inputs]
+    with pytest.raises(ExecutionError, match=rf"op 0 \({op}\): "):
+        Interpreter(p).invoke(xs)
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(p, xs)

@@ -22,6 +22,7 @@
  */
 #include "mt_addsub.h"
 #include "mt_bcast.h"
+#include "mt_binary16.h" /* int16 operands: mt_add_s16 */
 
 /* Armv7-M / Armv8-M Mainline scalar instructions (SMLAL, SSAT), unless -DMT_NO_SIMD */
 #if defined(__ARM_FEATURE_SAT) && __ARM_ARCH_ISA_THUMB == 2 && !defined(MT_NO_SIMD)
@@ -239,6 +240,9 @@ mt_status mt_add_s8(const mt_op_args *args)
 {
   if (!mt_args_ok(args, MT_ADD_N_INPUTS, MT_ADD_N_OUTPUTS, MT_ADD_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_ADD_IN_A].dtype == MT_DTYPE_INT16) {
+    return mt_add_s16(args);
   }
   const mt_tensor *at_ = &args->in[MT_ADD_IN_A], *bt = &args->in[MT_ADD_IN_B];
   const mt_tensor *yt = &args->out[MT_ADD_OUT_Y];

@@ -64,7 +64,8 @@ OPS = (
           family="conv", fusable=True, alias=("residual",), since=5,
           macs=lambda i, o, a: _out(o) * math.prod(i[1][1:]), mac_axis=0,
           c_sources={"default": ("conv/mt_conv2d_add_s8.c", "conv/mt_conv2d_s8.c",
-                                 "conv/mt_conv2d_s16.c", "elementwise/mt_add_s8.c")},
+                                 "conv/mt_conv2d_s16.c", "elementwise/mt_add_s8.c",
+                                 "elementwise/mt_binary_s16.c")},
           doc="y = add(conv2d(x) with out_zp/act = conv_zp/conv_min/conv_max, skip): the "
               "residual add fused into the conv's output stage, y may be skip's bytes"),
 )

@@ -19,8 +19,9 @@ from mcutorch.ref.elementwise import rescale_to
 # Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes).
 # A program runs an int16 form only where the C runtime does too (both program readers refuse
 # the others at load).
-C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad", "fully_connected",
-                                         "conv2d", "depthwise_conv2d"})
+C_INT16_OPS: frozenset[str] = frozenset({
+    "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d", "add",
+    "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice"})
 OUT_DTYPE_OPS = {"rescale": rescale_to}  # told their output's dtype (x does not imply it)
 
 
