@@ -255,16 +255,17 @@ def test_int16_mlps_on_boards(target, board):
         print(f"{board} a16w8 MLP {kw}: {run.instructions} instructions")
 
 
+class Gram(nn.Module):
+    def forward(self, x):
+        return x @ x.transpose(-1, -2)  # matmul of two activations: no int16 C kernel yet
+
+
 def test_compile_refuses_an_int16_op_without_an_int16_kernel():
-    x = torch.randn(1, 1, 8, 8)
-    gm = _quantize(Cnn(), x, activations="int16")
-    with pytest.raises(UnsupportedOpError, match=r"in conv1: .*conv2d with int16 activations "
-                                                 r".*no int16 kernel"):
+    x = torch.randn(1, 4, 8)
+    gm = _quantize(Gram(), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match=r"matmul with int16 activations .*no int16 "
+                                                 r"kernel"):
         mcutorch.compile(gm, (x,))
-    # the same model with only its Linear int16 compiles
-    gm = _quantize(Cnn(), x, int16_layers=["fc"])
-    p = mcutorch.compile(gm, (x,)).program
-    assert "int16" in {t.dtype for t in p.tensors}
 
 
 class PadFlatten(torch.nn.Module):
@@ -272,14 +273,25 @@ class PadFlatten(torch.nn.Module):
         return torch.flatten(F.pad(x, (1, 1, 1, 1)), 1)
 
 
-def test_compile_refuses_an_int16_transpose_a_pass_adds():
-    # the NHWC layout pass adds a transpose before flattening an int16 NCHW tensor: it has no
-    # int16 kernel, so the compile is refused naming it (not a program the runtimes refuse)
-    x = torch.randn(1, 4, 3, 3)
-    gm = _quantize(PadFlatten(), x, activations="int16")
-    with pytest.raises(UnsupportedOpError, match=r"aten.flatten.*transpose with int16 "
-                                                 r"activations .*no int16 kernel"):
-        mcutorch.compile(gm, (x,))
+def test_an_int16_cnn_and_the_transpose_a_pass_adds_compile_and_run_in_c():
+    """The int16 Cnn (conv2d, ReLU, conv2d + residual add, max_pool2d, fully_connected; the add
+    stays unfused: conv2d_add has int8 kernels only) and an int16 pad + flatten, whose NHWC
+    layout pass adds an int16 transpose: reference = host C bit for bit."""
+    from mcutorch.device import crt
+    from mcutorch.ref.interpreter import Interpreter
+
+    for model, x in ((Cnn(), torch.randn(2, 1, 8, 8)), (PadFlatten(), torch.randn(1, 4, 3, 3))):
+        compiled = mcutorch.compile(_quantize(model, x, activations="int16"), (x,))
+        p = compiled.program
+        names = [o.name for o in p.ops]
+        assert "transpose" in names if isinstance(model, PadFlatten) else (
+            {"conv2d", "add", "max_pool2d", "fully_connected"} <= set(names)
+            and "conv2d_add" not in names)
+        assert {t.dtype for t in p.tensors if t.storage == "arena"} == {"int16"}
+        xs = compiled.quantize_inputs([torch.randn(*x.shape).numpy()])
+        (want,) = Interpreter(p).invoke(xs)
+        (got,) = crt.run_host(p, xs)
+        np.testing.assert_array_equal(got, want)
 
 
 # --- the 16-bit requantization multiplier ---------------------------------------------------
@@ -658,7 +670,7 @@ def test_ref_movement_ops_move_int16_elements():
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     """The reference kernels define int16 forms, but a program holds them only where the C
-    runtime has a kernel (OpDef.dtypes: rescale, concat, copy, pad, fully_connected): an int8
+    runtime has a kernel (OpDef.dtypes: section 6's ops but matmul and clamp): an int8
     program edited to int16 tensors is refused by name by both program readers at load (bad_op)
     and by the interpreter."""
     from mcutorch import ops
@@ -668,13 +680,14 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     from test_program import reason_of, unchecked_bytes
 
     assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
-        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad",
-                                                     "fully_connected"}
+        "int16" in pair for pair in op.dtypes)} == {
+        "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d",
+        "add", "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
         def forward(self, v):
-            return nn.functional.max_pool1d(v[:, None], 2)[:, 0]
+            return v.amax(1, keepdim=True)  # reduce_max: no int16 form
 
     compiled = mcutorch.compile(_quantize(Pool(), x), (x,))
     program = compiled.program
@@ -683,7 +696,7 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     wide = dc.replace(program, tensors=[dc.replace(t, dtype="int16", offset=2 * t.offset)
                                         if t.storage == "arena" else t for t in program.tensors],
                       regions=[dc.replace(r, size=2 * r.size) for r in program.regions])
-    with pytest.raises(ProgramError, match=r"op 0 \(max_pool2d\): int16 inputs -> int16 output: "
+    with pytest.raises(ProgramError, match=r"op 0 \(reduce_max\): int16 inputs -> int16 output: "
                                            r"its kernels take int8 -> int8") as e:
         wide.to_bytes()
     assert e.value.reason == "bad_op"
