@@ -256,7 +256,8 @@ static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh,
 mt_status mt_depthwise_conv2d_s8(const mt_op_args *args)
 {
   dw_ctx c;
-  if (mt_args_ok(args, MT_DEPTHWISE_CONV2D_N_INPUTS, MT_DEPTHWISE_CONV2D_N_OUTPUTS, MT_DEPTHWISE_CONV2D_N_ATTRS) &&
+  if (mt_args_ok(args, MT_DEPTHWISE_CONV2D_N_INPUTS, MT_DEPTHWISE_CONV2D_N_OUTPUTS,
+                 MT_DEPTHWISE_CONV2D_N_ATTRS) &&
       args->in[MT_DEPTHWISE_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
     return mt_depthwise_conv2d_s16(args);
   }
