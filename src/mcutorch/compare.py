@@ -19,10 +19,11 @@ from mcutorch.compiler import build_graph
 from mcutorch.errors import UsageError
 from mcutorch.frontend.capture import as_tuple
 from mcutorch.ref import KERNELS
+from mcutorch.ref.elementwise import rescale_to
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs the converted module and keeps the int8 output of every quantize node (and the bool
+    """Runs the converted module and keeps the int8 (int16) output of every quantize node (and the bool
     mask of every comparison, as uint8 0/1)."""
 
     def __init__(self, gm):
@@ -31,17 +32,18 @@ class _Recorder(torch.fx.Interpreter):
 
     def run_node(self, n):
         out = super().run_node(n)
-        if (isinstance(out, torch.Tensor) and out.dtype in (torch.int8, torch.bool)
-                and n.op == "call_function"):
-            self.values[n.name] = out.detach().numpy().astype(np.int8 if out.dtype == torch.int8
-                                                              else np.uint8)
+        if (isinstance(out, torch.Tensor) and out.dtype in (torch.int8, torch.int16, torch.bool)
+                and n.op == "call_function"):  # int16: a16w8 layers (docs/numerics.md sec. 6)
+            self.values[n.name] = out.detach().numpy().astype(np.uint8 if out.dtype == torch.bool
+                                                              else out.numpy().dtype)
         return out
 
 
 def _ours_layout(value: np.ndarray, t, flattened=None) -> np.ndarray:
     """PyTorch's NCHW value of tensor t in our layout (NHWC; NHWC order in folded flattens)."""
     if t.layout == "NHWC":
-        value = value.transpose(0, 2, 3, 1)
+        value = value.reshape(t.shape[0], -1, *t.shape[1:3]) if value.ndim == 3 else value
+        value = value.transpose(0, 2, 3, 1)  # a 1-D op's [N, C, L] as [N, C, 1, L] first
     if flattened is not None:
         value = value.reshape(-1, *flattened).transpose(0, 2, 3, 1)
     return value.reshape(t.shape)
@@ -58,7 +60,10 @@ def layer_by_layer(qmodel, example_inputs) -> list[dict]:
     graph = build_graph(qmodel)
     rec = _Recorder(qmodel)
     rec.run(*as_tuple(example_inputs))
-    qnodes = graph.meta["qnodes"]
+    qnodes = dict(graph.meta["qnodes"])
+    for t in {t for n in graph.nodes for t in (*n.inputs, *n.outputs)}:  # 1-D ops' [N, C, 1, L]
+        if t.name.endswith("_2d") and t.name[:-3] in qnodes and len(t.shape) == 4:
+            qnodes.setdefault(t.name, qnodes[t.name[:-3]])  # views (frontend/builders/conv.py)
     rows = []
     for node in graph.nodes:
         y = node.outputs[0]
@@ -69,7 +74,8 @@ def layer_by_layer(qmodel, example_inputs) -> list[dict]:
         feed = {id(t): _ours_layout(rec.values[qnodes[t.name]], t, flat.get(t.name))
                 for t in acts}
         args = [t.data if t.is_const else feed[id(t)] for t in node.inputs]
-        ours = KERNELS[node.op](*args, **node.attrs).astype(np.int32)
+        ours = (rescale_to(*args, y.dtype, **node.attrs) if node.op == "rescale"  # 8 <-> 16
+                else KERNELS[node.op](*args, **node.attrs)).astype(np.int32)
         theirs = _ours_layout(rec.values[qnodes[y.name]], y).astype(np.int32)
         diff = np.abs(ours - theirs)
         rows.append({"op": node.op, "output": y.name, "source": node.source,

@@ -1233,3 +1233,85 @@ def test_int16_binary_domain_refused_by_both_executors(op, change):
         Interpreter(p).invoke(xs)
     with pytest.raises(McutorchError, match="bad_argument"):
         crt.run_host(p, xs)
+
+
+BOARDS16 = [("cortex-m55", "mps3-an547"), ("cortex-m0plus", "mps2-an385"),
+            ("cortex-m33", "mps2-an505"), ("cortex-m4", "mps2-an386")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,board", BOARDS16)
+def test_int16_kernels_on_boards(target, board):
+    """Every int16 kernel case above (conv2d, depthwise_conv2d, fully_connected, add, sub, mul,
+    the pools, transpose, strided_slice) as firmware on the M55 (MVE), M0+ (Armv6-M, unaligned
+    access trapping), M33 and M4 (DSP): the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    cases = ([(_conv16_program(c, target)) for c in CONV16] +
+             [(_dw16_program(c, target)) for c in DW16] +
+             [(_fc16_program(target=target, **kw), None) for kw in (
+                 dict(), dict(n=2, k=203, m=7, seed=2), dict(n=1, k=1100, m=2, seed=4))] +
+             [(_elementwise16_program(c, target), None) for c in _elementwise16_cases()])
+    for p, fill in cases:
+        xs = _mac16_inputs(p, fill) if p.ops[0].name in ("conv2d", "depthwise_conv2d") else (
+            _inputs16(p))
+        run = firmware.run(p, xs, board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke(xs)[0],
+                                      err_msg=f"{p.ops[0].name} {p.ops[0].attrs} on {board}")
+
+
+def _digits_tcn16():
+    """digits_tcn("rows", width=4, depth=2) with its conv1d stack and classifier int16, compiled
+    for the M55: (qmodel, compiled, held-out digits)."""
+    from mcutorch.models.digits import digits_split, digits_tcn
+
+    xtr, _, xte, _ = digits_split("rows", seed=0)
+    q = mcutorch.quantize(digits_tcn("rows", width=4, depth=2).eval(), (xtr[:16],),
+                          calibration=[xtr[i:i + 64] for i in range(0, 256, 64)],
+                          quantizer=mcutorch.Quantizer(int16_layers=["features", "classifier"]))
+    return q, mcutorch.compile(q, (xtr[:16],), target="cortex-m55"), xte
+
+
+def test_an_int16_digits_tcn_is_bit_exact_in_c_and_within_one_lsb_of_pytorch():
+    """An int16 CNN end to end: the conv1d layers run as int16 conv2d on [N, C, 1, L] views, the
+    mean between them int8 (rescales at each edge), the classifier int16. Reference = host C bit
+    for bit; each layer fed PyTorch's own input is within 1 LSB of its fake-quant output on
+    >= 99 % of elements (compare.layer_by_layer)."""
+    from mcutorch import compare
+    from mcutorch.device import crt
+    from mcutorch.ref.interpreter import Interpreter
+
+    q, compiled, xte = _digits_tcn16()
+    p = compiled.program
+    convs = [o for o in p.ops if o.name == "conv2d"]
+    assert len(convs) == 2 and all(p.tensors[o.inputs[0]].dtype == "int16" for o in convs)
+    assert p.tensors[next(o for o in p.ops if o.name == "fully_connected").inputs[0]].dtype == (
+        "int16")
+    for i in range(0, 64, 16):
+        xs = compiled.quantize_inputs([xte[i:i + 16].numpy()])
+        (want,) = Interpreter(p).invoke(xs)
+        (got,) = crt.run_host(p, xs)
+        np.testing.assert_array_equal(got, want)
+    rows = [r for i in range(0, 64, 16) for r in compare.layer_by_layer(q, (xte[i:i + 16],))]
+    assert {r["op"] for r in rows} >= {"conv2d", "fully_connected", "rescale"}
+    for op in sorted({r["op"] for r in rows}):
+        mine = [r for r in rows if r["op"] == op]
+        n = sum(r["elements"] for r in mine)
+        close = sum(r["within_1lsb"] * r["elements"] for r in mine) / n
+        exact = sum(r["exact"] * r["elements"] for r in mine) / n
+        print(f"digits_tcn a16w8 {op}: within 1 LSB {close:.2%}, exact {exact:.2%}, {n} elements")
+        assert close >= 0.99
+
+
+@pytest.mark.slow
+def test_an_int16_digits_tcn_on_the_m55():
+    """The same compiled int16 TCN as M55 firmware (MVE paths): the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    _, compiled, xte = _digits_tcn16()
+    xs = compiled.quantize_inputs([xte[:16].numpy()])
+    run = firmware.run(compiled.program, xs, "mps3-an547")
+    np.testing.assert_array_equal(run.outputs[0], Interpreter(compiled.program).invoke(xs)[0])
+    print(f"mps3-an547 int16 digits_tcn (16 digits): {run.instructions} instructions")
