@@ -23,7 +23,7 @@ from mcutorch.ref.elementwise import rescale_to
 
 
 class _Recorder(torch.fx.Interpreter):
-    """Runs the converted module and keeps the int8 (int16) output of every quantize node (and the bool
+    """Runs the converted module and keeps the int8 / int16 output of every quantize node (the bool
     mask of every comparison, as uint8 0/1)."""
 
     def __init__(self, gm):
