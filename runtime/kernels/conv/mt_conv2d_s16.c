@@ -6,12 +6,17 @@
  *   acc[o] = bias[o] + sum over the window's in-bounds taps of x * w[o]    (int64)
  *   y[o]   = clamp(rq(acc[o], mult[o], shift[o]), act_min, act_max)
  *
- * The input zero point is 0, so padding contributes nothing and is skipped, never read. Per
- * output pixel and MT_MAC16_NR output channels of a group, each in-bounds kernel row is one run
- * of mt_dot16_rows (groups == 1, dilation_w == 1: the row's taps are adjacent in x and w), else
- * each tap is one run of Cin/groups elements.
+ * The input zero point is 0, so padding contributes nothing. With groups == 1, dilation_w == 1
+ * and windows of at most CONV16_COL elements, each output pixel's window is gathered once into
+ * KH * KW * Cin int16 in weight order (padding 0; 2 * CONV16_COL bytes of stack), and every
+ * MT_MAC16_NR output channels are one mt_dot16_rows run over it. Otherwise, per output pixel
+ * and MT_MAC16_NR output channels of a group, each in-bounds kernel row is one run (groups ==
+ * 1, dilation_w == 1: the row's taps are adjacent in x and w), else each tap one run of
+ * Cin/groups elements; the padding is skipped, never read.
  */
 #include "mt_mac16.h"
+
+#define CONV16_COL 512 /* int16 elements of the largest gathered window */
 
 typedef struct {
   const int16_t *x;
@@ -95,6 +100,45 @@ static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, 
   return 1;
 }
 
+/* col = the window of pixel (n, oh, ow) in weight order (KH, KW, Cin), 0 in the padding. */
+static void conv16_gather(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, int16_t *col)
+{
+  int32_t ky0, ky1, kx0, kx1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
+  const size_t cin = (size_t)c->cin, row = (size_t)c->kw * cin;
+  __builtin_memset(col, 0, (size_t)c->kh * row * sizeof col[0]);
+  for (int32_t ky = ky0; ky < ky1 && kx1 > kx0; ky++) {
+    const size_t px =
+        ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky * c->ah.dilation)) * (size_t)c->aw.size +
+        (size_t)(ix + kx0);
+    __builtin_memcpy(col + (size_t)ky * row + (size_t)kx0 * cin, c->x + px * cin,
+                     (size_t)(kx1 - kx0) * cin * sizeof col[0]);
+  }
+}
+
+/* Every output channel of pixel (n, oh, ow) from its gathered window. */
+static int conv16_gathered(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, int16_t *col,
+                           int16_t *y_px)
+{
+  const uint32_t k = (uint32_t)(c->kh * c->kw * c->cin);
+  conv16_gather(c, n, oh, ow, col);
+  for (int32_t o = 0; o < c->cout_g; o += MT_MAC16_NR) {
+    const int32_t nr = c->cout_g - o < MT_MAC16_NR ? c->cout_g - o : MT_MAC16_NR;
+    int64_t acc[MT_MAC16_NR];
+    for (int32_t r = 0; r < nr; r++) {
+      acc[r] = c->bias[o + r];
+    }
+    mt_dot16_rows(col, c->w + (size_t)o * k, k, k, nr, acc);
+    for (int32_t r = 0; r < nr; r++) {
+      if (!mt_out16(acc[r], c->mult[o + r], c->shift[o + r], c->lo, c->hi, y_px + o + r)) {
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
 // x: (N, H, W, Cin) int16; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI); bias: (Cout,)
 // int64; mult, shift: (Cout,) int32  ->  y: (N, Ho, Wo, Cout) int16
 mt_status mt_conv2d_s16(const mt_op_args *args)
@@ -104,10 +148,19 @@ mt_status mt_conv2d_s16(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const size_t cout = (size_t)c.groups * (size_t)c.cout_g;
+  const int gather = c.groups == 1 && c.aw.dilation == 1 &&
+                     (int64_t)c.kh * c.kw * c.cin <= CONV16_COL && c.kh * c.kw > 1;
+  int16_t col[CONV16_COL];
   int16_t *y = c.y;
   for (int32_t n = 0; n < c.batch; n++) {
     for (int32_t oh = 0; oh < c.ah.out; oh++) {
       for (int32_t ow = 0; ow < c.aw.out; ow++, y += cout) {
+        if (gather) {
+          if (!conv16_gathered(&c, n, oh, ow, col, y)) {
+            return MT_STATUS_BAD_ARGUMENT;
+          }
+          continue;
+        }
         for (int32_t g = 0; g < c.groups; g++) {
           for (int32_t o = 0; o < c.cout_g; o += MT_MAC16_NR) {
             const int32_t nr = c.cout_g - o < MT_MAC16_NR ? c.cout_g - o : MT_MAC16_NR;

@@ -7,9 +7,9 @@
  *
  * Padding (zero point 0) contributes nothing and is skipped. Per output pixel, the taps of a
  * block of channels are summed in int32 lanes (|x * w| <= 2^22: DW16_TAPS = 256 taps fit), added
- * to the int64 accumulators every DW16_TAPS taps. MVE (M = 1): four channels per VMLA on int32
- * lanes (VLDRH.S32 / VLDRB.S32 widening loads, a predicated tail); otherwise one channel at a
- * time.
+ * to the int64 accumulators every DW16_TAPS taps. MVE (M = 1, windows of at most DW16_TAPS
+ * taps): four channels per int32 vector held across the window's taps (dw16_window_mve);
+ * otherwise one channel at a time.
  */
 #include "mt_mac16.h"
 
@@ -67,18 +67,34 @@ static int dw16_init(dw16_ctx *c, const mt_op_args *a)
 static void dw16_tap(const dw16_ctx *c, const int16_t *x_px, const int8_t *w_tap, int32_t o0,
                      int32_t nb, int32_t *part)
 {
-  int32_t j = 0;
-#if MT_MVE
-  for (; c->m == 1 && j < nb; j += 4) {
-    const mve_pred16_t p = vctp32q((uint32_t)(nb - j));
-    const int32x4_t xv = vldrhq_z_s32(x_px + o0 + j, p), wv = vldrbq_z_s32(w_tap + o0 + j, p);
-    vstrwq_p_s32(part + j, vaddq_s32(vldrwq_z_s32(part + j, p), vmulq_s32(xv, wv)), p);
-  }
-#endif /* MT_MVE */
-  for (; j < nb; j++) {
+  for (int32_t j = 0; j < nb; j++) {
     part[j] += (int32_t)x_px[(o0 + j) / c->m] * w_tap[o0 + j];
   }
 }
+
+#if MT_MVE
+/* M = 1, at most DW16_TAPS taps: part[j] = the window's sum for channels o0 + j, four channels
+ * per int32 vector kept in a register across the taps (VLDRH.S32 / VLDRB.S32, VMUL, VADD). */
+static void dw16_window_mve(const dw16_ctx *c, const int16_t *x_win, const int8_t *w_win,
+                            int32_t rows, int32_t cols, int32_t o0, int32_t nb, int32_t *part)
+{
+  const size_t cout = (size_t)c->c, x_tap = (size_t)c->aw.dilation * cout;
+  const size_t x_row = (size_t)c->ah.dilation * (size_t)c->aw.size * cout;
+  const size_t w_row = (size_t)c->kw * cout;
+  for (int32_t j = 0; j < nb; j += 4) {
+    const mve_pred16_t p = vctp32q((uint32_t)(nb - j));
+    int32x4_t s = vdupq_n_s32(0);
+    for (int32_t ky = 0; ky < rows; ky++) {
+      const int16_t *xr = x_win + (size_t)ky * x_row + (size_t)(o0 + j);
+      const int8_t *wr = w_win + (size_t)ky * w_row + (size_t)(o0 + j);
+      for (int32_t kx = 0; kx < cols; kx++, xr += x_tap, wr += cout) {
+        s = vaddq_s32(s, vmulq_s32(vldrhq_z_s32(xr, p), vldrbq_z_s32(wr, p)));
+      }
+    }
+    vstrwq_p_s32(part + j, s, p);
+  }
+}
+#endif /* MT_MVE */
 
 /* Output channels [o0, o0 + nb) of pixel (n, oh, ow). */
 static int dw16_block(const dw16_ctx *c, int32_t n, int32_t oh, int32_t ow, int32_t o0, int32_t nb,
@@ -93,6 +109,20 @@ static int dw16_block(const dw16_ctx *c, int32_t n, int32_t oh, int32_t ow, int3
   for (int32_t j = 0; j < nb; j++) {
     acc[j] = c->bias[o0 + j];
   }
+#if MT_MVE
+  if (c->m == 1 && (ky1 - ky0) * (kx1 - kx0) <= DW16_TAPS) {
+    const size_t px = ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky0 * c->ah.dilation)) *
+                          (size_t)c->aw.size +
+                      (size_t)(ix + kx0 * c->aw.dilation);
+    dw16_window_mve(c, c->x + px * (size_t)c->c,
+                    c->w + ((size_t)ky0 * (size_t)c->kw + (size_t)kx0) * cout, ky1 - ky0, kx1 - kx0,
+                    o0, nb, part);
+    for (int32_t j = 0; j < nb; j++) {
+      acc[j] += part[j];
+    }
+    ky1 = ky0; /* done: no tap left for the loop below */
+  }
+#endif /* MT_MVE */
   for (int32_t ky = ky0; ky < ky1; ky++) {
     for (int32_t kx = kx0; kx < kx1; kx++) {
       const size_t px = ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky * c->ah.dilation)) *

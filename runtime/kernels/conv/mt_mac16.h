@@ -6,7 +6,8 @@
  *                  and the output stage's attributes (zero points 0, an int16 clamp range)
  *   mt_dot16_rows  acc[r] += sum_k x[k] * w[r * ws + k] for up to four weight rows sharing x:
  *                  MVE: VMLALDAVA (int16 x int16 into a 64-bit accumulator) on x and the weights
- *                  widened by VLDRB.S16, eight products per instruction, a predicated tail;
+ *                  widened by VLDRB.S16, eight products per instruction, two rows per pass of a
+ *                  tail-predicated loop (mt_dot16x2_mve);
  *                  DSP: SMLALD on halfword pairs (weights widened by SXTB16 + PKHBT/PKHTB);
  *                  C: int32 partial sums of at most 256 products (|x * w| <= 2^22)
  *   mt_out16       y = clamp(rq(acc, mult, shift), lo, hi) as int16
@@ -76,36 +77,44 @@ static inline void mt_widen_s8x4(uint32_t w, int32_t *w01, int32_t *w23)
 }
 #endif /* MT_DSP && !MT_MVE */
 
+#if MT_MVE
+/* a0 += sum x[k] * w0[k], a1 += sum x[k] * w1[k] (k < n, n > 0): one tail-predicated loop of six
+ * instructions per eight elements (VLDRH, two VLDRB.S16 widening loads, two VMLALVA). The int64
+ * operands sit in even/odd register pairs, as VMLALVA's RdaLo/RdaHi need (%Q / %R); the widening
+ * loads take low base registers ("l"). */
+static inline void mt_dot16x2_mve(const int16_t *x, const int8_t *w0, const int8_t *w1, uint32_t n,
+                                  int64_t *a0, int64_t *a1)
+{
+  int64_t s0 = *a0, s1 = *a1;
+  /* clang-format off */
+  __asm__ volatile("   dlstp.16 lr, %[n]\n"
+                   "1: vldrh.s16 q0, [%[x]], #16\n"
+                   "   vldrb.s16 q1, [%[w0]], #8\n"
+                   "   vldrb.s16 q2, [%[w1]], #8\n"
+                   "   vmlalva.s16 %Q[s0], %R[s0], q0, q1\n"
+                   "   vmlalva.s16 %Q[s1], %R[s1], q0, q2\n"
+                   "   letp lr, 1b\n"
+                   : [x] "+r"(x), [w0] "+l"(w0), [w1] "+l"(w1), [s0] "+r"(s0), [s1] "+r"(s1)
+                   : [n] "r"(n)
+                   : "q0", "q1", "q2", "lr", "memory");
+  /* clang-format on */
+  *a0 = s0;
+  *a1 = s1;
+}
+#endif /* MT_MVE */
+
 /* acc[r] += sum_{k < n} x[k] * w[r * ws + k] for r < nr (1 <= nr <= MT_MAC16_NR). */
 static MT_NOINLINE void mt_dot16_rows(const int16_t *x, const int8_t *w, size_t ws, uint32_t n,
                                       int32_t nr, int64_t *acc)
 {
   uint32_t k = 0;
 #if MT_MVE
-  if (nr == MT_MAC16_NR) {
-    const int8_t *w0 = w, *w1 = w + ws, *w2 = w + 2 * ws, *w3 = w + 3 * ws;
-    int64_t a0 = acc[0], a1 = acc[1], a2 = acc[2], a3 = acc[3];
-    for (; k < n; k += 8) {
-      const mve_pred16_t p = vctp16q(n - k);
-      const int16x8_t xv = vldrhq_z_s16(x + k, p);
-      a0 = vmlaldavaq_s16(a0, xv, vldrbq_z_s16(w0 + k, p));
-      a1 = vmlaldavaq_s16(a1, xv, vldrbq_z_s16(w1 + k, p));
-      a2 = vmlaldavaq_s16(a2, xv, vldrbq_z_s16(w2 + k, p));
-      a3 = vmlaldavaq_s16(a3, xv, vldrbq_z_s16(w3 + k, p));
-    }
-    acc[0] = a0, acc[1] = a1, acc[2] = a2, acc[3] = a3;
-    return;
+  for (int32_t r = 0; n > 0 && r < nr; r += 2) { /* an odd last row is paired with itself */
+    int64_t spare = 0;
+    const int8_t *w0 = w + (size_t)r * ws, *w1 = r + 1 < nr ? w0 + ws : w0;
+    mt_dot16x2_mve(x, w0, w1, n, &acc[r], r + 1 < nr ? &acc[r + 1] : &spare);
   }
-  for (int32_t r = 0; r < nr; r++) {
-    const int8_t *wr = w + (size_t)r * ws;
-    int64_t a = acc[r];
-    for (k = 0; k < n; k += 8) {
-      const mve_pred16_t p = vctp16q(n - k);
-      a = vmlaldavaq_s16(a, vldrhq_z_s16(x + k, p), vldrbq_z_s16(wr + k, p));
-    }
-    acc[r] = a;
-  }
-  return;
+  (void)k;
 #else /* !MT_MVE */
 #if MT_DSP
   for (; k + 4 <= n; k += 4) {
