@@ -257,7 +257,7 @@ mt_status mt_conv2d_s8(const mt_op_args *args)
   int8_t col[CONV_COL_MAX];
   if (mt_args_ok(args, MT_CONV2D_N_INPUTS, MT_CONV2D_N_OUTPUTS, MT_CONV2D_N_ATTRS) &&
       args->in[MT_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
-    return mt_conv2d_s16(args);
+    return mt_conv2d_s16 != NULL ? mt_conv2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!conv_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;

@@ -259,7 +259,7 @@ mt_status mt_depthwise_conv2d_s8(const mt_op_args *args)
   if (mt_args_ok(args, MT_DEPTHWISE_CONV2D_N_INPUTS, MT_DEPTHWISE_CONV2D_N_OUTPUTS,
                  MT_DEPTHWISE_CONV2D_N_ATTRS) &&
       args->in[MT_DEPTHWISE_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
-    return mt_depthwise_conv2d_s16(args);
+    return mt_depthwise_conv2d_s16 != NULL ? mt_depthwise_conv2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!dw_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;

@@ -47,7 +47,8 @@ static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
   if (mt_args_ok(args, MT_FULLY_CONNECTED_N_INPUTS, MT_FULLY_CONNECTED_N_OUTPUTS,
                  MT_FULLY_CONNECTED_N_ATTRS) &&
       args->in[MT_FULLY_CONNECTED_IN_X].dtype == MT_DTYPE_INT16) {
-    return mt_fully_connected_s16(args, folded);
+    return mt_fully_connected_s16 != NULL ? mt_fully_connected_s16(args, folded)
+                                          : MT_STATUS_BAD_ARGUMENT;
   }
   if (!fc_args_ok(args)) {
     return MT_STATUS_BAD_ARGUMENT;

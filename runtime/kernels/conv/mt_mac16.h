@@ -27,9 +27,19 @@
 #define MT_S48_MAX  140737488355327LL /* 2^47 - 1: the int16 MAC accumulator (TOSA INT48) */
 #define MT_MAC16_NR 4 /* weight rows per mt_dot16_rows call */
 
-mt_status mt_conv2d_s16(const mt_op_args *args);
-mt_status mt_depthwise_conv2d_s16(const mt_op_args *args);
-mt_status mt_fully_connected_s16(const mt_op_args *args, int folded);
+#ifndef MT_WEAK16
+/* The int16 bodies are weak references: a firmware whose program has no int16 op of this kind
+ * leaves them out (mcutorch.device.kernels.sources_for), the pointer is then NULL and the int8
+ * kernel refuses an int16 operand (bad argument). */
+#if defined(__GNUC__)
+#define MT_WEAK16 __attribute__((weak))
+#else /* !__GNUC__: always linked */
+#define MT_WEAK16
+#endif /* __GNUC__ */
+#endif /* MT_WEAK16 */
+mt_status mt_conv2d_s16(const mt_op_args *args) MT_WEAK16;
+mt_status mt_depthwise_conv2d_s16(const mt_op_args *args) MT_WEAK16;
+mt_status mt_fully_connected_s16(const mt_op_args *args, int folded) MT_WEAK16;
 
 /* bias (n,) int64, mult and shift (n,) int32 with 16-bit multipliers; out_zp 0 and an int16
  * clamp range: 1 when legal. */

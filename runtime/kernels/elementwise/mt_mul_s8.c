@@ -182,7 +182,7 @@ mt_status mt_mul_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   if (args->in[MT_MUL_IN_A].dtype == MT_DTYPE_INT16) {
-    return mt_mul_s16(args);
+    return mt_mul_s16 != NULL ? mt_mul_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at_ = &args->in[MT_MUL_IN_A], *bt = &args->in[MT_MUL_IN_B];
   const mt_tensor *yt = &args->out[MT_MUL_OUT_Y];

@@ -25,7 +25,7 @@ mt_status mt_sub_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   if (args->in[MT_SUB_IN_A].dtype == MT_DTYPE_INT16) {
-    return mt_sub_s16(args);
+    return mt_sub_s16 != NULL ? mt_sub_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at = &args->in[MT_SUB_IN_A], *bt = &args->in[MT_SUB_IN_B];
   const mt_tensor *yt = &args->out[MT_SUB_OUT_Y];

@@ -241,7 +241,7 @@ mt_status mt_avg_pool2d_s8(const mt_op_args *args)
   avg_ctx c;
   if (mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) &&
       args->in[MT_AVG_POOL2D_IN_X].dtype == MT_DTYPE_INT16) {
-    return mt_avg_pool2d_s16(args);
+    return mt_avg_pool2d_s16 != NULL ? mt_avg_pool2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) ||
       !avg_init(&c, args)) {

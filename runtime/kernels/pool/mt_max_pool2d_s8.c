@@ -200,7 +200,7 @@ mt_status mt_max_pool2d_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   if (args->in[MT_MAX_POOL2D_IN_X].dtype == MT_DTYPE_INT16) {
-    return mt_max_pool2d_s16(args);
+    return mt_max_pool2d_s16 != NULL ? mt_max_pool2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_MAX_POOL2D_IN_X], *yt = &args->out[MT_MAX_POOL2D_OUT_Y];
   const int32_t lo = args->attrs[MT_MAX_POOL2D_ACT_MIN], hi = args->attrs[MT_MAX_POOL2D_ACT_MAX];
