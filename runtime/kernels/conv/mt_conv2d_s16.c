@@ -78,7 +78,10 @@ static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, 
   const int contiguous = c->groups == 1 && c->aw.dilation == 1;
   const int32_t runs = contiguous ? (kx1 > kx0) : kx1 - kx0;
   const uint32_t len = (uint32_t)(contiguous ? (size_t)(kx1 - kx0) * cg : cg);
-  int64_t acc[MT_MAC16_NR] = {0, 0, 0, 0}; /* the bias is added after (no copy loop) */
+  int64_t acc[MT_MAC16_NR];
+  for (int32_t r = 0; r < nr; r++) {
+    acc[r] = c->bias[oc + r];
+  }
   for (int32_t ky = ky0; ky < ky1; ky++) {
     const size_t row =
         ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky * c->ah.dilation)) * (size_t)c->aw.size;
@@ -90,8 +93,7 @@ static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, 
     }
   }
   for (int32_t r = 0; r < nr; r++) {
-    if (!mt_out16(c->bias[oc + r] + acc[r], c->mult[oc + r], c->shift[oc + r], c->lo, c->hi,
-                  y_px + oc + r)) {
+    if (!mt_out16(acc[r], c->mult[oc + r], c->shift[oc + r], c->lo, c->hi, y_px + oc + r)) {
       return 0;
     }
   }
@@ -123,11 +125,13 @@ static int conv16_gathered(const conv16_ctx *c, int32_t n, int32_t oh, int32_t o
   conv16_gather(c, n, oh, ow, col);
   for (int32_t o = 0; o < c->cout_g; o += MT_MAC16_NR) {
     const int32_t nr = c->cout_g - o < MT_MAC16_NR ? c->cout_g - o : MT_MAC16_NR;
-    int64_t acc[MT_MAC16_NR] = {0, 0, 0, 0}; /* the bias is added after (no copy loop) */
+    int64_t acc[MT_MAC16_NR];
+    for (int32_t r = 0; r < nr; r++) {
+      acc[r] = c->bias[o + r];
+    }
     mt_dot16_rows(col, c->w + (size_t)o * k, k, k, nr, acc);
     for (int32_t r = 0; r < nr; r++) {
-      if (!mt_out16(c->bias[o + r] + acc[r], c->mult[o + r], c->shift[o + r], c->lo, c->hi,
-                    y_px + o + r)) {
+      if (!mt_out16(acc[r], c->mult[o + r], c->shift[o + r], c->lo, c->hi, y_px + o + r)) {
         return 0;
       }
     }

@@ -37,11 +37,14 @@ mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
     const int16_t *xr = x + (size_t)n * n_in;
     for (uint32_t o = 0; o < n_out; o += MT_MAC16_NR) {
       const int32_t nr = n_out - o < MT_MAC16_NR ? (int32_t)(n_out - o) : MT_MAC16_NR;
-      int64_t acc[MT_MAC16_NR] = {0, 0, 0, 0}; /* the bias is added after (no copy loop) */
+      int64_t acc[MT_MAC16_NR];
+      for (int32_t r = 0; r < nr; r++) {
+        acc[r] = bias[o + (uint32_t)r];
+      }
       mt_dot16_rows(xr, w + (size_t)o * n_in, n_in, n_in, nr, acc);
       for (int32_t r = 0; r < nr; r++) {
         const uint32_t c = o + (uint32_t)r;
-        if (!mt_out16(bias[c] + acc[r], mult[c], shift[c], lo, hi, y + (size_t)n * n_out + c)) {
+        if (!mt_out16(acc[r], mult[c], shift[c], lo, hi, y + (size_t)n * n_out + c)) {
           return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
         }
       }
