@@ -107,8 +107,13 @@ for _t, _d in ((16, 16), (64, 16), (32, 32), (64, 64)):
 RESNET8_ADD = dict(a_zp=-128, a_mult=1542954677, a_shift=13, b_zp=3, b_mult=1073741824,
                    b_shift=11, out_zp=-128, out_mult=1090485821, out_shift=48, act_min=-128,
                    act_max=127)
+# a16w8 (docs/numerics.md section 6): the same MAC layers with int16 activations (int64 bias
+# within int48, 16-bit multipliers, zero points 0), named <layer>_a16, each beside its int8 row
+A16_LAYERS = ("kws_conv1_10x4_s2", "kws_dw_3x3", "kws_pw_64to64", "kws_fc_64to12", "vww_dw_3x3",
+              "resnet8_3x3_16", "conv1d_98x16_k9", "fc_qk_t64_d64", "fc_pv_t64_d64")
 GROUPS = {"kws": [k for k in LAYERS if k.startswith("kws")], "all": list(LAYERS),
-          "attention": [k for k in LAYERS if k[:3] in ("mm_", "fc_")]}
+          "attention": [k for k in LAYERS if k[:3] in ("mm_", "fc_")],
+          "a16w8": [n for k in A16_LAYERS for n in (k, k + "_a16")]}
 
 
 def _rng(name):
@@ -126,6 +131,8 @@ def make_layer(name):
 
     fully_connected runs variant "folded", as the compiler picks it (backends.cortex_m): the bias
     operand is bias - in_zp * sum(w) and in_zp is 0; its output equals the default one."""
+    if name.endswith("_a16"):
+        return _make_a16(name)
     op, xs, ws, kw, _ = LAYERS[name]
     rng = _rng(name)
     x = _s8(rng, xs)
@@ -196,6 +203,29 @@ def make_layer(name):
     return op, (x, w, bias, mult, shift), attrs, macs, "default"
 
 
+def _make_a16(name):
+    """make_layer's int16 form of a MAC layer: int16 x over [-32767, 32767], int8 weights, an
+    int64 bias, 16-bit multipliers (quantize_multiplier16), zero points 0, the int16 range."""
+    op, xs, ws, kw, _ = LAYERS[name[:-4]]
+    rng = _rng(name)
+    x = rng.integers(-32767, 32768, size=xs).astype(np.int16)
+    w = _s8(rng, ws, -127, 127)
+    cout = ws[-1] if op == "depthwise_conv2d" else ws[0]
+    taps = w.size // cout
+    bias = rng.integers(-2**22, 2**22, size=cout).astype(np.int64)
+    real = 8000.0 / (math.sqrt(taps) * 18918 * 73) * rng.uniform(0.5, 2.0, size=cout)
+    mult, shift = (np.array(v, np.int32) for v in zip(*map(quant.quantize_multiplier16, real)))
+    attrs = dict(in_zp=0, out_zp=0, act_min=-32767, act_max=32767)
+    if op != "fully_connected":
+        s, p = kw.get("stride", (1, 1)), kw.get("pads", (0, 0, 0, 0))
+        attrs.update(stride_h=s[0], stride_w=s[1], dilation_h=1, dilation_w=1, pad_top=p[0],
+                     pad_left=p[1], pad_bottom=p[2], pad_right=p[3])
+        attrs.update(depth_multiplier=1) if op == "depthwise_conv2d" else attrs.update(groups=1)
+    y = kernel_for(op)(x, w, bias, mult, shift, **attrs)
+    macs = ops.macs(op, [x.shape, w.shape], [y.shape], attrs)
+    return op, (x, w, bias, mult, shift), attrs, macs, "default"
+
+
 def case_bytes(op_name, inputs, attrs, variant="default") -> bytes:
     """A run_kernel case file (format: tests/c/kernels/run_kernel.c), expected = reference."""
     op = ops.get(op_name)
@@ -206,7 +236,8 @@ def case_bytes(op_name, inputs, attrs, variant="default") -> bytes:
     for a in (*inputs, y):
         a = np.ascontiguousarray(a)
         data = a.astype(a.dtype.newbyteorder("<")).tobytes()
-        dtype = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1}.get(a.dtype, 3)
+        dtype = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int16): 2,
+                 np.dtype(np.int64): 4}.get(a.dtype, 3)
         shape = list(a.shape) + [0] * (6 - a.ndim)
         out += struct.pack("<2I6Ii2I", dtype, a.ndim, *shape, 0, 0, len(data))
         out += data + b"\0" * (-len(data) % 4)
@@ -247,7 +278,7 @@ def print_table(counts, names, cpus) -> None:
     print(f"{'layer':<20} {'cpu':<11} {'ours':>10} {'CMSIS-NN':>10} {'ratio':>6} {'instr/MAC':>9}")
     for name in names:
         macs = make_layer(name)[3]
-        cmsis = LAYERS[name][4]
+        cmsis = LAYERS[name][4] if name in LAYERS else None
         for cpu in cpus:
             ours = counts[(name, cpu)]
             ref = cmsis[CPUS.index(cpu)] if cmsis and cpu in CPUS else None
@@ -257,13 +288,18 @@ def print_table(counts, names, cpus) -> None:
             print(f"{name:<20} {cpu:<11} {ours:>10,} {ref_s} {ratio} {per_mac}")
     print("ratio = ours / CMSIS-NN (below 1: fewer instructions). Counts: exact (QEMU plugin), "
           "the kernel call plus ~5 instructions of call.")
+    pairs = [n for n in names if n.endswith("_a16") and n[:-4] in names]
+    for name in pairs:  # the issue's target: an int16 MAC layer within 2x its int8 form
+        print(f"{name:<24} int16 / int8: " + ", ".join(
+            f"{cpu} {counts[(name, cpu)] / counts[(name[:-4], cpu)]:.2f}x" for cpu in cpus))
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpus", default=",".join(CPUS))
     p.add_argument("--opt", default="-O3")
-    p.add_argument("--layers", default="all", help="kws, all, or comma-separated layer names")
+    p.add_argument("--layers", default="all",
+                   help="kws, all, attention, a16w8 (int8 and int16 rows), or layer names")
     p.add_argument("--workdir", default=None)
     a = p.parse_args(argv)
     names = GROUPS.get(a.layers) or a.layers.split(",")

@@ -45,7 +45,8 @@ class _Recorder(torch.fx.Interpreter):
 def _ours_layout(value: np.ndarray, t, flattened=None) -> np.ndarray:
     """PyTorch's NCHW value of tensor t in our layout (NHWC; NHWC order in folded flattens)."""
     if t.layout == "NHWC":
-        value = value.transpose(0, 2, 3, 1)
+        value = value.reshape(t.shape[0], -1, *t.shape[1:3]) if value.ndim == 3 else value
+        value = value.transpose(0, 2, 3, 1)  # a 1-D op's [N, C, L] as [N, C, 1, L] first
     if flattened is not None:
         value = value.reshape(-1, *flattened).transpose(0, 2, 3, 1)
     return value.reshape(t.shape)
@@ -63,7 +64,10 @@ def layer_by_layer(qmodel, example_inputs) -> list[dict]:
     graph = build_graph(qmodel)
     rec = _Recorder(qmodel)
     rec.run(*as_tuple(example_inputs))
-    qnodes = graph.meta["qnodes"]
+    qnodes = dict(graph.meta["qnodes"])
+    for t in {t for n in graph.nodes for t in (*n.inputs, *n.outputs)}:  # 1-D ops' [N, C, 1, L]
+        if t.name.endswith("_2d") and t.name[:-3] in qnodes and len(t.shape) == 4:
+            qnodes.setdefault(t.name, qnodes[t.name[:-3]])  # views (frontend/builders/conv.py)
     rows = []
     for node in graph.nodes:
         y = node.outputs[0]

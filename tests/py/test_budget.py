@@ -63,18 +63,18 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # (the Recorder keeping int16 values and token ids); +5 (6,463) with attention (capture calls
 # the scaled-dot-product rewrite of frontend/builders/attention.py; views become reshapes).
 # +33 (6,500 with the above and their merge; 6,387 on its own): nn.LSTM / GRU / RNN unrolled
-# before export (capture's swap and step tags, the
-# user's module and file:line in messages), the quantizer's shared qparams across time steps,
-# identical constants stored once in the program, an own export's fused aten.lstm / gru / rnn
-# refused by name with the way out (the unrolled module itself is per-op code in
-# frontend/builders/recurrent.py)
-# +95 (6,600 with the above and the merge; 6,449 on its own) with ring buffers for streaming histories
-# (format 1.6): passes/ring.py (the
-# concat + slice history pattern -> ring_write into a ring window, 51), the readers' ring
-# window checks (TENSOR_FLAG_RING, its block's extent in the persistent checks, the initial
-# position, ring_write's frame, OP_FLAG_RING), the ring window in the model / writer / emit
-# and the Ethos-U partitioner ordering a ring window's readers after its ring_write.
-BUDGET = 6600
+# before export (capture's swap and step tags, the user's module and file:line in messages),
+# the quantizer's shared qparams across time steps, identical constants stored once in the
+# program, an own export's fused aten.lstm / gru / rnn refused by name with the way out (the
+# unrolled module itself is per-op code in frontend/builders/recurrent.py)
+# +95 (6,600 with the above and the merge; 6,449 on its own) with ring buffers for streaming
+# histories (format 1.6): passes/ring.py (the concat + slice history pattern -> ring_write into
+# a ring window, 51), the readers' ring window checks (TENSOR_FLAG_RING, its block's extent in
+# the persistent checks, the initial position, ring_write's frame, OP_FLAG_RING), the ring
+# window in the model / writer / emit and the Ethos-U partitioner ordering a ring window's
+# readers after its ring_write; +2 (6,602) with the int16 kernels (an int16 conv is not fused
+# with its add: conv2d_add is int8).
+BUDGET = 6602
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

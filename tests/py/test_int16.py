@@ -13,7 +13,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch import quant
-from mcutorch.ref import pad_attrs
+from mcutorch.ref import pad_attrs, slice_attrs
 from mcutorch.errors import QuantizeError, UnsupportedOpError
 from mcutorch.frontend._torchao import pt2e
 from mcutorch.program import schema as S
@@ -260,16 +260,17 @@ def test_int16_mlps_on_boards(target, board):
         print(f"{board} a16w8 MLP {kw}: {run.instructions} instructions")
 
 
+class Gram(nn.Module):
+    def forward(self, x):
+        return x @ x.transpose(-1, -2)  # matmul of two activations: no int16 C kernel yet
+
+
 def test_compile_refuses_an_int16_op_without_an_int16_kernel():
-    x = torch.randn(1, 1, 8, 8)
-    gm = _quantize(Cnn(), x, activations="int16")
-    with pytest.raises(UnsupportedOpError, match=r"in conv1: .*conv2d with int16 activations "
-                                                 r".*no int16 kernel"):
+    x = torch.randn(1, 4, 8)
+    gm = _quantize(Gram(), x, activations="int16")
+    with pytest.raises(UnsupportedOpError, match=r"matmul with int16 activations .*no int16 "
+                                                 r"kernel"):
         mcutorch.compile(gm, (x,))
-    # the same model with only its Linear int16 compiles
-    gm = _quantize(Cnn(), x, int16_layers=["fc"])
-    p = mcutorch.compile(gm, (x,)).program
-    assert "int16" in {t.dtype for t in p.tensors}
 
 
 class PadFlatten(torch.nn.Module):
@@ -277,14 +278,25 @@ class PadFlatten(torch.nn.Module):
         return torch.flatten(F.pad(x, (1, 1, 1, 1)), 1)
 
 
-def test_compile_refuses_an_int16_transpose_a_pass_adds():
-    # the NHWC layout pass adds a transpose before flattening an int16 NCHW tensor: it has no
-    # int16 kernel, so the compile is refused naming it (not a program the runtimes refuse)
-    x = torch.randn(1, 4, 3, 3)
-    gm = _quantize(PadFlatten(), x, activations="int16")
-    with pytest.raises(UnsupportedOpError, match=r"aten.flatten.*transpose with int16 "
-                                                 r"activations .*no int16 kernel"):
-        mcutorch.compile(gm, (x,))
+def test_an_int16_cnn_and_the_transpose_a_pass_adds_compile_and_run_in_c():
+    """The int16 Cnn (conv2d, ReLU, conv2d + residual add, max_pool2d, fully_connected; the add
+    stays unfused: conv2d_add has int8 kernels only) and an int16 pad + flatten, whose NHWC
+    layout pass adds an int16 transpose: reference = host C bit for bit."""
+    from mcutorch.device import crt
+    from mcutorch.ref.interpreter import Interpreter
+
+    for model, x in ((Cnn(), torch.randn(2, 1, 8, 8)), (PadFlatten(), torch.randn(1, 4, 3, 3))):
+        compiled = mcutorch.compile(_quantize(model, x, activations="int16"), (x,))
+        p = compiled.program
+        names = [o.name for o in p.ops]
+        assert "transpose" in names if isinstance(model, PadFlatten) else (
+            {"conv2d", "add", "max_pool2d", "fully_connected"} <= set(names)
+            and "conv2d_add" not in names)
+        assert {t.dtype for t in p.tensors if t.storage == "arena"} == {"int16"}
+        xs = compiled.quantize_inputs([torch.randn(*x.shape).numpy()])
+        (want,) = Interpreter(p).invoke(xs)
+        (got,) = crt.run_host(p, xs)
+        np.testing.assert_array_equal(got, want)
 
 
 # --- the 16-bit requantization multiplier ---------------------------------------------------
@@ -663,7 +675,7 @@ def test_ref_movement_ops_move_int16_elements():
 
 def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     """The reference kernels define int16 forms, but a program holds them only where the C
-    runtime has a kernel (OpDef.dtypes: rescale, concat, copy, pad, fully_connected): an int8
+    runtime has a kernel (OpDef.dtypes: section 6's ops but matmul and clamp): an int8
     program edited to int16 tensors is refused by name by both program readers at load (bad_op)
     and by the interpreter."""
     from mcutorch import ops
@@ -673,13 +685,15 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     from test_program import reason_of, unchecked_bytes
 
     assert C_INT16_OPS == {op.name for op in ops.OPS if op.dtypes is not None and any(
-        "int16" in pair for pair in op.dtypes)} == {"rescale", "concat", "copy", "pad",
-                                                     "fully_connected", "lut", "ring_write"}
+        "int16" in pair for pair in op.dtypes)} == {
+        "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d",
+        "add", "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut",
+        "ring_write"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):
         def forward(self, v):
-            return nn.functional.max_pool1d(v[:, None], 2)[:, 0]
+            return v.amax(1, keepdim=True)  # reduce_max: no int16 form
 
     compiled = mcutorch.compile(_quantize(Pool(), x), (x,))
     program = compiled.program
@@ -688,7 +702,7 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
     wide = dc.replace(program, tensors=[dc.replace(t, dtype="int16", offset=2 * t.offset)
                                         if t.storage == "arena" else t for t in program.tensors],
                       regions=[dc.replace(r, size=2 * r.size) for r in program.regions])
-    with pytest.raises(ProgramError, match=r"op 0 \(max_pool2d\): int16 inputs -> int16 output: "
+    with pytest.raises(ProgramError, match=r"op 0 \(reduce_max\): int16 inputs -> int16 output: "
                                            r"its kernels take int8 -> int8") as e:
         wide.to_bytes()
     assert e.value.reason == "bad_op"
@@ -939,3 +953,371 @@ def test_fully_connected_int16_domain_at_load_in_both_readers(change, reason):
     blob = unchecked_bytes(_fc16_program(**change))
     assert reason_of(blob) == reason
     assert crt.check_host([blob]) == [S.ERROR_CODES[reason] if reason else 0]
+
+
+# --- int16 C kernels: conv2d, depthwise_conv2d (and the element-wise, pool and movement ops) ----
+
+def _op16(name: str, ins: list, consts: list, out: tuple, attrs: dict,
+          target: str = "cortex-m55", inplace: bool = False):
+    """One op over arena inputs (dtype, shape) then constant operands (arrays), one arena
+    output (dtype, shape); `inplace`: the output on the first input's bytes."""
+    from mcutorch.program import ConstantPool, OpInfo, Program, RegionInfo, TensorInfo
+    from test_program import _target_info
+
+    pool, tensors, at = ConstantPool(), [], 0
+    for dtype, shape in ins:
+        tensors.append(TensorInfo.arena(dtype, shape, 0, at, 0.5))
+        at += -(-tensors[-1].nbytes // 16) * 16
+    tensors += [pool.tensor(np.ascontiguousarray(c)) for c in consts]
+    tensors.append(TensorInfo.arena(out[0], out[1], 0, 0 if inplace else at, 0.5))
+    at += 0 if inplace else -(-tensors[-1].nbytes // 16) * 16
+    k = len(tensors) - 1
+    return Program(_target_info(target), [RegionInfo("ram", at)], tensors,
+                   [OpInfo(name, list(range(k)), [k], attrs)], list(range(len(ins))), [k],
+                   pool.to_bytes())
+
+
+def _win(kh, kw, stride=(1, 1), dilation=(1, 1), pads=(0, 0, 0, 0)):
+    return dict(stride_h=stride[0], stride_w=stride[1], dilation_h=dilation[0],
+                dilation_w=dilation[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
+                pad_right=pads[3])
+
+
+def _out_hw(h, w, kh, kw, a):
+    return tuple((size + a[p0] + a[p1] - a[d] * (k - 1) - 1) // a[s] + 1 for size, k, p0, p1, d, s
+                 in ((h, kh, "pad_top", "pad_bottom", "dilation_h", "stride_h"),
+                     (w, kw, "pad_left", "pad_right", "dilation_w", "stride_w")))
+
+
+CONV16 = {  # (N, H, W, Cin), Cout, (KH, KW), window attributes, groups, fill
+    "3x3_pad1": ((1, 6, 7, 3), 5, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 1, None),
+    "stride2_dil2_asym": ((2, 9, 8, 4), 4, (3, 2), _win(3, 2, (2, 1), (2, 3), (2, 0, 1, 3)), 1,
+                          None),
+    "groups2": ((1, 5, 5, 6), 6, (3, 3), _win(3, 3, (1, 2), pads=(1, 1, 1, 1)), 2, None),
+    "1x1_tail": ((1, 3, 4, 17), 9, (1, 1), _win(1, 1), 1, None),
+    "1xk_conv1d": ((2, 1, 19, 8), 7, (1, 5), _win(1, 5, (1, 1), (1, 2), (0, 4, 0, 4)), 1, None),
+    "wide_cin": ((1, 3, 3, 33), 3, (3, 3), _win(3, 3, pads=(0, 1, 2, 1)), 1, None),
+    "extremes": ((1, 4, 4, 16), 4, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 1, 32767),
+    "extremes_neg": ((1, 4, 4, 16), 4, (3, 3), _win(3, 3), 1, -32768),
+}
+DW16 = {  # (N, H, W, C), M, (KH, KW), window attributes, weight rank
+    "3x3_c5": ((1, 6, 5, 5), 1, (3, 3), _win(3, 3, pads=(1, 1, 1, 1)), 3),
+    "c20_stride2": ((2, 7, 8, 20), 1, (3, 3), _win(3, 3, (2, 2), pads=(0, 1, 1, 0)), 3),
+    "m2_dilated": ((1, 8, 7, 3), 2, (2, 3), _win(2, 3, (1, 2), (3, 2), (1, 2, 2, 1)), 4),
+    "c4_1xk": ((1, 1, 21, 4), 1, (1, 7), _win(1, 7, pads=(0, 3, 0, 3)), 3),
+}
+
+
+def _mac16_consts(rng, cout, k, wshape, fill=None):
+    w = rng.integers(-127, 128, wshape).astype(np.int8)
+    if fill is not None:  # the extremes: every weight at +-127 or -128, x all at fill
+        w[...] = np.where(rng.random(wshape) < 0.5, 127, -128)
+    bias = rng.integers(-(2**22), 2**22, cout).astype(np.int64)
+    shift = np.full(cout, 21 + int(np.ceil(np.log2(k) / 2)) + (6 if fill is not None else 0),
+                    np.int32)
+    return [w, bias, rng.integers(2**14, 2**15, cout).astype(np.int32), shift]
+
+
+def _conv16_program(case, target="cortex-m55", **change):
+    (n, h, w, cin), cout, (kh, kw), win, groups, fill = CONV16[case]
+    rng = np.random.default_rng(len(case))
+    consts = _mac16_consts(rng, cout, kh * kw * cin // groups, (cout, kh, kw, cin // groups), fill)
+    attrs = {**win, "groups": groups, **FC16, **change}
+    return _op16("conv2d", [("int16", (n, h, w, cin))], consts,
+                 ("int16", (n, *_out_hw(h, w, kh, kw, win), cout)), attrs, target), fill
+
+
+def _dw16_program(case, target="cortex-m55", **change):
+    (n, h, w, c), m, (kh, kw), win, rank = DW16[case]
+    rng = np.random.default_rng(len(case))
+    consts = _mac16_consts(rng, c * m, kh * kw, (1,) * (rank - 3) + (kh, kw, c * m))
+    attrs = {**win, "depth_multiplier": m, **FC16, **change}
+    return _op16("depthwise_conv2d", [("int16", (n, h, w, c))], consts,
+                 ("int16", (n, *_out_hw(h, w, kh, kw, win), c * m)), attrs, target), None
+
+
+def _mac16_inputs(p, fill):
+    shape = p.tensors[0].shape
+    return [_rescale_inputs("int16", shape, seed=3) if fill is None
+            else np.full(shape, fill, np.int16)]
+
+
+@pytest.mark.parametrize("case", [("conv2d", c) for c in CONV16] + [("dw", c) for c in DW16],
+                         ids="-".join)
+def test_int16_conv_and_depthwise_alike_in_the_reference_and_host_c(case):
+    """a16w8 conv2d and depthwise_conv2d (int64 accumulator within int48, 16-bit multipliers,
+    padding skipped): the program's reference run and the host C runtime (ASan + UBSan) give the
+    same integers, across the MVE/DSP widths (8-element MACs, 4 rows, 16-channel blocks) and their
+    tails, strides, dilations, asymmetric padding, groups, a depth multiplier, 1xK windows (an
+    int16 Conv1d) and full-scale inputs."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    kind, name = case
+    p, fill = (_conv16_program if kind == "conv2d" else _dw16_program)(name)
+    p = Program.from_bytes(p.to_bytes())  # both readers' load checks pass
+    xs = _mac16_inputs(p, fill)
+    (want,) = Interpreter(p).invoke(xs)
+    assert want.dtype == np.int16 and (fill is not None or len(np.unique(want)) > want.size // 3)
+    (got,) = crt.run_host(p, xs)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("change,reason", [
+    (dict(in_zp=1), "bad_op"), (dict(out_zp=-1), None), (dict(act_min=-32768), None),
+    (dict(act_min=5, act_max=4), None), (dict(stride_h=2), None),  # not the output's shape
+    (dict(consts={1: np.zeros(5, np.int32)}), "bad_op"),  # an int32 bias with an int16 x
+    (dict(consts={2: np.full(5, 2**15, np.int32)}), "bad_op"),  # not a 16-bit multiplier
+    (dict(consts={3: np.full(5, 8, np.int32)}), "bad_op"),  # rq leaves int32
+    (dict(y_dtype="int8"), "bad_op"),  # int16 -> int8 is no dtype pair of conv2d
+])
+def test_int16_conv2d_refused_by_both_readers(change, reason):
+    """An int16 conv2d outside section 6's domain: both program readers give the same verdict at
+    load; what they load (attributes) both executors refuse at run time, the C kernel with
+    bad_argument before writing."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+    from test_program import reason_of, unchecked_bytes
+
+    change = dict(change)
+    consts, y_dtype = change.pop("consts", {}), change.pop("y_dtype", "int16")
+    p, _ = _conv16_program("3x3_pad1", **change)
+    import dataclasses as dc
+
+    if consts or y_dtype != "int16":
+        c = [p.const_array(i).copy() for i in range(1, 5)]
+        for k, v in consts.items():
+            c[k] = v
+        q = _op16("conv2d", [("int16", p.tensors[0].shape)], c,
+                  (y_dtype, p.tensors[-1].shape), p.ops[0].attrs)
+        p = dc.replace(q)
+    blob = unchecked_bytes(p)
+    assert reason_of(blob) == reason
+    assert crt.check_host([blob]) == [S.ERROR_CODES[reason] if reason else 0]
+    if reason is None:
+        x = np.zeros(p.tensors[0].shape, np.int16)
+        with pytest.raises(ExecutionError, match=r"op 0 \(conv2d\): "):
+            Interpreter(p).invoke([x])
+        with pytest.raises(McutorchError, match="bad_argument"):
+            crt.run_host(p, [x])
+
+
+BINARY16 = {  # a's shape, b's shape, in place (y on a's bytes)
+    "same_tail": ((37,), (37,), False), "bcast_rows": ((3, 1, 5), (4, 5), False),
+    "per_channel": ((2, 3, 9), (9,), False), "scalar": ((5, 6), (1,), False),
+    "column": ((4, 1), (4, 7), False), "rank6": ((2, 1, 2, 1, 3, 2), (1, 3, 1, 2, 1, 2), False),
+    "inplace": ((6, 11), (11,), True),
+}
+
+
+def _binary16_attrs(op, rng, extreme=False):
+    sa, sb, sy = (float(v) for v in rng.uniform(1e-3, 4e-3, 3))
+    if extreme:  # the largest output scale the domain allows: outputs reach +-32767
+        sy = min(sa, sb) / 4
+    stage = dict(out_zp=0, act_min=-32767, act_max=32767)
+    if op == "mul":
+        m, s = quant.quantize_multiplier(sa * sb / (sy * 30))
+        return dict(a_zp=0, b_zp=0, mult=m, shift=s, **stage)
+    big = 2 * max(sa, sb)
+    (am, ash), (bm, bsh), (om, osh) = (quant.quantize_multiplier(r) for r in (
+        2**15 * sa / big, 2**15 * sb / big, big / (2**15 * sy)))
+    return dict(a_zp=0, a_mult=am, a_shift=ash, b_zp=0, b_mult=bm, b_shift=bsh, out_mult=om,
+                out_shift=osh, **stage)
+
+
+def _binary16_program(op, case, target="cortex-m55", extreme=False, **change):
+    a, b, inplace = BINARY16[case]
+    y = np.broadcast_shapes(a, b)
+    attrs = {**_binary16_attrs(op, np.random.default_rng(len(case)), extreme), **change}
+    return _op16(op, [("int16", a), ("int16", b)], [], ("int16", y), attrs, target, inplace)
+
+
+def _pool_win(kh, kw, sh, sw):
+    return dict(kernel_h=kh, kernel_w=kw, stride_h=sh, stride_w=sw, pad_top=0, pad_left=0,
+                pad_bottom=0, pad_right=0)
+
+
+POOL16 = {  # op, x shape, window attributes (and avg's count rule)
+    "max_3x2": ("max_pool2d", (2, 7, 6, 3), dict(POOL, act_min=-32767, act_max=30000)),
+    "max_2x2": ("max_pool2d", (1, 8, 8, 17), dict(_pool_win(2, 2, 2, 2), act_min=-32767,
+                                                  act_max=32767)),
+    "avg_valid": ("avg_pool2d", (2, 7, 6, 3), dict(POOL, count_include_pad=0, divisor=0,
+                                                   act_min=-1000, act_max=32767)),
+    "avg_include_pad": ("avg_pool2d", (1, 5, 9, 4), dict(POOL, count_include_pad=1, divisor=0)),
+    "avg_divisor": ("avg_pool2d", (1, 6, 6, 2), dict(_pool_win(3, 3, 3, 3), count_include_pad=0,
+                                                     divisor=7)),
+    "avg_global": ("avg_pool2d", (1, 4, 16, 8), dict(_pool_win(4, 16, 1, 1), count_include_pad=0,
+                                                     divisor=0)),
+}
+AVG16 = dict(in_zp=0, out_zp=0, act_min=-32767, act_max=32767)
+
+
+def _pool16_program(case, target="cortex-m55", **change):
+    op, shape, attrs = POOL16[case]
+    attrs = {**(AVG16 if op == "avg_pool2d" else {}), **attrs, **change}
+    n, h, w, c = shape
+    ho, wo = (
+        (size + attrs[p0] + attrs[p1] - k) // attrs[s] + 1 for size, k, p0, p1, s in
+        ((h, attrs["kernel_h"], "pad_top", "pad_bottom", "stride_h"),
+         (w, attrs["kernel_w"], "pad_left", "pad_right", "stride_w")))
+    return _op16(op, [("int16", shape)], [], ("int16", (n, ho, wo, c)), attrs, target)
+
+
+MOVES16_MORE = {  # transpose and strided_slice of int16 elements: (op, x shape, y shape, attrs)
+    "transpose_nchw": ("transpose", (2, 3, 4, 5), (2, 5, 3, 4),
+                       dict(perm0=0, perm1=3, perm2=1, perm3=2)),
+    "transpose_rank2": ("transpose", (7, 9), (9, 7), dict(perm0=0, perm1=1, perm2=3, perm3=2)),
+    "transpose_merged": ("transpose", (2, 3, 4, 5), (3, 2, 4, 5),
+                         dict(perm0=1, perm1=0, perm2=2, perm3=3)),
+    "slice_flip_step": ("strided_slice", (2, 3, 4, 5), (1, 2, 2, 3),
+                        slice_attrs([1, 2, 0, 4], [1, -1, 2, -1], [1, 2, 2, 3])),
+    "slice_inner_copy": ("strided_slice", (3, 17), (2, 9),
+                         slice_attrs([1, 4], [1, 1], [2, 9])),
+}
+
+
+def _move16_program(case, target="cortex-m55"):
+    op, x, y, attrs = MOVES16_MORE[case]
+    return _op16(op, [("int16", x)], [], ("int16", y), attrs, target)
+
+
+def _elementwise16_cases():
+    return ([("binary", op, c) for op in ("add", "sub", "mul") for c in BINARY16] +
+            [("binary", op, "extreme") for op in ("add", "sub", "mul")] +
+            [("pool", c) for c in POOL16] + [("move", c) for c in MOVES16_MORE])
+
+
+def _elementwise16_program(case, target="cortex-m55"):
+    if case[0] == "binary":
+        op, name = case[1:]
+        return (_binary16_program(op, "same_tail", target, extreme=True) if name == "extreme"
+                else _binary16_program(op, name, target))
+    return (_pool16_program if case[0] == "pool" else _move16_program)(case[1], target)
+
+
+def _inputs16(p, seed=0):
+    return [_rescale_inputs("int16", p.tensors[i].shape, seed=seed + i) for i in p.inputs]
+
+
+@pytest.mark.parametrize("case", _elementwise16_cases(), ids="-".join)
+def test_int16_elementwise_pool_movement_alike_in_the_reference_and_host_c(case):
+    """add, sub, mul (numpy broadcasting, in place, the 15-bit left-shift scheme), max_pool2d,
+    avg_pool2d (count rules, a fused clamp) and transpose / strided_slice on int16 tensors: the
+    program's reference run and the host C runtime (ASan + UBSan) give the same integers."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = Program.from_bytes(_elementwise16_program(case).to_bytes())
+    xs = _inputs16(p)
+    if case[1:] in (("add", "extreme"), ("sub", "extreme"), ("mul", "extreme")):
+        xs[0][:4], xs[1][:4] = [32767, -32767, 32767, -32767], [32767, -32767, -32767, 32767]
+    (want,) = Interpreter(p).invoke(xs)
+    assert want.dtype == np.int16 and len(np.unique(want)) > 4  # extreme: saturated
+    (got,) = crt.run_host(p, xs)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("op,change", [
+    ("add", dict(a_zp=1)), ("sub", dict(out_zp=2)), ("mul", dict(b_zp=-1)),
+    ("add", dict(act_min=-32768)), ("mul", dict(act_max=40000)),
+    ("add", dict(a_mult=2**31 - 1, a_shift=2)),  # a32 can leave int32
+    ("mul", dict(mult=2**30, shift=2)),  # rq of a * b can leave int32
+])
+def test_int16_binary_domain_refused_by_both_executors(op, change):
+    """Attributes outside section 6's int16 domain: the reference refuses them by name, the C
+    kernel with bad_argument."""
+    from mcutorch.device import crt
+    from mcutorch.errors import ExecutionError, McutorchError
+    from mcutorch.ref.interpreter import Interpreter
+
+    p = _binary16_program(op, "bcast_rows", **change)
+    xs = [np.zeros(p.tensors[i].shape, np.int16) for i in p.inputs]
+    with pytest.raises(ExecutionError, match=rf"op 0 \({op}\): "):
+        Interpreter(p).invoke(xs)
+    with pytest.raises(McutorchError, match="bad_argument"):
+        crt.run_host(p, xs)
+
+
+BOARDS16 = [("cortex-m55", "mps3-an547"), ("cortex-m0plus", "mps2-an385"),
+            ("cortex-m33", "mps2-an505"), ("cortex-m4", "mps2-an386")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("target,board", BOARDS16)
+def test_int16_kernels_on_boards(target, board):
+    """Every int16 kernel case above (conv2d, depthwise_conv2d, fully_connected, add, sub, mul,
+    the pools, transpose, strided_slice) as firmware on the M55 (MVE), M0+ (Armv6-M, unaligned
+    access trapping), M33 and M4 (DSP): the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    cases = ([(_conv16_program(c, target)) for c in CONV16] +
+             [(_dw16_program(c, target)) for c in DW16] +
+             [(_fc16_program(target=target, **kw), None) for kw in (
+                 dict(), dict(n=2, k=203, m=7, seed=2), dict(n=1, k=1100, m=2, seed=4))] +
+             [(_elementwise16_program(c, target), None) for c in _elementwise16_cases()])
+    for p, fill in cases:
+        xs = _mac16_inputs(p, fill) if p.ops[0].name in ("conv2d", "depthwise_conv2d") else (
+            _inputs16(p))
+        run = firmware.run(p, xs, board)
+        np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke(xs)[0],
+                                      err_msg=f"{p.ops[0].name} {p.ops[0].attrs} on {board}")
+
+
+def _digits_tcn16():
+    """digits_tcn("rows", width=4, depth=2) with its conv1d stack and classifier int16, compiled
+    for the M55: (qmodel, compiled, held-out digits)."""
+    from mcutorch.models.digits import digits_split, digits_tcn
+
+    xtr, _, xte, _ = digits_split("rows", seed=0)
+    q = mcutorch.quantize(digits_tcn("rows", width=4, depth=2).eval(), (xtr[:16],),
+                          calibration=[xtr[i:i + 64] for i in range(0, 256, 64)],
+                          quantizer=mcutorch.Quantizer(int16_layers=["features", "classifier"]))
+    return q, mcutorch.compile(q, (xtr[:16],), target="cortex-m55"), xte
+
+
+def test_an_int16_digits_tcn_is_bit_exact_in_c_and_within_one_lsb_of_pytorch():
+    """An int16 CNN end to end: the conv1d layers run as int16 conv2d on [N, C, 1, L] views, the
+    mean between them int8 (rescales at each edge), the classifier int16. Reference = host C bit
+    for bit; each layer fed PyTorch's own input is within 1 LSB of its fake-quant output on
+    >= 99 % of elements (compare.layer_by_layer)."""
+    from mcutorch import compare
+    from mcutorch.device import crt
+    from mcutorch.ref.interpreter import Interpreter
+
+    q, compiled, xte = _digits_tcn16()
+    p = compiled.program
+    convs = [o for o in p.ops if o.name == "conv2d"]
+    assert len(convs) == 2 and all(p.tensors[o.inputs[0]].dtype == "int16" for o in convs)
+    assert p.tensors[next(o for o in p.ops if o.name == "fully_connected").inputs[0]].dtype == (
+        "int16")
+    for i in range(0, 64, 16):
+        xs = compiled.quantize_inputs([xte[i:i + 16].numpy()])
+        (want,) = Interpreter(p).invoke(xs)
+        (got,) = crt.run_host(p, xs)
+        np.testing.assert_array_equal(got, want)
+    rows = [r for i in range(0, 64, 16) for r in compare.layer_by_layer(q, (xte[i:i + 16],))]
+    assert {r["op"] for r in rows} >= {"conv2d", "fully_connected", "rescale"}
+    for op in sorted({r["op"] for r in rows}):
+        mine = [r for r in rows if r["op"] == op]
+        n = sum(r["elements"] for r in mine)
+        close = sum(r["within_1lsb"] * r["elements"] for r in mine) / n
+        exact = sum(r["exact"] * r["elements"] for r in mine) / n
+        print(f"digits_tcn a16w8 {op}: within 1 LSB {close:.2%}, exact {exact:.2%}, {n} elements")
+        assert close >= 0.99
+
+
+@pytest.mark.slow
+def test_an_int16_digits_tcn_on_the_m55():
+    """The same compiled int16 TCN as M55 firmware (MVE paths): the reference's integers."""
+    from mcutorch.device import firmware
+    from mcutorch.ref.interpreter import Interpreter
+
+    _, compiled, xte = _digits_tcn16()
+    xs = compiled.quantize_inputs([xte[:16].numpy()])
+    run = firmware.run(compiled.program, xs, "mps3-an547")
+    np.testing.assert_array_equal(run.outputs[0], Interpreter(compiled.program).invoke(xs)[0])
+    print(f"mps3-an547 int16 digits_tcn (16 digits): {run.instructions} instructions")

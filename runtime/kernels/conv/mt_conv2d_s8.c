@@ -16,6 +16,7 @@
 #include "mt_kernel_mac.h"
 #include "mt_kernel_mac_px.h"
 #include "mt_kernels.h"
+#include "mt_mac16.h" /* an int16 x: mt_conv2d_s16 */
 
 #define CONV_CHUNK   MT_MAC_CHUNK /* output channels per pass */
 #define CONV_COL_MAX 2560 /* bytes of gathered windows (on the stack): up to MT_PX of them */
@@ -184,6 +185,10 @@ mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
   conv_ctx c;
   uint32_t base[CONV_CHUNK], acc[CONV_CHUNK];
   int8_t col[CONV_COL_MAX];
+  if (mt_args_ok(args, MT_CONV2D_N_INPUTS, MT_CONV2D_N_OUTPUTS, MT_CONV2D_N_ATTRS) &&
+      args->in[MT_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
+    return mt_conv2d_s16 != NULL ? mt_conv2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
+  }
   if (!conv_init(&c, args, add)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

@@ -12,6 +12,7 @@
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+#include "mt_mac16.h" /* an int16 x: mt_depthwise_conv2d_s16 */
 
 #define DW_XW_MAX 64 /* C: the pure C path adds x_off * sum(w) once per full window */
 
@@ -255,6 +256,11 @@ static MT_NOINLINE void dw_row(const dw_ctx *c, const int8_t *x_img, int32_t oh,
 mt_status mt_depthwise_conv2d_s8(const mt_op_args *args)
 {
   dw_ctx c;
+  if (mt_args_ok(args, MT_DEPTHWISE_CONV2D_N_INPUTS, MT_DEPTHWISE_CONV2D_N_OUTPUTS,
+                 MT_DEPTHWISE_CONV2D_N_ATTRS) &&
+      args->in[MT_DEPTHWISE_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
+    return mt_depthwise_conv2d_s16 != NULL ? mt_depthwise_conv2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
+  }
   if (!dw_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

@@ -12,14 +12,11 @@
  * with the same inner loop and no per-call weight sums; in_zp is checked but not used. Both live
  * in this file to share the argument checks.
  *
- * An int16 x (docs/numerics.md section 6) takes fc_run16: an int64 bias within int48, zero points
- * 0, acc = bias + sum(x * w) in int64 (|acc| <= 2^47 - 1), y = clamp(rq(acc, mult, shift)) with a
- * 16-bit multiplier (0 <= mult < 2^15), int16 y. Plain C, one output at a time.
+ * An int16 x (docs/numerics.md section 6) takes mt_fully_connected_s16 (mt_fully_connected_s16.c).
  */
 #include "mt_kernel_mac.h"
 #include "mt_kernels.h"
-
-#define MT_S48_MAX 140737488355327LL /* 2^47 - 1: the int16 MAC accumulator (TOSA INT48) */
+#include "mt_mac16.h"
 
 static int fc_args_ok(const mt_op_args *a)
 {
@@ -43,60 +40,6 @@ static int fc_args_ok(const mt_op_args *a)
                           (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, n_out);
 }
 
-// x: (N, In) int16; weight: (Out, In) int8; bias: (Out,) int64; mult, shift: (Out,) int32
-// -> y: (N, Out) int16. in_zp must be 0 but in variant "folded" (checked as int8, unused).
-static mt_status fc_run16(const mt_op_args *a, int folded)
-{
-  const int32_t *at = a->attrs;
-  const mt_tensor *xt = &a->in[MT_FULLY_CONNECTED_IN_X], *wt = &a->in[MT_FULLY_CONNECTED_IN_WEIGHT];
-  const mt_tensor *bt = &a->in[MT_FULLY_CONNECTED_IN_BIAS], *yt = &a->out[MT_FULLY_CONNECTED_OUT_Y];
-  const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
-  const uint32_t n_out = wt->shape[0], n_in = xt->shape[1];
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT16, 2) || !mt_tensor_ok(wt, MT_DTYPE_INT8, 2) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT16, 2) || n_in != wt->shape[1] ||
-      yt->shape[0] != xt->shape[0] || yt->shape[1] != n_out ||
-      !mt_tensor_ok(bt, MT_DTYPE_INT64, 1) || bt->shape[0] != n_out ||
-      !mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_MULT], n_out) ||
-      !mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_SHIFT], n_out) ||
-      (folded ? !mt_zp_ok(at[MT_FULLY_CONNECTED_IN_ZP]) : at[MT_FULLY_CONNECTED_IN_ZP] != 0) ||
-      at[MT_FULLY_CONNECTED_OUT_ZP] != 0 || lo < -32767 || lo > hi || hi > 32767) {
-    return MT_STATUS_BAD_ARGUMENT;
-  }
-  const int16_t *x = (const int16_t *)xt->data;
-  const int8_t *w = (const int8_t *)wt->data;
-  const int64_t *bias = (const int64_t *)bt->data;
-  const int32_t *mult = (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data;
-  const int32_t *shift = (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data;
-  for (uint32_t o = 0; o < n_out; o++) {
-    if (mult[o] < 0 || mult[o] > 32767 || shift[o] < 2 || shift[o] > 62) {
-      return MT_STATUS_BAD_ARGUMENT;
-    }
-  }
-  for (uint32_t n = 0; n < xt->shape[0]; n++) {
-    for (uint32_t o = 0; o < n_out; o++) {
-      const int16_t *xr = x + (size_t)n * n_in;
-      const int8_t *wr = w + (size_t)o * n_in;
-      int64_t acc = bias[o];
-      for (uint32_t k0 = 0; k0 < n_in; k0 += 256) { /* |x * w| <= 2^22: 256 of them fit int32 */
-        const uint32_t k1 = n_in - k0 < 256 ? n_in : k0 + 256;
-        int32_t part = 0;
-        for (uint32_t k = k0; k < k1; k++) {
-          part += (int32_t)xr[k] * wr[k];
-        }
-        acc += part;
-      }
-      const int64_t r = acc >= -MT_S48_MAX && acc <= MT_S48_MAX
-                            ? (acc * mult[o] + ((int64_t)1 << (shift[o] - 1))) >> shift[o]
-                            : INT64_MAX;
-      if (r < INT32_MIN || r > INT32_MAX) {
-        return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
-      }
-      ((int16_t *)yt->data)[(size_t)n * n_out + o] = (int16_t)(r < lo ? lo : (r > hi ? hi : r));
-    }
-  }
-  return MT_STATUS_OK;
-}
-
 // x: (N, In) int8; weight: (Out, In) int8 (OI); bias, mult, shift: (Out,) int32
 // -> y: (N, Out) int8. `folded`: bias already holds bias + x_off * sum(w) (variant "folded").
 static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
@@ -104,7 +47,8 @@ static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
   if (mt_args_ok(args, MT_FULLY_CONNECTED_N_INPUTS, MT_FULLY_CONNECTED_N_OUTPUTS,
                  MT_FULLY_CONNECTED_N_ATTRS) &&
       args->in[MT_FULLY_CONNECTED_IN_X].dtype == MT_DTYPE_INT16) {
-    return fc_run16(args, folded);
+    return mt_fully_connected_s16 != NULL ? mt_fully_connected_s16(args, folded)
+                                          : MT_STATUS_BAD_ARGUMENT;
   }
   if (!fc_args_ok(args)) {
     return MT_STATUS_BAD_ARGUMENT;

@@ -24,6 +24,7 @@
 #include "mt_addsub.h"
 #include "mt_bcast.h"
 #include "mt_kernel_add_stage.h" /* the scalar multiply-high helpers, MT_ADD_T2 */
+#include "mt_binary16.h" /* int16 operands: mt_add_s16 */
 
 #if MT_MVE
 /* The fast path on four lanes: y[i] for i < n (n > 0); reads four lanes before writing them. */
@@ -183,6 +184,9 @@ mt_status mt_add_s8(const mt_op_args *args)
 {
   if (!mt_args_ok(args, MT_ADD_N_INPUTS, MT_ADD_N_OUTPUTS, MT_ADD_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_ADD_IN_A].dtype == MT_DTYPE_INT16) {
+    return mt_add_s16 != NULL ? mt_add_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at_ = &args->in[MT_ADD_IN_A], *bt = &args->in[MT_ADD_IN_B];
   const mt_tensor *yt = &args->out[MT_ADD_OUT_Y];

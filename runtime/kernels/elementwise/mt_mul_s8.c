@@ -11,6 +11,7 @@
  * VQDMLASH, hence L = 32 - s and k = s - 31 + L there. Other scales: the general path.
  */
 #include "mt_bcast.h"
+#include "mt_binary16.h" /* int16 operands: mt_mul_s16 */
 #include "mt_kernels.h"
 
 /* Armv7-M / Armv8-M Mainline scalar instructions (SSAT, SMMLA with DSP), unless -DMT_NO_SIMD */
@@ -179,6 +180,9 @@ mt_status mt_mul_s8(const mt_op_args *args)
 {
   if (!mt_args_ok(args, MT_MUL_N_INPUTS, MT_MUL_N_OUTPUTS, MT_MUL_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_MUL_IN_A].dtype == MT_DTYPE_INT16) {
+    return mt_mul_s16 != NULL ? mt_mul_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at_ = &args->in[MT_MUL_IN_A], *bt = &args->in[MT_MUL_IN_B];
   const mt_tensor *yt = &args->out[MT_MUL_OUT_Y];

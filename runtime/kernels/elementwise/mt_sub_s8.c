@@ -9,6 +9,7 @@
  */
 #include "mt_addsub.h"
 #include "mt_bcast.h"
+#include "mt_binary16.h" /* int16 operands: mt_sub_s16 */
 
 /* y[0..n) for one run of the broadcast walk: mt_addsub.h's general path, subtracting. */
 static void sub_run(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, int mode,
@@ -22,6 +23,9 @@ mt_status mt_sub_s8(const mt_op_args *args)
 {
   if (!mt_args_ok(args, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_SUB_IN_A].dtype == MT_DTYPE_INT16) {
+    return mt_sub_s16 != NULL ? mt_sub_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at = &args->in[MT_SUB_IN_A], *bt = &args->in[MT_SUB_IN_B];
   const mt_tensor *yt = &args->out[MT_SUB_OUT_Y];

@@ -1,14 +1,15 @@
 /*
- * mt_transpose_s8.c - y = x4.transpose(perm) for int8 tensors of rank 1..4, addressed as 4-D
- * with unit dims prepended (perm must keep those in place). The output is written in order, one
- * innermost run at a time; outer output dims that continue the innermost run in x (or are 1)
+ * mt_transpose_s8.c - y = x4.transpose(perm) for int8 (and int16) tensors of rank 1..4, addressed
+ * as 4-D with unit dims prepended (perm must keep those in place). The output is written in order,
+ * one innermost run at a time; outer output dims that continue the innermost run in x (or are 1)
  * are merged into it first, so a run is as long as the layout allows.
  * A run of x stride 1 is a copy (MVE: 16 bytes per VLDRB/VSTRB pair, a predicated tail). Strided
  * runs on MVE: one byte gather (VLDRB gather, offsets k * stride) per 16 output bytes while the
  * offsets fit in u8 (stride <= 17), per 8 in u16 lanes, else per 4 in u32 lanes, each stored
  * narrowed by one VSTRB; the tail of a run is one predicated gather and store, a run of 1-2
  * bytes is copied without vectors. Cores with unaligned word access (and the host): four bytes
- * read, one word written. Armv6-M: four byte copies per step.
+ * read, one word written. Armv6-M: four byte copies per step. int16 (a16w8, docs/numerics.md
+ * section 6): the same plan and merged runs, one element at a time (plain C).
  */
 #include <string.h>
 
@@ -24,8 +25,8 @@ static int transpose_plan(const mt_op_args *a, uint32_t yd[4], size_t step[4])
   const int32_t lead = mt_dims4(xt, xd);
   size_t stride[4];
   uint32_t seen = 0;
-  if (lead < 0 || mt_dims4(yt, yd) != lead || !mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank)) {
+  if (lead < 0 || mt_dims4(yt, yd) != lead || !mt_tensor_ok(yt, xt->dtype, yt->rank) ||
+      (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) && !mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rank))) {
     return 0;
   }
   stride[3] = 1;
@@ -131,7 +132,22 @@ static void transpose_run(int8_t *y, const int8_t *x, uint32_t n, size_t s)
 }
 #endif /* MT_MVE */
 
-// x: rank r <= 4, int8  ->  y: rank r, int8, y4.shape[k] = x4.shape[perm_k]
+/* The int16 runs of the merged plan, one element at a time. */
+static void transpose_s16(int16_t *y, const int16_t *x, const uint32_t yd[4], const size_t step[4])
+{
+  for (uint32_t i0 = 0; i0 < yd[0]; i0++) {
+    for (uint32_t i1 = 0; i1 < yd[1]; i1++) {
+      for (uint32_t i2 = 0; i2 < yd[2]; i2++) {
+        const int16_t *xr = x + i0 * step[0] + i1 * step[1] + i2 * step[2];
+        for (uint32_t i = 0; i < yd[3]; i++) {
+          *y++ = xr[i * step[3]];
+        }
+      }
+    }
+  }
+}
+
+// x: rank r <= 4, int8 or int16  ->  y: rank r, x's dtype, y4.shape[k] = x4.shape[perm_k]
 mt_status mt_transpose_s8(const mt_op_args *args)
 {
   uint32_t yd[4];
@@ -144,6 +160,10 @@ mt_status mt_transpose_s8(const mt_op_args *args)
   const int8_t *x = (const int8_t *)args->in[MT_TRANSPOSE_IN_X].data;
   int8_t *y = (int8_t *)args->out[MT_TRANSPOSE_OUT_Y].data;
   if (yd[3] == 0) {
+    return MT_STATUS_OK;
+  }
+  if (args->in[MT_TRANSPOSE_IN_X].dtype == MT_DTYPE_INT16) {
+    transpose_s16((int16_t *)(void *)y, (const int16_t *)(const void *)x, yd, step);
     return MT_STATUS_OK;
   }
   for (uint32_t i0 = 0; i0 < yd[0]; i0++) {

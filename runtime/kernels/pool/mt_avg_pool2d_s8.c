@@ -10,6 +10,7 @@
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+#include "mt_pool16.h" /* an int16 x: mt_avg_pool2d_s16 */
 
 /* mt_pool_axes reads the window attributes from attrs[0..7] */
 #define AVG_ATTR_ORDER_OK                                                                          \
@@ -238,6 +239,10 @@ static void avg_pixel(avg_ctx *c, const int8_t *x_img, int32_t oh, int32_t ow, s
 mt_status mt_avg_pool2d_s8(const mt_op_args *args)
 {
   avg_ctx c;
+  if (mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) &&
+      args->in[MT_AVG_POOL2D_IN_X].dtype == MT_DTYPE_INT16) {
+    return mt_avg_pool2d_s16 != NULL ? mt_avg_pool2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
+  }
   if (!mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) ||
       !avg_init(&c, args)) {
     return MT_STATUS_BAD_ARGUMENT;

@@ -7,6 +7,7 @@
 
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
+#include "mt_pool16.h" /* an int16 x: mt_max_pool2d_s16 */
 
 /* mt_pool_axes reads the window attributes from attrs[0..7] */
 #define MAX_ATTR_ORDER_OK                                                                          \
@@ -197,6 +198,9 @@ mt_status mt_max_pool2d_s8(const mt_op_args *args)
   mt_axis ah, aw;
   if (!mt_args_ok(args, MT_MAX_POOL2D_N_INPUTS, MT_MAX_POOL2D_N_OUTPUTS, MT_MAX_POOL2D_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_MAX_POOL2D_IN_X].dtype == MT_DTYPE_INT16) {
+    return mt_max_pool2d_s16 != NULL ? mt_max_pool2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_MAX_POOL2D_IN_X], *yt = &args->out[MT_MAX_POOL2D_OUT_Y];
   const int32_t lo = args->attrs[MT_MAX_POOL2D_ACT_MIN], hi = args->attrs[MT_MAX_POOL2D_ACT_MAX];

@@ -47,8 +47,13 @@ C_KEYWORDS = frozenset(
 
 
 def used_kernels(program: Program) -> set[tuple[str, str]]:
-    """(op, variant) pairs the program's ops need."""
-    return {(op.name, op.variant) for op in program.ops if op.name != "delegate"}
+    """(op, variant) pairs the program's ops need, and (op, kernels.INT16) for each op that runs
+    on int16 activations (its int16 body links too)."""
+    from mcutorch.device.kernels import INT16
+
+    used = {(op.name, op.variant) for op in program.ops if op.name != "delegate"}
+    return used | {(op.name, INT16) for op in program.ops if op.name != "delegate" and any(
+        program.tensors[i].dtype == "int16" for i in (*op.inputs, *op.outputs))}
 
 
 def default_name(text: str) -> str:

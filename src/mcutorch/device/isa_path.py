@@ -32,7 +32,7 @@ from mcutorch.device import paths
 from mcutorch.device.crt import include_dirs
 from mcutorch.device.export_c import used_kernels
 from mcutorch.device.firmware import include_files
-from mcutorch.device.kernels import NO_KERNEL, kernel
+from mcutorch.device.kernels import INT16, NO_KERNEL, kernel
 from mcutorch.device.toolchain import GCC, find_tool
 from mcutorch.errors import ToolchainError
 from mcutorch.targets import Target
@@ -92,4 +92,4 @@ def isa_paths(program) -> dict[tuple[str, str], str]:
     """(op, variant) -> ISA path for every kernel `program` links, on its recorded target."""
     target = program.target.as_target()
     return {(op, v): kernel_isa_path(op, v, target)
-            for op, v in sorted(used_kernels(program)) if op not in NO_KERNEL}
+            for op, v in sorted(used_kernels(program)) if op not in NO_KERNEL and v != INT16}

@@ -70,14 +70,23 @@ def kernel(op: str, variant: str = ops.DEFAULT_VARIANT) -> Kernel:
         raise KeyError(f"no C kernel for op {op!r} variant {variant!r}; known: {known}") from None
 
 
+# A used-kernels entry (op, INT16): the model runs op on int16 activations (a16w8), so the
+# op's int16 body (its *_s16.c files, which the int8 kernel calls through a weak symbol) links too.
+INT16 = "int16"
+
+
 def _used_kernels(used: Iterable[tuple[str, str]]) -> list[Kernel]:
-    found = {kernel(op, variant) for op, variant in used if op not in NO_KERNEL}
+    found = {kernel(op, v) for op, v in used if op not in NO_KERNEL and v != INT16}
     return sorted(found, key=lambda k: (ops.get(k.op).opcode, k.variant))
 
 
 def sources_for(used: Iterable[tuple[str, str]]) -> list[Path]:
-    """The C files to compile for a model using these (op, variant) pairs (sorted, unique)."""
-    return sorted({src for k in _used_kernels(used) for src in k.sources})
+    """The C files to compile for a model using these (op, variant) pairs (sorted, unique); an
+    op's *_s16.c files only with an (op, INT16) entry."""
+    used = set(used)
+    wide = {op for op, v in used if v == INT16}
+    return sorted({src for k in _used_kernels(used) for src in k.sources
+                   if not src.stem.endswith("_s16") or k.op in wide})
 
 
 def _rows(kernels: list[Kernel]) -> dict[str, list[str]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from mcutorch.device.crt import core_sources, include_dirs
-from mcutorch.device.kernels import kernel, kernel_table_c, sources_for
+from mcutorch.device.kernels import INT16, kernel, kernel_table_c, sources_for
 from mcutorch.device.toolchain import GCC, find_tool
 from mcutorch.errors import ToolchainError
 from mcutorch.targets import Target, parse_target
@@ -139,7 +139,8 @@ def program_stack(program, opt: str = "-Os") -> StackReport:
 def _kernels_stack(target: str, used: frozenset, opt: str) -> StackReport:
     """`program_stack` of any program of `target` whose ops use these kernels (it depends on
     nothing else), computed once per process."""
-    functions = [kernel(op, v).function for op, v in sorted(used) if op != "delegate"]
+    functions = [kernel(op, v).function for op, v in sorted(used)
+                 if op != "delegate" and v != INT16]
     with tempfile.TemporaryDirectory() as tmp:
         table = Path(tmp) / "mt_kernels_model.c"
         table.write_text(kernel_table_c(used))

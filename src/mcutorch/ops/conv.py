@@ -13,6 +13,8 @@ MATMUL_ATTRS = ("transpose_b", "a_zp", "b_zp", "out_zp", "mult", "shift", "act_m
 CONV_ADD_ATTRS = (*CONV_ATTRS, "groups", "in_zp", "conv_zp", "conv_min", "conv_max", "a_zp",
                   "a_mult", "a_shift", "b_zp", "b_mult", "b_shift", "out_zp", "out_mult",
                   "out_shift", "act_min", "act_max")
+# int8, or int16 activations with int8 weights and an int64 bias (a16w8, format 1.5)
+A16W8 = (("int8", "int8"), ("int16", "int16"))
 MATMUL_MAX_K = (2**31 - 1) // (255 * 255)  # 33,025: K * 255 * 255 fits int32
 
 
@@ -26,18 +28,21 @@ OPS = (
           sources=(Source("aten.conv2d.default", "mac"), Source("aten.conv2d.padding", "mac"),
                    Source("aten.conv1d.default", "mac"), Source("aten.conv1d.padding", "mac")),
           fusable=True, macs=lambda i, o, a: _out(o) * math.prod(i[1][1:]), mac_axis=0,
+          c_sources={"default": ("conv/mt_conv2d_s8.c", "conv/mt_conv2d_s16.c")}, dtypes=A16W8,
           doc="y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0"),
     OpDef("depthwise_conv2d", 1, MAC_OPERANDS, ("y",),
           (*CONV_ATTRS, "depth_multiplier", *OUT_ATTRS),
           {"x": "NHWC", "weight": "HWC: [KH, KW, C*M]", "y": "NHWC"}, family="conv",
           fusable=True, macs=lambda i, o, a: _out(o) * i[1][0] * i[1][1], mac_axis=-1,
+          c_sources={"default": ("conv/mt_depthwise_conv2d_s8.c",
+                                 "conv/mt_depthwise_conv2d_s16.c")}, dtypes=A16W8,
           doc="output channel c*M+m reads input channel c (made from conv2d by passes/layout)"),
     OpDef("fully_connected", 2, MAC_OPERANDS, ("y",), OUT_ATTRS,
           {"x": "NC", "weight": "OI", "y": "NC"}, ("default", "folded"), family="conv",
           sources=(Source("aten.linear.default", "mac"),), fusable=True,
           macs=lambda i, o, a: _out(o) * i[1][1], mac_axis=0, zp_folded=("folded",),
-          c_sources={"folded": ("conv/mt_fully_connected_s8.c",)},
-          dtypes=(("int8", "int8"), ("int16", "int16")),  # int16: int64 bias (format 1.5)
+          c_sources={v: ("conv/mt_fully_connected_s8.c", "conv/mt_fully_connected_s16.c")
+                     for v in ("default", "folded")}, dtypes=A16W8,
           doc="folded: bias holds bias - in_zp * sum(w), in_zp is 0"),
     OpDef("conv_transpose2d", 30, MAC_OPERANDS, ("y",), (*CONV_ATTRS, "groups", *OUT_ATTRS),
           {"x": "NHWC", "weight": "OHWI: [Cout, KH, KW, Cin/groups]", "y": "NHWC"},
@@ -59,7 +64,8 @@ OPS = (
           family="conv", fusable=True, alias=("residual",), since=5,
           macs=lambda i, o, a: _out(o) * math.prod(i[1][1:]), mac_axis=0,
           c_sources={"default": ("conv/mt_conv2d_add_s8.c", "conv/mt_conv2d_s8.c",
-                                 "elementwise/mt_add_s8.c")},
+                                 "conv/mt_conv2d_s16.c", "elementwise/mt_add_s8.c",
+                                 "elementwise/mt_binary_s16.c")},
           doc="y = add(conv2d(x) with out_zp/act = conv_zp/conv_min/conv_max, skip): the "
               "residual add fused into the conv's output stage, y may be skip's bytes"),
 )

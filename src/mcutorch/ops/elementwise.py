@@ -154,17 +154,25 @@ ACTIVATION_SOURCES = tuple(Source(f"aten.{name}", "activation") for name in (
     "relu.default", "relu_.default", "relu6.default", "hardtanh.default", "hardtanh_.default",
     "clamp.default"))
 
+A16 = (("int8", "int8"), ("int16", "int16"))  # two int16 operands (a16w8, format 1.5)
+
+
+def _c16(op: str) -> dict:
+    """The C files of add, sub, mul: the int8 kernel and the int16 forms it dispatches to."""
+    return {"default": (f"elementwise/mt_{op}_s8.c", "elementwise/mt_binary_s16.c")}
+
+
 OPS = (
     OpDef("add", 3, ("a", "b"), ("y",),
           ("a_zp", "a_mult", "a_shift", "b_zp", "b_mult", "b_shift",
            "out_zp", "out_mult", "out_shift", *ACT), family="elementwise",
           sources=_sources("add", _add, ("other", "alpha"), "binary", overload="Tensor"),
-          fusable=True, alias=("inplace",),
+          fusable=True, alias=("inplace",), c_sources=_c16("add"), dtypes=A16,
           doc="TOSA-style: RESCALE both to int32, ADD, RESCALE to int8"),
     OpDef("mul", 4, ("a", "b"), ("y",), ("a_zp", "b_zp", "out_zp", "mult", "shift", *ACT),
           family="elementwise",
           sources=_sources("mul", _mul, ("other",), "binary", overload="Tensor"),
-          fusable=True, alias=("inplace",)),
+          fusable=True, alias=("inplace",), c_sources=_c16("mul"), dtypes=A16),
     OpDef("clamp", 7, ("x",), ("y",), ACT, family="elementwise", sources=ACTIVATION_SOURCES,
           qparams="shared", alias=("inplace",),
           doc="a standalone ReLU/ReLU6/clamp (lifted as a rescale when its qparams change)"),
@@ -188,7 +196,7 @@ OPS = (
            "out_zp", "out_mult", "out_shift", *ACT), family="elementwise",
           sources=(*_sources("sub", _sub, ("other", "alpha"), "binary", overload="Tensor"),
                    Source("aten.rsub.Tensor", "binary")),  # rsub(y, x) = x - alpha * y
-          fusable=True, alias=("inplace",), since=3,
+          fusable=True, alias=("inplace",), since=3, c_sources=_c16("sub"), dtypes=A16,
           doc="a - b as add's sequence with SUB: RESCALE both to int32, SUB, RESCALE to int8"),
     OpDef("div", 27, ("a", "b"), ("y",), ("a_zp", "b_zp", "out_zp", "mult", "shift", *ACT),
           family="elementwise",

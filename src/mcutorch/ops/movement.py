@@ -16,7 +16,7 @@ OPS = (
                    Source("aten.transpose.int", "shared"), Source("aten.t.default", "shared"),
                    Source("aten.pixel_shuffle.default", "shared"),
                    Source("aten.pixel_unshuffle.default", "shared"),
-                   Source("aten.channel_shuffle.default", "shared"))),
+                   Source("aten.channel_shuffle.default", "shared")), dtypes=SAME_8_OR_16),
     OpDef("concat", 12, (VARIADIC,), ("y",), ("axis",), family="movement", qparams="shared",
           sources=(Source("aten.cat.default", "shared"), Source("aten.concat.default", "shared"),
                    Source("aten.stack.default", "shared"), Source("aten.roll.default", "shared")),
@@ -33,7 +33,7 @@ OPS = (
           family="movement", qparams="shared", since=3,
           sources=tuple(Source(f"aten.{v}", "shared") for v in (
               "slice.Tensor", "select.int", "narrow.default", "flip.default", "expand.default",
-              "repeat.default", "tile.default")),
+              "repeat.default", "tile.default")), dtypes=SAME_8_OR_16,
           doc="y[i] = x[start + i * step] per 6-D dim (slice, select, split, flip, expand, "
               "repeat); y has x's rank and the sizes"),
     OpDef("ring_write", 34, ("x",), ("y",), ("slots",), family="movement", qparams="shared",

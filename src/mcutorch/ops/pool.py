@@ -9,6 +9,13 @@ RESIZE_AXES = ("mode", "scale_y_n", "scale_y_d", "offset_y", "border_y", "scale_
                "scale_x_d", "offset_x", "border_x")
 WINDOW = ("kernel_h", "kernel_w", "stride_h", "stride_w", *PAD4)
 
+SAME16 = (("int8", "int8"), ("int16", "int16"))  # int16 x and y (a16w8, format 1.5)
+
+
+def _c16(op: str) -> dict:
+    return {"default": (f"pool/mt_{op}_s8.c", "pool/mt_pool_s16.c")}
+
+
 OPS = (
     OpDef("max_pool2d", 5, ("x",), ("y",), (*WINDOW, "act_min", "act_max"),
           {"x": "NHWC", "y": "NHWC"}, family="pool",
@@ -16,7 +23,7 @@ OPS = (
                    Source("aten.max_pool1d.default", "shared"),
                    Source("aten.adaptive_max_pool2d.default", "shared"),
                    Source("aten.adaptive_max_pool1d.default", "shared")),
-          qparams="shared", fusable=True,
+          qparams="shared", fusable=True, dtypes=SAME16, c_sources=_c16("max_pool2d"),
           doc="padding never wins; 1-D pools lift as [N, C, 1, L], dilated and uneven adaptive "
               "max pooling as gathers + one max_pool2d (frontend/builders/pool.py)"),
     OpDef("avg_pool2d", 6, ("x",), ("y",), (*WINDOW, "count_include_pad", "divisor", *OUT_ATTRS),
@@ -25,7 +32,7 @@ OPS = (
                    Source("aten.adaptive_avg_pool2d.default", "shared"),
                    Source("aten.avg_pool1d.default", "shared"),
                    Source("aten.adaptive_avg_pool1d.default", "shared")),
-          qparams="shared", fusable=True,
+          qparams="shared", fusable=True, dtypes=SAME16, c_sources=_c16("avg_pool2d"),
           doc="sum(x - in_zp) * reciprocal(count) (TOSA reciprocal_scale); divisor>0 overrides; "
               "a mean over H, W (or every element) lifts to it (frontend/builders/reduce.py)"),
     OpDef("resize", 31, ("x",), ("y",), (*RESIZE_AXES, "mult", "shift", "act_min", "act_max"),

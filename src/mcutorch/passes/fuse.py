@@ -44,6 +44,7 @@ def residuals(graph: Graph) -> Graph:
             if (conv is not None and conv.op == "conv2d" and id(conv) not in fused
                     and consumers.get(t) == [add] and t not in graph.outputs and not skip.is_const
                     and len(t.shape) == 4 and t.shape == skip.shape == add.outputs[0].shape
+                    and t.dtype == skip.dtype == "int8"  # conv2d_add has int8 kernels only
                     and order.get(id(producers.get(skip)), -1) < order[id(conv)]
                     and (best is None or order[id(conv)] > order[id(best[0])])):
                 best = (conv, side, skip)

@@ -21,6 +21,7 @@ from mcutorch.ref.reduce import norm_constants, sum_range, var_attrs
 from mcutorch.ref.softmax import log_softmax_tables
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
+ADD_LEFT_SHIFT16 = 15  # int16 inputs (docs/numerics.md section 6): 2^15 keeps a32 + b32 in int32
 SHARED = frozenset(d.name for d in ops.REGISTRY if d.qparams == "shared")
 
 
@@ -59,7 +60,7 @@ def _add(node: Node) -> None:
     y = node.outputs[0]
     b_scale = b.scale * node.attrs.get("alpha", 1)
     twice_max = 2 * max(a.scale, b_scale)
-    left = 1 << (15 if y.dtype == "int16" else ADD_LEFT_SHIFT)  # int16: 15 bits (numerics.md 6)
+    left = 1 << (ADD_LEFT_SHIFT16 if a.dtype == "int16" else ADD_LEFT_SHIFT)
     am, ash = quantize_multiplier(a.scale / twice_max * left)
     bm, bsh = quantize_multiplier(b_scale / twice_max * left)
     om, osh = quantize_multiplier(twice_max / (left * y.scale))

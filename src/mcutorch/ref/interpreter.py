@@ -16,12 +16,12 @@ from mcutorch.program.model import Program
 from mcutorch.ref import OUT_DTYPE_OPS, RESHAPING, kernel_for, output_shape
 from mcutorch.ref.movement import ring_position
 
-# Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes): so
-# far rescale, concat, copy, pad, fully_connected and lut. The reference kernels define more int16
-# forms, but a program runs them only where the C runtime does too (both program readers refuse
+# Ops whose C kernels take int16 activations (docs/numerics.md section 6; their OpDef.dtypes).
+# A program runs an int16 form only where the C runtime does too (both program readers refuse
 # the others at load).
-C_INT16_OPS: frozenset[str] = frozenset({"rescale", "concat", "copy", "pad",
-                                          "fully_connected", "lut", "ring_write"})
+C_INT16_OPS: frozenset[str] = frozenset({
+    "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d", "add",
+    "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut", "ring_write"})
 
 
 class Interpreter:

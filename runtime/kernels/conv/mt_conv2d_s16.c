@@ -1,0 +1,176 @@
+/*
+ * mt_conv2d_s16.c - grouped 2-D convolution on an int16 x (a16w8, docs/numerics.md section 6):
+ * int8 OHWI weights, an int64 bias within int48, zero points 0, 16-bit multipliers, int16 NHWC y.
+ * mt_conv2d_s8 calls it for an int16 x.
+ *
+ *   acc[o] = bias[o] + sum over the window's in-bounds taps of x * w[o]    (int64)
+ *   y[o]   = clamp(rq(acc[o], mult[o], shift[o]), act_min, act_max)
+ *
+ * The input zero point is 0, so padding contributes nothing. With groups == 1, dilation_w == 1
+ * and windows of at most CONV16_COL elements, each output pixel's window is gathered once into
+ * KH * KW * Cin int16 in weight order (padding 0; 2 * CONV16_COL bytes of stack), and every
+ * MT_MAC16_NR output channels are one mt_dot16_rows run over it. Otherwise, per output pixel
+ * and MT_MAC16_NR output channels of a group, each in-bounds kernel row is one run (groups ==
+ * 1, dilation_w == 1: the row's taps are adjacent in x and w), else each tap one run of
+ * Cin/groups elements; the padding is skipped, never read.
+ */
+#include "mt_mac16.h"
+
+#define CONV16_COL 512 /* int16 elements of the largest gathered window */
+
+typedef struct {
+  const int16_t *x;
+  const int8_t *w;
+  const int64_t *bias;
+  const int32_t *mult, *shift;
+  int16_t *y;
+  mt_axis ah, aw;
+  int32_t batch, cin, cg, cout_g, groups, kh, kw, lo, hi;
+} conv16_ctx;
+
+static int conv16_init(conv16_ctx *c, const mt_op_args *a)
+{
+  const int32_t *at = a->attrs;
+  const mt_tensor *x = &a->in[MT_CONV2D_IN_X], *w = &a->in[MT_CONV2D_IN_WEIGHT];
+  const mt_tensor *y = &a->out[MT_CONV2D_OUT_Y];
+  const int32_t groups = at[MT_CONV2D_GROUPS];
+  if (!mt_tensor_ok(x, MT_DTYPE_INT16, 4) || !mt_tensor_ok(w, MT_DTYPE_INT8, 4) ||
+      !mt_tensor_ok(y, MT_DTYPE_INT16, 4) || groups < 1 || mt_dim(x->shape[3]) < 0 ||
+      mt_dim(w->shape[0]) < 0 || mt_dim(x->shape[0]) < 0 ||
+      (uint64_t)w->shape[3] * (uint32_t)groups != x->shape[3] ||
+      w->shape[0] % (uint32_t)groups != 0 || y->shape[0] != x->shape[0] ||
+      y->shape[3] != w->shape[0] || at[MT_CONV2D_IN_ZP] != 0 ||
+      !mt_mac16_ok(&a->in[MT_CONV2D_IN_BIAS], &a->in[MT_CONV2D_IN_MULT], &a->in[MT_CONV2D_IN_SHIFT],
+                   w->shape[0], at[MT_CONV2D_OUT_ZP], at[MT_CONV2D_ACT_MIN],
+                   at[MT_CONV2D_ACT_MAX])) {
+    return 0;
+  }
+  c->x = (const int16_t *)x->data;
+  c->w = (const int8_t *)w->data;
+  c->bias = (const int64_t *)a->in[MT_CONV2D_IN_BIAS].data;
+  c->mult = (const int32_t *)a->in[MT_CONV2D_IN_MULT].data;
+  c->shift = (const int32_t *)a->in[MT_CONV2D_IN_SHIFT].data;
+  c->y = (int16_t *)y->data;
+  c->batch = (int32_t)x->shape[0];
+  c->cin = (int32_t)x->shape[3];
+  c->cg = (int32_t)w->shape[3];
+  c->groups = groups;
+  c->cout_g = (int32_t)w->shape[0] / groups;
+  c->kh = mt_dim(w->shape[1]);
+  c->kw = mt_dim(w->shape[2]);
+  c->lo = at[MT_CONV2D_ACT_MIN];
+  c->hi = at[MT_CONV2D_ACT_MAX];
+  return mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H], at[MT_CONV2D_DILATION_H],
+                      at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM], y->shape[1]) &&
+         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W], at[MT_CONV2D_DILATION_W],
+                      at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT], y->shape[2]) &&
+         (int64_t)c->batch * c->ah.out * c->aw.out <= INT32_MAX;
+}
+
+/* Output channels [oc, oc + nr) of pixel (n, oh, ow): acc = bias + the in-bounds taps, then y. */
+static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, int32_t g,
+                        int32_t oc, int32_t nr, int16_t *y_px)
+{
+  int32_t ky0, ky1, kx0, kx1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
+  const size_t cin = (size_t)c->cin, cg = (size_t)c->cg, k = (size_t)c->kh * (size_t)c->kw * cg;
+  const int contiguous = c->groups == 1 && c->aw.dilation == 1;
+  const int32_t runs = contiguous ? (kx1 > kx0) : kx1 - kx0;
+  const uint32_t len = (uint32_t)(contiguous ? (size_t)(kx1 - kx0) * cg : cg);
+  int64_t acc[MT_MAC16_NR];
+  for (int32_t r = 0; r < nr; r++) {
+    acc[r] = c->bias[oc + r];
+  }
+  for (int32_t ky = ky0; ky < ky1; ky++) {
+    const size_t row =
+        ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky * c->ah.dilation)) * (size_t)c->aw.size;
+    for (int32_t t = 0; t < runs; t++) {
+      const int32_t kx = kx0 + t;
+      const size_t px = row + (size_t)(ix + kx * c->aw.dilation);
+      const int8_t *w = c->w + (size_t)oc * k + ((size_t)ky * (size_t)c->kw + (size_t)kx) * cg;
+      mt_dot16_rows(c->x + px * cin + (size_t)g * cg, w, k, len, nr, acc);
+    }
+  }
+  for (int32_t r = 0; r < nr; r++) {
+    if (!mt_out16(acc[r], c->mult[oc + r], c->shift[oc + r], c->lo, c->hi, y_px + oc + r)) {
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* col = the window of pixel (n, oh, ow) in weight order (KH, KW, Cin), 0 in the padding. */
+static void conv16_gather(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, int16_t *col)
+{
+  int32_t ky0, ky1, kx0, kx1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
+  const size_t cin = (size_t)c->cin, row = (size_t)c->kw * cin;
+  __builtin_memset(col, 0, (size_t)c->kh * row * sizeof col[0]);
+  for (int32_t ky = ky0; ky < ky1 && kx1 > kx0; ky++) {
+    const size_t px =
+        ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky * c->ah.dilation)) * (size_t)c->aw.size +
+        (size_t)(ix + kx0);
+    __builtin_memcpy(col + (size_t)ky * row + (size_t)kx0 * cin, c->x + px * cin,
+                     (size_t)(kx1 - kx0) * cin * sizeof col[0]);
+  }
+}
+
+/* Every output channel of pixel (n, oh, ow) from its gathered window. */
+static int conv16_gathered(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, int16_t *col,
+                           int16_t *y_px)
+{
+  const uint32_t k = (uint32_t)(c->kh * c->kw * c->cin);
+  conv16_gather(c, n, oh, ow, col);
+  for (int32_t o = 0; o < c->cout_g; o += MT_MAC16_NR) {
+    const int32_t nr = c->cout_g - o < MT_MAC16_NR ? c->cout_g - o : MT_MAC16_NR;
+    int64_t acc[MT_MAC16_NR];
+    for (int32_t r = 0; r < nr; r++) {
+      acc[r] = c->bias[o + r];
+    }
+    mt_dot16_rows(col, c->w + (size_t)o * k, k, k, nr, acc);
+    for (int32_t r = 0; r < nr; r++) {
+      if (!mt_out16(acc[r], c->mult[o + r], c->shift[o + r], c->lo, c->hi, y_px + o + r)) {
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+// x: (N, H, W, Cin) int16; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI); bias: (Cout,)
+// int64; mult, shift: (Cout,) int32  ->  y: (N, Ho, Wo, Cout) int16
+mt_status mt_conv2d_s16(const mt_op_args *args)
+{
+  conv16_ctx c;
+  if (!conv16_init(&c, args)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const size_t cout = (size_t)c.groups * (size_t)c.cout_g;
+  const int gather = c.groups == 1 && c.aw.dilation == 1 &&
+                     (int64_t)c.kh * c.kw * c.cin <= CONV16_COL && c.kh * c.kw > 1;
+  int16_t col[CONV16_COL];
+  int16_t *y = c.y;
+  for (int32_t n = 0; n < c.batch; n++) {
+    for (int32_t oh = 0; oh < c.ah.out; oh++) {
+      for (int32_t ow = 0; ow < c.aw.out; ow++, y += cout) {
+        if (gather) {
+          if (!conv16_gathered(&c, n, oh, ow, col, y)) {
+            return MT_STATUS_BAD_ARGUMENT;
+          }
+          continue;
+        }
+        for (int32_t g = 0; g < c.groups; g++) {
+          for (int32_t o = 0; o < c.cout_g; o += MT_MAC16_NR) {
+            const int32_t nr = c.cout_g - o < MT_MAC16_NR ? c.cout_g - o : MT_MAC16_NR;
+            if (!conv16_pixel(&c, n, oh, ow, g, g * c.cout_g + o, nr, y)) {
+              return MT_STATUS_BAD_ARGUMENT; /* the loader bounds it: direct kernel calls */
+            }
+          }
+        }
+      }
+    }
+  }
+  return MT_STATUS_OK;
+}

@@ -1,0 +1,54 @@
+/*
+ * mt_fully_connected_s16.c - fully_connected on an int16 x (a16w8, docs/numerics.md section 6):
+ * an int64 bias within int48, zero points 0, acc = bias + sum(x * w) in int64, y = clamp(rq(acc,
+ * mult, shift)) with a 16-bit multiplier (0 <= mult < 2^15), int16 y. mt_fully_connected_s8 and
+ * its variant "folded" (whose in_zp is checked as int8 but unused) call it for an int16 x.
+ *
+ * Outputs go MT_MAC16_NR at a time, so each x element loaded feeds that many MACs
+ * (mt_dot16_rows: MVE, DSP and C paths).
+ */
+#include "mt_mac16.h"
+
+// x: (N, In) int16; weight: (Out, In) int8; bias: (Out,) int64; mult, shift: (Out,) int32
+// -> y: (N, Out) int16. in_zp must be 0 but in variant "folded" (checked as int8, unused).
+mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
+{
+  const int32_t *at = a->attrs;
+  const mt_tensor *xt = &a->in[MT_FULLY_CONNECTED_IN_X], *wt = &a->in[MT_FULLY_CONNECTED_IN_WEIGHT];
+  const mt_tensor *yt = &a->out[MT_FULLY_CONNECTED_OUT_Y];
+  const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
+  const uint32_t n_out = wt->shape[0], n_in = xt->shape[1];
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT16, 2) || !mt_tensor_ok(wt, MT_DTYPE_INT8, 2) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT16, 2) || n_in != wt->shape[1] ||
+      yt->shape[0] != xt->shape[0] || yt->shape[1] != n_out ||
+      !mt_mac16_ok(&a->in[MT_FULLY_CONNECTED_IN_BIAS], &a->in[MT_FULLY_CONNECTED_IN_MULT],
+                   &a->in[MT_FULLY_CONNECTED_IN_SHIFT], n_out, at[MT_FULLY_CONNECTED_OUT_ZP], lo,
+                   hi) ||
+      (folded ? !mt_zp_ok(at[MT_FULLY_CONNECTED_IN_ZP]) : at[MT_FULLY_CONNECTED_IN_ZP] != 0)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int16_t *x = (const int16_t *)xt->data;
+  const int8_t *w = (const int8_t *)wt->data;
+  const int64_t *bias = (const int64_t *)a->in[MT_FULLY_CONNECTED_IN_BIAS].data;
+  const int32_t *mult = (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data;
+  const int32_t *shift = (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data;
+  int16_t *y = (int16_t *)yt->data;
+  for (uint32_t n = 0; n < xt->shape[0]; n++) {
+    const int16_t *xr = x + (size_t)n * n_in;
+    for (uint32_t o = 0; o < n_out; o += MT_MAC16_NR) {
+      const int32_t nr = n_out - o < MT_MAC16_NR ? (int32_t)(n_out - o) : MT_MAC16_NR;
+      int64_t acc[MT_MAC16_NR];
+      for (int32_t r = 0; r < nr; r++) {
+        acc[r] = bias[o + (uint32_t)r];
+      }
+      mt_dot16_rows(xr, w + (size_t)o * n_in, n_in, n_in, nr, acc);
+      for (int32_t r = 0; r < nr; r++) {
+        const uint32_t c = o + (uint32_t)r;
+        if (!mt_out16(acc[r], mult[c], shift[c], lo, hi, y + (size_t)n * n_out + c)) {
+          return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
+        }
+      }
+    }
+  }
+  return MT_STATUS_OK;
+}
