@@ -20,8 +20,10 @@ step: ops, runtime state, stripped program bytes (op and tensor records, no name
 bytes (0: the weights are stored once) and exact M55 instructions, with the share of the
 instructions in the gate matmuls (fully_connected).
 
-a16w8 is not measured: int16 add / mul have no C kernels yet (int16 sigmoid / tanh tables do),
-so the gates cannot compile with int16 activations.
+a16w8: the same model quantized with `Quantizer(int16_layers=...)` naming every module but an
+nn.Embedding (int16 gates and states,
+sigmoid / tanh as 513-entry int16 tables), compiled and run on the reference ("C == ref" covers
+both programs; on the board, its instructions and RAM beside the int8 ones).
 """
 from __future__ import annotations
 
@@ -49,7 +51,8 @@ def accuracy(logits, y) -> float:
 
 
 def m55_instructions(program) -> int:
-    x = np.zeros(program.tensors[program.inputs[0]].shape, np.int8)
+    t = program.tensors[program.inputs[0]]
+    x = np.zeros(t.shape, np.dtype(t.dtype))
     files, args = runner_files(program, [x])
     return exact_counts(build_firmware(program, BOARD, opt="-O3"), BOARD, args, files=files,
                         begin_symbol=None, end_symbol=None)["total"]
@@ -64,6 +67,17 @@ def measure(name: str, seed: int, boards: bool) -> dict:
         cal = [xtr[i:i + 64] for i in range(0, 512, 64)]
         qmodel = mcutorch.quantize(model, (xtr[:1],), calibration=cal)
         row["fakeq"] = accuracy(qmodel(xte), yte)
+        wide = [n for n, m in model.named_children()  # int16 but the embedding (int8 table)
+                if not isinstance(m, nn.Embedding) and any(True for _ in m.parameters())]
+        q16 = mcutorch.quantize(model, (xtr[:1],), calibration=cal,
+                                quantizer=mcutorch.Quantizer(int16_layers=wide))
+    a16 = mcutorch.compile(q16, (xtr[:1],), board=BOARD, name=name)
+    sets16 = [a16.quantize_inputs([xte[i:i + 1].numpy()]) for i in range(len(xte))]
+    ref16 = [Interpreter(a16.program).invoke(xs)[0] for xs in sets16]
+    row["a16_exact"] = all(np.array_equal(h[0], r) for h, r in
+                           zip(crt.run_host_sequence(a16.program, sets16)[0], ref16))
+    o16 = a16.program.tensors[a16.program.outputs[0]]
+    row["a16w8"] = accuracy(np.concatenate([r.astype(np.float32) * o16.scale for r in ref16]), yte)
     compiled = mcutorch.compile(qmodel, (xtr[:1],), board=BOARD, name=name)
     p = compiled.program
     sets = [compiled.quantize_inputs([xte[i:i + 1].numpy()]) for i in range(len(xte))]
@@ -83,6 +97,11 @@ def measure(name: str, seed: int, boards: bool) -> dict:
         row["ram"], row["flash"] = info["totals"]["ram"], info["totals"]["flash"]
         fc = sum(o["instructions"] or 0 for o in info["ops"] if o["op"] == "fully_connected")
         row["fc_share"] = fc / max(1, sum(o["instructions"] or 0 for o in info["ops"]))
+        row["m55_a16"] = m55_instructions(a16.program)
+        run16 = firmware.run(a16.program, sets16[:ON_BOARD], BOARD)
+        row["m55_a16_exact"] = all(np.array_equal(o[0], r) for o, r in zip(run16.outputs, ref16))
+        info16 = mcutorch.analyze(a16, board=BOARD, inputs=[xte[:1].numpy()])
+        row["ram_a16"] = info16["totals"]["ram"]["total"]
     return row
 
 
@@ -111,18 +130,19 @@ def per_step(kind, steps: int, boards: bool) -> dict:
 
 
 def print_accuracy(rows: list[dict]) -> None:
-    print("\nRecurrent zoo on held-out digits (accuracy %; int8 PTQ)")
+    print("\nRecurrent zoo on held-out digits (accuracy %; int8 PTQ; a16w8 = int16 activations, "
+          "the compiled program)")
     print(f"{'model':<12} {'seed':>4} {'train s':>7} {'float':>6} {'fake-q':>6} {'program':>7} "
-          f"{'ops':>4} {'C == ref':>8}")
+          f"{'a16w8':>6} {'ops':>4} {'C == ref':>8}")
     for r in rows:
         print(f"{r['name']:<12} {r['seed']:>4} {r['train_s']:>7.1f} {r['float']:>6.2f} "
-              f"{r['fakeq']:>6.2f} {r['program']:>7.2f} {r['ops']:>4} "
-              f"{'yes' if r['c_exact'] else 'NO':>8}")
+              f"{r['fakeq']:>6.2f} {r['program']:>7.2f} {r['a16w8']:>6.2f} {r['ops']:>4} "
+              f"{'yes' if r['c_exact'] and r['a16_exact'] else 'NO':>8}")
     for name in dict.fromkeys(r["name"] for r in rows):
         mine = [r for r in rows if r["name"] == name]
-        f, q = (np.mean([r[k] for r in mine]) for k in ("float", "program"))
+        f, q, w = (np.mean([r[k] for r in mine]) for k in ("float", "program", "a16w8"))
         print(f"{name:<12} mean over {len(mine)} seeds: float {f:.2f}, int8 program {q:.2f} "
-              f"({q - f:+.2f} points; target: within 1 point)")
+              f"({q - f:+.2f} points; target: within 1 point), a16w8 {w:.2f} ({w - f:+.2f})")
 
 
 def print_device(rows: list[dict]) -> None:
@@ -131,12 +151,15 @@ def print_device(rows: list[dict]) -> None:
         return
     print(f"\nOn {BOARD} (Cortex-M55), seed 0")
     print(f"{'model':<12} {'M55==ref':>8} {'M55 instr':>10} {'gate FC':>7} {'RAM B':>7} "
-          f"{'of which state':>14} {'flash B':>8} {'program':>8} {'weights':>8}")
+          f"{'of which state':>14} {'flash B':>8} {'program':>8} {'weights':>8} "
+          f"{'a16w8 instr':>11} {'a16w8 RAM':>9}")
     for r in rows:
         ram, flash = r["ram"], r["flash"]
-        print(f"{r['name']:<12} {'yes' if r['m55_exact'] else 'NO':>8} {r['m55']:>10,} "
+        ok = r["m55_exact"] and r["m55_a16_exact"]
+        print(f"{r['name']:<12} {'yes' if ok else 'NO':>8} {r['m55']:>10,} "
               f"{r['fc_share']:>7.0%} {ram['total']:>7,} {ram['state']:>14,} "
-              f"{flash['total']:>8,} {flash['program']:>8,} {r['weight_bytes']:>8,}")
+              f"{flash['total']:>8,} {flash['program']:>8,} {r['weight_bytes']:>8,} "
+              f"{r['m55_a16']:>11,} {r['ram_a16']:>9,}")
 
 
 def print_per_step(boards: bool) -> None:

@@ -182,7 +182,8 @@ def _flash(p: Program, board: str) -> dict:
     """Flash bytes from the linker map of the program's firmware (runner excluded)."""
     from mcutorch.device import firmware
     from mcutorch.device.firmware import _defined_names, _map_sections
-    from mcutorch.device.kernels import kernel, NO_KERNEL
+    from mcutorch import ops
+    from mcutorch.device.kernels import INT16, NO_KERNEL, kernel
     from mcutorch.device.export_c import used_kernels
 
     elf = firmware.build(p, board)
@@ -194,7 +195,12 @@ def _flash(p: Program, board: str) -> dict:
     for op, variant in sorted(used_kernels(p)):
         if op in NO_KERNEL:
             continue
-        names = {n for src in kernel(op, variant).sources for n in _defined_names(src)}
+        if variant == INT16:  # the op's int16 body: its *_s16.c files
+            srcs = {src for v in ops.get(op).variants for src in kernel(op, v).sources
+                    if src.stem.endswith("_s16")}
+        else:
+            srcs = kernel(op, variant).sources
+        names = {n for src in srcs for n in _defined_names(src)}
         per_kernel[f"{op}/{variant}"] = sum(
             size for sections in objects.values()
             if any(sec.split(".")[2:3] and sec.split(".")[2] in names for sec, _ in sections)

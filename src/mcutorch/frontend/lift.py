@@ -267,7 +267,7 @@ class Lifter:
                 raise UnsupportedOpError(f"{source_of(user)}: uint8 per-channel constant "
                                          f"{src.target}")
             data, zp = (data.astype(np.int16) - 128).astype(np.int8), zp - 128
-        dtype = {np.int8: "int8", np.int32: "int32"}.get(data.dtype.type)
+        dtype = {np.int8: "int8", np.int16: "int16", np.int32: "int32"}.get(data.dtype.type)
         if dtype is None:
             raise UnsupportedOpError(f"constant {src.target} of dtype {data.dtype} at "
                                      f"{source_of(user)}")
@@ -465,7 +465,14 @@ class Lifter:
         return out
 
     def emit(self, op: str, inputs: list[Tensor], out: Tensor, attrs: dict, src: FxNode) -> None:
+        x = inputs[0] if inputs else None  # a builder's view of an int16 tensor is int16 too
+        if op in SAME_DTYPE and x is not None and x.dtype == "int16" and out.dtype == "int8" \
+                and out.data is None and out.scale == x.scale:
+            out.dtype = "int16"
         self.nodes.append(Node(op, inputs, [out], attrs, source_of(src)))
+
+
+SAME_DTYPE = frozenset({"reshape", "strided_slice", "transpose", "pad", "copy", "concat"})
 
 
 def check_int16(nodes: list[Node]) -> None:
