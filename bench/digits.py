@@ -99,7 +99,7 @@ def measure(name: str, seed: int, program: bool) -> dict:
            "tuned_ptq": accuracy(mcutorch.quantize(tuned, (xtr[:1],), calibration=calibration),
                                  xte, yte), "program": None}
     # a16w8: int16 activations wherever the op has an int16 form (the final mean stays int8);
-    # PyTorch's fake-quant accuracy (the int16 conv kernels are not in the C runtime yet)
+    # PyTorch's fake-quant accuracy (the program computes it within 1 LSB per layer)
     a16 = mcutorch.quantize(model, (xtr[:1],), calibration=calibration,
                             quantizer=mcutorch.Quantizer(int16_layers=["features", "classifier"]))
     row["a16w8"] = accuracy(a16, xte, yte)
@@ -162,7 +162,7 @@ def main(argv=None) -> None:
           "mean over the seeds (target: QAT recovers >= half of a PTQ loss above 1 point):",
           summary,
           "int16 (issue 13): a16w8 = int16 activations wherever the op has an int16 form "
-          "(PyTorch fake-quant; the int16 conv kernels are not in the C runtime yet), mixed = "
+          "(PyTorch fake-quant), mixed = "
           "mcutorch.mixed_precision's choice (compiled for cortex-m55, no RAM budget; RAM = "
           "arena + runtime state):", t16,
           "mean over the seeds (target: a16w8 or mixed within 0.5 points of float):", s16])
