@@ -16,7 +16,8 @@ part of its gain over PTQ can be that extra training, not only quantization awar
 quantization), and "PTQ of FT" its PTQ: QAT against PTQ of FT compares the two int8 models
 after the same training.
 
-Also a16w8 (int16 activations, int8 weights) and mixed precision (mcutorch.mixed_precision).
+Also a16w8 (int16 activations, int8 weights) and mixed precision (mcutorch.mixed_precision), and
+the same columns for the MLPerf Tiny streaming wake word on its 45 real windows (`sww`).
 
 Target (issue 13): QAT recovers at least half of any int8 PTQ loss above 1 point, per seed and
 for the averages over the seeds; "n/a" where the PTQ loss is at most 1 point.
@@ -114,6 +115,42 @@ def measure(name: str, seed: int, program: bool) -> dict:
     return row
 
 
+def sww() -> dict:
+    """The MLPerf Tiny streaming wake word with the reference weights on its 45 real windows
+    (../shared/mlperf_tiny): windows right of 45 for float, int8 PTQ, a16w8 (features and
+    classifier int16, the softmax int8: it has no int16 form) as fake-quant and as the compiled
+    program, and mcutorch.mixed_precision's choice. All 45 windows calibrate (there is no other
+    data); QAT needs training data the set does not have."""
+    from pathlib import Path
+
+    from mcutorch.models import ds_cnn_sww, load_tflite_weights
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "mlperf_tiny"
+    d = np.load(shared / "sww_calibration_samples.npz")
+    x = torch.from_numpy(d["specs"].astype(np.float32)).permute(0, 3, 1, 2)
+    y = torch.from_numpy(d["labels"].ravel().astype(np.int64))
+    model = load_tflite_weights(ds_cnn_sww(), shared / "str_ww_ref_model.tflite").eval()
+    wins = [x[i:i + 1] for i in range(len(x))]
+
+    def right(fn) -> int:
+        with torch.no_grad():
+            return int((torch.cat([fn(w) for w in wins]).argmax(1) == y).sum())
+
+    q8 = mcutorch.quantize(model, (wins[0],), wins)
+    q16 = mcutorch.quantize(model, (wins[0],), wins,
+                            quantizer=mcutorch.Quantizer(int16_layers=["features", "classifier"]))
+    program = mcutorch.compile(q16, (wins[0],), target="cortex-m55")
+    plan = mcutorch.mixed_precision(model, (wins[0],), wins, data=wins[:8],
+                                    evaluate=lambda q: right(q) / len(wins))
+    s8, s16 = (mcutorch.compile(q, (wins[0],), target="cortex-m55").summary() for q in (q8, q16))
+    return {"float": right(model), "int8": right(q8), "a16w8": right(q16),
+            "a16w8_program": right(lambda w: torch.as_tensor(np.asarray(program.run(w.numpy())))),
+            "mixed": round(plan.chosen["accuracy"] * len(wins)), "mixed_layers": plan.int16_layers,
+            "ram8": sum(s8["regions"].values()) + s8["state_bytes"],
+            "ram16": sum(s16["regions"].values()) + s16["state_bytes"],
+            "ram_mixed": plan.chosen["ram"], "n": len(wins)}
+
+
 def _target(f: float, p: float, q: float) -> str:
     loss = f - p
     return ("n/a (PTQ loss <= 1 pt)" if loss <= 1 else
@@ -166,6 +203,17 @@ def main(argv=None) -> None:
           "mcutorch.mixed_precision's choice (compiled for cortex-m55, no RAM budget; RAM = "
           "arena + runtime state):", t16,
           "mean over the seeds (target: a16w8 or mixed within 0.5 points of float):", s16])
+    w = sww()
+    tw = table("model", "windows", "float", "int8 PTQ", "a16w8", "a16w8 program", "mixed", "QAT",
+               "RAM int8 B", "RAM a16w8 B", "RAM mixed B", right=("windows", "float", "int8 PTQ",
+                                                                   "a16w8", "a16w8 program",
+                                                                   "mixed", "RAM int8 B",
+                                                                   "RAM a16w8 B", "RAM mixed B"))
+    add(tw, "ds_cnn_sww (reference weights)", w["n"], w["float"], w["int8"], w["a16w8"],
+        w["a16w8_program"], w["mixed"], "n/a (no training data)", f"{w['ram8']:,}",
+        f"{w['ram16']:,}", f"{w['ram_mixed']:,}")
+    show(["streaming wake word, the 45 real windows (windows right; RAM = arena + runtime state, "
+          f"cortex-m55); mixed: int16 for {', '.join(w['mixed_layers']) or 'no module'}:", tw])
 
 
 if __name__ == "__main__":
