@@ -250,4 +250,15 @@ static inline int mt_pool_axes(mt_axis *ah, mt_axis *aw, const mt_tensor *x, con
          mt_axis_windows_nonempty(ah) && mt_axis_windows_nonempty(aw);
 }
 
+/* The int16 bodies (*_s16.c) are weak references of the int8 kernels: a firmware whose program
+ * has no int16 op of a kind leaves its body out (mcutorch.device.kernels.sources_for), the
+ * pointer is then NULL and the int8 kernel refuses an int16 operand (bad argument). */
+#ifndef MT_WEAK16
+#if defined(__GNUC__)
+#define MT_WEAK16 __attribute__((weak))
+#else /* !__GNUC__: always linked */
+#define MT_WEAK16
+#endif /* __GNUC__ */
+#endif /* MT_WEAK16 */
+
 #endif /* MT_KERNEL_UTIL_H */

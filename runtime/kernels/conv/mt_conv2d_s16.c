@@ -92,12 +92,7 @@ static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, 
       mt_dot16_rows(c->x + px * cin + (size_t)g * cg, w, k, len, nr, acc);
     }
   }
-  for (int32_t r = 0; r < nr; r++) {
-    if (!mt_out16(acc[r], c->mult[oc + r], c->shift[oc + r], c->lo, c->hi, y_px + oc + r)) {
-      return 0;
-    }
-  }
-  return 1;
+  return mt_out16_n(acc, nr, c->mult + oc, c->shift + oc, c->lo, c->hi, y_px + oc);
 }
 
 /* col = the window of pixel (n, oh, ow) in weight order (KH, KW, Cin), 0 in the padding. */
@@ -130,10 +125,8 @@ static int conv16_gathered(const conv16_ctx *c, int32_t n, int32_t oh, int32_t o
       acc[r] = c->bias[o + r];
     }
     mt_dot16_rows(col, c->w + (size_t)o * k, k, k, nr, acc);
-    for (int32_t r = 0; r < nr; r++) {
-      if (!mt_out16(acc[r], c->mult[o + r], c->shift[o + r], c->lo, c->hi, y_px + o + r)) {
-        return 0;
-      }
+    if (!mt_out16_n(acc, nr, c->mult + o, c->shift + o, c->lo, c->hi, y_px + o)) {
+      return 0;
     }
   }
   return 1;

@@ -139,12 +139,7 @@ static int dw16_block(const dw16_ctx *c, int32_t n, int32_t oh, int32_t ow, int3
       }
     }
   }
-  for (int32_t j = 0; j < nb; j++) {
-    if (!mt_out16(acc[j], c->mult[o0 + j], c->shift[o0 + j], c->lo, c->hi, y_px + o0 + j)) {
-      return 0;
-    }
-  }
-  return 1;
+  return mt_out16_n(acc, nb, c->mult + o0, c->shift + o0, c->lo, c->hi, y_px + o0);
 }
 
 // x: (N, H, W, C) int16; weight: (KH, KW, C*M) or (1, KH, KW, C*M) int8; bias: (C*M,) int64;

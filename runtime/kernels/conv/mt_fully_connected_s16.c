@@ -42,11 +42,8 @@ mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
         acc[r] = bias[o + (uint32_t)r];
       }
       mt_dot16_rows(xr, w + (size_t)o * n_in, n_in, n_in, nr, acc);
-      for (int32_t r = 0; r < nr; r++) {
-        const uint32_t c = o + (uint32_t)r;
-        if (!mt_out16(acc[r], mult[c], shift[c], lo, hi, y + (size_t)n * n_out + c)) {
-          return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
-        }
+      if (!mt_out16_n(acc, nr, mult + o, shift + o, lo, hi, y + (size_t)n * n_out + o)) {
+        return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
       }
     }
   }

@@ -27,16 +27,6 @@
 #define MT_S48_MAX  140737488355327LL /* 2^47 - 1: the int16 MAC accumulator (TOSA INT48) */
 #define MT_MAC16_NR 4 /* weight rows per mt_dot16_rows call */
 
-#ifndef MT_WEAK16
-/* The int16 bodies are weak references: a firmware whose program has no int16 op of this kind
- * leaves them out (mcutorch.device.kernels.sources_for), the pointer is then NULL and the int8
- * kernel refuses an int16 operand (bad argument). */
-#if defined(__GNUC__)
-#define MT_WEAK16 __attribute__((weak))
-#else /* !__GNUC__: always linked */
-#define MT_WEAK16
-#endif /* __GNUC__ */
-#endif /* MT_WEAK16 */
 mt_status mt_conv2d_s16(const mt_op_args *args) MT_WEAK16;
 mt_status mt_depthwise_conv2d_s16(const mt_op_args *args) MT_WEAK16;
 mt_status mt_fully_connected_s16(const mt_op_args *args, int folded) MT_WEAK16;
@@ -72,6 +62,18 @@ static inline int mt_out16(int64_t acc, int32_t mult, int32_t shift, int32_t lo,
     return 0;
   }
   *y = (int16_t)(r < lo ? lo : (r > hi ? hi : r));
+  return 1;
+}
+
+/* mt_out16 of n consecutive channels: acc[j] with mult[j], shift[j] into y[j]. */
+static inline int mt_out16_n(const int64_t *acc, int32_t n, const int32_t *mult,
+                             const int32_t *shift, int32_t lo, int32_t hi, int16_t *y)
+{
+  for (int32_t j = 0; j < n; j++) {
+    if (!mt_out16(acc[j], mult[j], shift[j], lo, hi, y + j)) {
+      return 0;
+    }
+  }
   return 1;
 }
 
