@@ -228,3 +228,27 @@ def test_vela_takes_the_int16_lowerings(npu):
         check(g)
         result = compile_tosa(tosa.lower_graph(g).flatbuffer, config)
         assert result is not None, op
+
+
+def test_an_int16_conv_net_is_one_npu_delegate_equal_to_the_cpu_program():
+    """digits_tcn with int16 convs, rescales and an int16 classifier: one Ethos-U55 delegate,
+    verified on the TOSA reference model at compile, its CPU version the CPU program's."""
+    import torch
+
+    import mcutorch
+    from mcutorch.models.digits import digits_split, digits_tcn
+    from mcutorch.ref.interpreter import Interpreter
+
+    needs.module("ethosu.vela")
+    xtr = digits_split("rows", 0)[0]
+    q = mcutorch.quantize(digits_tcn("rows", width=8, depth=2).eval(), (xtr[:1],), [xtr[:128]],
+                          quantizer=mcutorch.Quantizer(int16_layers=["features", "classifier"]))
+    npu = mcutorch.compile(q, (xtr[:1],), target="cortex-m55+ethos-u55-128")
+    cpu = mcutorch.compile(q, (xtr[:1],), target="cortex-m55")
+    assert [o.name for o in npu.program.ops].count("delegate") == 1
+    assert npu.program.ops[0].name == "delegate"
+    with torch.no_grad():
+        for row in xtr[:3]:
+            xs = cpu._quantize([row[None].numpy()])
+            np.testing.assert_array_equal(Interpreter(npu.program).invoke(xs)[0],
+                                          Interpreter(cpu.program).invoke(xs)[0])
