@@ -31,6 +31,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch.models.transformer import digits_split, kwt_digits
+from mcutorch.models.digits import train_epoch
 
 EPOCHS, CALIBRATION, BOARD = 40, 256, "mps3-an547"
 
@@ -48,11 +49,7 @@ def fit(model, x, y, seed: int, epochs: int = EPOCHS) -> nn.Module:
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, total_steps=epochs * (len(x) // 64 + 1))
     for _ in range(epochs):
         model.train()
-        for idx in torch.randperm(len(x)).split(64):
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
-            sched.step()
+        train_epoch(model, x, y, opt, sched=sched)
     return model.eval()
 
 

@@ -34,7 +34,7 @@ from torch import nn
 
 import mcutorch
 from mcutorch.frontend._torchao import pt2e
-from mcutorch.models.digits import digits_split, digits_tcn
+from mcutorch.models.digits import digits_split, digits_tcn, train_epoch
 
 pt2e()
 from torchao.quantization.pt2e import (  # noqa: E402
@@ -62,10 +62,7 @@ def fit_float(model, x, y, seed: int, epochs: int = EPOCHS, lr: float = 3e-3) ->
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     for _ in range(epochs):
         model.train()
-        for idx in torch.randperm(len(x)).split(64):
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
+        train_epoch(model, x, y, opt)
     return model.eval()
 
 
@@ -77,10 +74,7 @@ def fit_qat(qat, x, y, seed: int):
         move_exported_model_to_train(qat)  # BatchNorm batch statistics
         if epoch == FREEZE:
             qat.apply(disable_observer)  # ranges fixed; the weights still train
-        for idx in torch.randperm(len(x)).split(64):
-            opt.zero_grad()
-            nn.functional.cross_entropy(qat(x[idx]), y[idx]).backward()
-            opt.step()
+        train_epoch(qat, x, y, opt)
     move_exported_model_to_eval(qat)
     return qat
 

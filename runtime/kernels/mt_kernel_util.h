@@ -250,6 +250,29 @@ static inline int mt_pool_axes(mt_axis *ah, mt_axis *aw, const mt_tensor *x, con
          mt_axis_windows_nonempty(ah) && mt_axis_windows_nonempty(aw);
 }
 
+/* TOSA reciprocal_scale of count (1 <= count <= 2^30): mult = ((2^30 + 1) << k) / count, shift
+ * = 30 + k with 2^(k-1) < count <= 2^k (average pooling's divisor). Long division one bit at a
+ * time in 32 bits (the remainder stays below count, the quotient below 2^31), so no 64-bit
+ * division routine is linked. */
+static inline void mt_reciprocal_scale(int32_t count, int32_t *mult, int32_t *shift)
+{
+  const uint32_t d = (uint32_t)count, top = (1u << 30) + 1u;
+  uint32_t k = 0, q = 0, r = 0;
+  while ((1u << k) < d) {
+    k++;
+  }
+  for (int32_t i = 30 + (int32_t)k; i >= 0; i--) { /* bit i of top << k */
+    r = (r << 1) | (i >= (int32_t)k ? (top >> (i - (int32_t)k)) & 1u : 0u);
+    q <<= 1;
+    if (r >= d) {
+      r -= d;
+      q |= 1u;
+    }
+  }
+  *mult = (int32_t)q;
+  *shift = 30 + (int32_t)k;
+}
+
 /* The int16 bodies (*_s16.c) are weak references of the int8 kernels: a firmware whose program
  * has no int16 op of a kind leaves its body out (mcutorch.device.kernels.sources_for), the
  * pointer is then NULL and the int8 kernel refuses an int16 operand (bad argument). */

@@ -28,27 +28,10 @@ typedef struct {
   int32_t in_zp, out_zp, lo, hi;
 } avg_ctx;
 
-/* TOSA reciprocal_scale: mult = ((2^30 + 1) << k) / count, shift = 30 + k, 2^(k-1) < count <= 2^k.
- * Long division one bit at a time in 32 bits (the remainder stays below count <= 2^30 and the
- * quotient below 2^31), so no 64-bit division routine is linked. */
 static void avg_reciprocal(avg_ctx *c, int32_t count)
 {
-  const uint32_t d = (uint32_t)count, top = (1u << 30) + 1u;
-  uint32_t k = 0, q = 0, r = 0;
-  while ((1u << k) < d) {
-    k++;
-  }
-  for (int32_t i = 30 + (int32_t)k; i >= 0; i--) { /* bit i of top << k */
-    r = (r << 1) | (i >= (int32_t)k ? (top >> (i - (int32_t)k)) & 1u : 0u);
-    q <<= 1;
-    if (r >= d) {
-      r -= d;
-      q |= 1u;
-    }
-  }
   c->count = count;
-  c->mult = (int32_t)q;
-  c->shift = 30 + (int32_t)k;
+  mt_reciprocal_scale(count, &c->mult, &c->shift);
 }
 
 static int avg_init(avg_ctx *c, const mt_op_args *a)

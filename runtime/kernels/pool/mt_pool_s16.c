@@ -32,27 +32,6 @@ static int pool16_axes(mt_axis *ah, mt_axis *aw, const mt_op_args *a, int32_t lo
          lo <= hi && hi <= POOL16_MAX;
 }
 
-/* TOSA reciprocal_scale of count (1 <= count <= 2^30): mult = ((2^30 + 1) << k) / count, shift
- * = 30 + k with 2^(k-1) < count <= 2^k; long division one bit at a time (no 64-bit divide). */
-static void pool16_reciprocal(int32_t count, int32_t *mult, int32_t *shift)
-{
-  const uint32_t d = (uint32_t)count, top = (1u << 30) + 1u;
-  uint32_t k = 0, q = 0, r = 0;
-  while ((1u << k) < d) {
-    k++;
-  }
-  for (int32_t i = 30 + (int32_t)k; i >= 0; i--) { /* bit i of top << k */
-    r = (r << 1) | (i >= (int32_t)k ? (top >> (i - (int32_t)k)) & 1u : 0u);
-    q <<= 1;
-    if (r >= d) {
-      r -= d;
-      q |= 1u;
-    }
-  }
-  *mult = (int32_t)q;
-  *shift = 30 + (int32_t)k;
-}
-
 /* Every output pixel of one pool: avg = 0 (max) or 1 (avg, with its fixed count or 0). */
 static void pool16_run(const mt_op_args *a, const mt_axis *ah, const mt_axis *aw, int avg,
                        int32_t fixed, int32_t lo, int32_t hi)
@@ -69,7 +48,7 @@ static void pool16_run(const mt_op_args *a, const mt_axis *ah, const mt_axis *aw
         const int32_t iy = mt_axis_taps(ah, oh, &ky0, &ky1), ix = mt_axis_taps(aw, ow, &kx0, &kx1);
         const int32_t count = fixed ? fixed : (ky1 - ky0) * (kx1 - kx0);
         if (avg && count != last) {
-          pool16_reciprocal(count, &mult, &shift);
+          mt_reciprocal_scale(count, &mult, &shift);
           last = count;
         }
         for (size_t c = 0; c < ch; c++) {

@@ -32,6 +32,17 @@ def digits_split(reading: str = "pixels", seed: int = 0, train: float = 0.8):
     return x[order[:cut]], y[order[:cut]], x[order[cut:]], y[order[cut:]]
 
 
+def train_epoch(model: nn.Module, x, y, opt, batch: int = 64, sched=None) -> None:
+    """One epoch of cross-entropy minibatches of `batch` in a random order (torch's global
+    generator); `sched`, when given, steps after every batch. The caller sets train mode."""
+    for idx in torch.randperm(len(x)).split(batch):
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+        opt.step()
+        if sched is not None:
+            sched.step()
+
+
 class DigitsTCN(nn.Module):
     """conv1d + BatchNorm (`norm`) + ReLU blocks with dilations 1, 2, 4, ... over the sequence,
     then a global average and a linear classifier."""

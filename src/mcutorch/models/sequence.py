@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from mcutorch.models.digits import READINGS, digits_split, digits_tokens
+from mcutorch.models.digits import READINGS, digits_split, digits_tokens, train_epoch
 
 
 class RecurrentDigits(nn.Module):
@@ -91,9 +91,6 @@ def train_digits(name: str, seed: int = 0, epochs: int = 25, lr: float = 1e-2):
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, epochs)
     for _ in range(epochs):
         model.train()
-        for idx in torch.randperm(len(x)).split(64):
-            opt.zero_grad()
-            nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
-            opt.step()
+        train_epoch(model, x, y, opt)
         sched.step()
     return model.eval(), split

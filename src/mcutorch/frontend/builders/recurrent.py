@@ -26,6 +26,7 @@ an unexpected rank. The shown module type is the user's (`rnn: torch.nn.LSTM`, c
 """
 from __future__ import annotations
 
+import abc
 import copy
 import traceback
 
@@ -48,7 +49,7 @@ def _caller() -> str:
     return "<unknown>"
 
 
-class _Recurrent(nn.Module):
+class _Recurrent(nn.Module, abc.ABC):
     """The common part: configuration and parameters copied from the torch module."""
 
     def __init__(self, original: nn.RNNBase, name: str):
@@ -130,8 +131,10 @@ class _Recurrent(nn.Module):
             hs[t] = h
         return torch.stack([hs[t] for t in sorted(hs)], 1), h, c
 
+    @abc.abstractmethod
     def _step(self, a, h, c, w_hh, b_hn):
-        raise NotImplementedError
+        """One time step: (h, c) from the input projection a = x W_ih^T + b of this step and the
+        state before it (None at the first step from a zero state); LSTM, GRU, RNN define it."""
 
 
 class LSTM(_Recurrent):
