@@ -74,8 +74,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # window in the model / writer / emit and the Ethos-U partitioner ordering a ring window's
 # readers after its ring_write; +2 (6,602) with the int16 kernels (an int16 conv is not fused
 # with its add: conv2d_add is int8); +5 (6,607) with a16w8 recurrent layers (a builder's view
-# of an int16 tensor stays int16 in lift, int16 constant operands).
-BUDGET = 6607
+# of an int16 tensor stays int16 in lift, int16 constant operands); +5 (6,612) with the int16
+# reduce_sum (its 2^16 - 1 count bound at compile time, the int16 sum range in the TOSA check,
+# the keepdim tensor keeps the dtype).
+BUDGET = 6612
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -162,6 +162,22 @@ def test_max_pool2d_and_movement():
     check(one_op("pad", [(1, 3, 4)], **pad_attrs([(0, 0), (1, 2), (0, 3)], -5)))
 
 
+def _mean16(shape, axes, act=(-I16, I16)):
+    count = int(np.prod([d for i, d in enumerate(shape) if axes >> i & 1]))
+    m, s = quant.quantize_multiplier(1 / count)
+    return one_op("reduce_sum", [shape], axes=axes, in_zp=0, out_zp=0, mult=m, shift=s,
+                  act_min=act[0], act_max=act[1])
+
+
+@pytest.mark.parametrize("shape,axes,act", [((2, 5, 9), 0b100, (-I16, I16)),
+                                            ((1, 4, 6, 8), 0b0110, (-I16, I16)),
+                                            ((3, 4, 5), 0b101, (-100, 20000)),
+                                            ((1, 65535), 0b10, (-I16, I16))])
+def test_reduce_sum(shape, axes, act):
+    """A mean of int16 values, the longest sum (2^16 - 1 elements at the extremes) included."""
+    check(_mean16(shape, axes, act))
+
+
 def test_int16_activation_on_an_op_without_an_int16_lowering_stays_on_the_cpu():
     x, y = Tensor("x", (1, 4, 4, 8), dtype="int16"), Tensor("y", (1, 2, 2, 8), dtype="int16")
     ok, why = tosa.tosa_support(Node("avg_pool2d", [x], [y], {}))
@@ -213,6 +229,7 @@ def _vela_cases():
                              stride_w=2, pad_top=0, pad_left=0, pad_bottom=0, pad_right=0,
                              act_min=-I16, act_max=I16),
         "transpose": one_op("transpose", [(1, 3, 4, 8)], **transpose_attrs([0, 2, 1, 3])),
+        "reduce_sum": _mean16((1, 4, 6, 8), 0b0110),
     }
 
 

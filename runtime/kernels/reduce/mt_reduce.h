@@ -32,14 +32,14 @@ typedef struct {
   int form; /* MT_REDUCE_ANY, _ROWS or _COLUMNS */
 } mt_reduce_geom;
 
-/* Fill g from x, y and the mask; 0 unless x and y are int8 of one rank in 1..6, the mask is in
- * [1, 2^rank), every dim of x is >= 1 (at most 2^32 - 1 elements) and y is x with every reduced
- * dim 1. */
-static inline int mt_reduce_geom_init(mt_reduce_geom *g, const mt_tensor *x, const mt_tensor *y,
-                                      int32_t axes)
+/* Fill g from x, y and the mask; 0 unless x and y are `dtype` (int8 or int16) of one rank in
+ * 1..6, the mask is in [1, 2^rank), every dim of x is >= 1 (at most 2^32 - 1 elements) and y is
+ * x with every reduced dim 1. */
+static inline int mt_reduce_geom_init_t(mt_reduce_geom *g, const mt_tensor *x, const mt_tensor *y,
+                                        int32_t axes, uint8_t dtype)
 {
-  if (x->rank < 1 || x->rank > 6 || !mt_tensor_ok(x, MT_DTYPE_INT8, x->rank) ||
-      !mt_tensor_ok(y, MT_DTYPE_INT8, x->rank) || axes < 1 || axes >= (1 << x->rank)) {
+  if (x->rank < 1 || x->rank > 6 || !mt_tensor_ok(x, dtype, x->rank) ||
+      !mt_tensor_ok(y, dtype, x->rank) || axes < 1 || axes >= (1 << x->rank)) {
     return 0;
   }
   uint64_t numel = 1, count = 1;
@@ -80,6 +80,12 @@ static inline int mt_reduce_geom_init(mt_reduce_geom *g, const mt_tensor *x, con
     g->inner = g->run[g->n - 1];
   }
   return 1;
+}
+
+static inline int mt_reduce_geom_init(mt_reduce_geom *g, const mt_tensor *x, const mt_tensor *y,
+                                      int32_t axes)
+{
+  return mt_reduce_geom_init_t(g, x, y, axes, MT_DTYPE_INT8);
 }
 
 /* Offsets into x: with want_reduced 0, the first element of each y in order; with 1, the

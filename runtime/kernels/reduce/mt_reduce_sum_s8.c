@@ -10,6 +10,7 @@
  * odometer.
  */
 #include "mt_reduce.h"
+#include "mt_reduce16.h" /* an int16 x: mt_reduce_sum_s16 */
 
 /* The sum of n contiguous int8 (n <= 2^23: no int32 overflow). */
 static int32_t mt_sum_row_s8(const int8_t *x, uint32_t n)
@@ -113,6 +114,9 @@ mt_status mt_reduce_sum_s8(const mt_op_args *args)
 {
   if (!mt_args_ok(args, MT_REDUCE_SUM_N_INPUTS, MT_REDUCE_SUM_N_OUTPUTS, MT_REDUCE_SUM_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_REDUCE_SUM_IN_X].dtype == MT_DTYPE_INT16) {
+    return mt_reduce_sum_s16 != NULL ? mt_reduce_sum_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const int32_t *a = args->attrs;
   const int32_t in_zp = a[MT_REDUCE_SUM_IN_ZP];

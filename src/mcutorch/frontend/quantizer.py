@@ -56,7 +56,7 @@ A = torch.ops.aten
 # clamp, concat and the movement ops (dtype-agnostic).
 INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "matmul", "add", "sub",
                        "mul", "max_pool2d", "avg_pool2d", "clamp", "concat", "transpose", "pad",
-                       "strided_slice", "reshape", "lut"})
+                       "strided_slice", "reshape", "lut", "reduce_sum"})
 INT16_MAX = 2**15 - 1  # symmetric: [-32767, 32767], zero point 0
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from mcutorch.ops.defs import OpDef, Source
 
+SAME16 = (("int8", "int8"), ("int16", "int16"))  # reduce_sum: int16 x and y (a16w8, format 1.7)
 REDUCE_OUT = ("axes", "in_zp", "out_zp", "mult", "shift", "act_min", "act_max")
 
 OPS = (
@@ -15,9 +16,10 @@ OPS = (
           family="reduce",
           sources=(Source("aten.sum.dim_IntList", "free"), Source("aten.sum.default", "free"),
                    Source("aten.mean.dim", "shared"), Source("aten.mean.default", "shared")),
-          fusable=True, since=3,
+          fusable=True, since=3, dtypes=SAME16,
+          c_sources={"default": ("reduce/mt_reduce_sum_s8.c", "reduce/mt_reduce_sum_s16.c")},
           doc="y = clamp(rq(sum over axes of (x - in_zp)) + out_zp); a mean folds 1/count "
-              "into mult"),
+              "into mult; int16 x and y (format 1.7): zero points 0, count <= 2^16 - 1"),
     OpDef("reduce_max", 21, ("x",), ("y",), ("axes", "act_min", "act_max"),
           {"x": "any rank 1..6 (NHWC for 4-D)", "y": "x's rank, reduced dims 1"},
           family="reduce",

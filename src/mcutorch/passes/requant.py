@@ -17,7 +17,7 @@ from mcutorch.quant import quantize_multiplier, quantize_multiplier16, quantize_
 from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, make_lut16, pad_attrs,
                           slice_attrs, softmax_exp_table, transpose_attrs)
 from mcutorch.ref.elementwise import compare_attrs
-from mcutorch.ref.reduce import norm_constants, sum_range, var_attrs
+from mcutorch.ref.reduce import MAX_COUNT16, norm_constants, sum_range, var_attrs
 from mcutorch.ref.softmax import log_softmax_tables
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
@@ -168,8 +168,12 @@ def _reduce(node: Node) -> None:
         return
     m, s = quantize_multiplier(x.scale / (y.scale * a["divide"]))
     count = math.prod(d for i, d in enumerate(x.shape) if a["axes"] >> i & 1)
-    if any(abs(int(rq(v, m, s))) >= 1 << 31 for v in sum_range(count, x.zero_point)):
-        raise UnsupportedOpError(f"{node.source}: a sum of {count} int8 values scaled by "
+    wide = x.dtype == "int16"
+    if wide and count > MAX_COUNT16:
+        raise UnsupportedOpError(f"{node.source}: an int16 sum over {count} elements; mcutorch "
+                                 f"sums at most {MAX_COUNT16:,} int16 values (int32 stays exact)")
+    if any(abs(int(rq(v, m, s))) >= 1 << 31 for v in sum_range(count, x.zero_point, wide)):
+        raise UnsupportedOpError(f"{node.source}: a sum of {count} {x.dtype} values scaled by "
                                  f"{x.scale / y.scale:g} can leave int32 after requantization")
     node.attrs = {"axes": a["axes"], "in_zp": x.zero_point, "out_zp": y.zero_point, "mult": m,
                   "shift": s, **_act(node)}

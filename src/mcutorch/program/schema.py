@@ -102,6 +102,9 @@ Version history:
     records", TENSOR), written by opcode 34 `ring_write` alone; OP_FLAG_RING on every op with
     one among its operands (the C runtime points its views at the window, or for ring_write at
     the block, before the op runs). No record changed: 1.5 programs load.
+  * 1.7: `reduce_sum` takes an int16 x and y (zero points 0, at most 2^16 - 1 elements per
+    sum; docs/numerics.md section 6): the mean of an a16w8 model stays int16. No record
+    changed: 1.6 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -195,7 +198,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 6  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 7  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6

@@ -21,7 +21,8 @@ from mcutorch.ref.movement import ring_position
 # the others at load).
 C_INT16_OPS: frozenset[str] = frozenset({
     "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d", "add",
-    "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut", "ring_write"})
+    "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut", "ring_write",
+    "reduce_sum"})
 
 
 class Interpreter:

@@ -1,4 +1,5 @@
-"""Reductions over any set of axes of an int8 tensor of rank 1..6 (NHWC for 4-D).
+"""Reductions over any set of axes of an int8 tensor of rank 1..6 (NHWC for 4-D); reduce_sum
+also takes int16 (zero points 0, an int16 output: docs/numerics.md section 6).
 
 `axes` is a bit mask (bit i: dim i is reduced), in [1, 2^rank); the output keeps the rank, every
 reduced dim 1. reduce_sum sums x - in_zp over the `count` reduced elements in int32 and
@@ -14,40 +15,50 @@ import math
 import numpy as np
 
 from mcutorch import quant
-from mcutorch.ref._common import (INT32_MAX, INT32_MIN, as_array, check, check_act, check_scale,
-                                  check_zp, requantize)
+from mcutorch.ref._common import (INT16_MAX, INT32_MAX, INT32_MIN, as_array, check,
+                                  check_act, check_scale, check_zp, requantize,
+                                  requantize_int16)
 
 MAX_RANK = 6
 MAX_COUNT = 1 << 23  # reduced elements of one output: |sum of (x - in_zp)| <= 255 * 2^23 < 2^31
+MAX_COUNT16 = (1 << 16) - 1  # int16 x (zero point 0): |sum| <= 32768 * (2^16 - 1) < 2^31
 
 
-def reduced_dims(x, axes: int, op: str) -> tuple[int, ...]:
-    """The dims `axes` reduces (ValueError outside the domain: rank, mask, empty dims)."""
-    as_array(x, np.int8, "x", tuple(range(1, MAX_RANK + 1)))
+def reduced_dims(x, axes: int, op: str, wide: bool = False) -> tuple[int, ...]:
+    """The dims `axes` reduces (ValueError outside the domain: rank, mask, empty dims); `wide`
+    takes an int16 x."""
+    as_array(x, np.int16 if wide else np.int8, "x", tuple(range(1, MAX_RANK + 1)))
     check(1 <= axes < (1 << x.ndim), f"{op}: axes mask {axes} outside [1, 2^{x.ndim})")
     check(x.size > 0, f"{op}: x of shape {x.shape} is empty")
     return tuple(i for i in range(x.ndim) if axes >> i & 1)
 
 
-def sum_range(count: int, in_zp: int) -> tuple[int, int]:
-    """The extreme values of a sum of `count` terms x - in_zp over int8 x."""
-    return (-128 - in_zp) * count, (127 - in_zp) * count
+def sum_range(count: int, in_zp: int, wide: bool = False) -> tuple[int, int]:
+    """The extreme values of a sum of `count` terms x - in_zp over int8 x (int16 x with `wide`,
+    in_zp 0)."""
+    lo, hi = (-INT16_MAX - 1, INT16_MAX) if wide else (-128, 127)
+    return (lo - in_zp) * count, (hi - in_zp) * count
 
 
 def reduce_sum(x, *, axes, in_zp, out_zp, mult, shift, act_min, act_max):
-    """acc = sum over the reduced dims of (x - in_zp); y = clamp(rq(acc, mult, shift) + out_zp)."""
-    # x: (d0, ..., dr-1) int8  ->  y: same rank, reduced dims 1, int8
-    dims = reduced_dims(x, axes, "reduce_sum")
+    """acc = sum over the reduced dims of (x - in_zp); y = clamp(rq(acc, mult, shift) + out_zp).
+    An int16 x: in_zp = out_zp = 0, at most 2^16 - 1 elements per sum, an int16 y."""
+    # x: (d0, ..., dr-1) int8 or int16  ->  y: same rank, reduced dims 1, x's dtype
+    wide = isinstance(x, np.ndarray) and x.dtype == np.int16
+    dims = reduced_dims(x, axes, "reduce_sum", wide)
     count = math.prod(x.shape[d] for d in dims)
-    check(count <= MAX_COUNT, f"reduce_sum: {count} elements per sum (more than 2^23: the sum "
-                              "may leave int32)")
+    top, bits = (MAX_COUNT16, "2^16 - 1") if wide else (MAX_COUNT, "2^23")
+    check(count <= top, f"reduce_sum: {count} elements per sum (more than {bits}: the sum "
+                        "may leave int32)")
     check_zp("in_zp", in_zp)
+    check(not wide or in_zp == 0, f"in_zp={in_zp}: int16 activations have zero point 0")
     check_scale(mult, shift)
-    lo, hi = (int(quant.rq(v, mult, shift)) for v in sum_range(count, in_zp))
+    lo, hi = (int(quant.rq(v, mult, shift)) for v in sum_range(count, in_zp, wide))
     check(lo >= INT32_MIN and hi <= INT32_MAX,
           f"reduce_sum: rq of the sums' range [{lo}, {hi}] leaves int32")
     acc = (x.astype(np.int64) - in_zp).sum(axis=dims, keepdims=True)
-    return requantize(acc, mult, shift, out_zp, act_min, act_max)
+    return (requantize_int16 if wide else requantize)(acc, mult, shift, out_zp, act_min,
+                                                      act_max)
 
 
 def var_bound(count: int) -> int:

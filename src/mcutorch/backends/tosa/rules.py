@@ -409,14 +409,15 @@ def _reduced(node: Node) -> list[int]:
 
 
 def lower_reduce_sum(b: Builder, node: Node, ins, out: str, notes) -> str:
-    """x - in_zp by an exact RESCALE to int32 (x1), REDUCE_SUM per reduced axis, output stage."""
+    """x - in_zp by an exact RESCALE to int32 (x1), REDUCE_SUM per reduced axis, output stage
+    (int8 or int16: int32 sums of at most 2^16 - 1 int16 values, zero points 0)."""
     a = node.attrs
     acc = b.rescale(ins[0], 1 << 30, 30, a["in_zp"], 0, "int32")
     for axis in _reduced(node):
         shape = [1 if i == axis else d for i, d in enumerate(b.shape(acc))]
         acc = b.op("REDUCE_SUM", [acc], shape, "int32", attr("ReduceSum", axis))
     return _output_stage(b, acc, a["mult"], a["shift"], a["out_zp"], a["act_min"], a["act_max"],
-                         out)
+                         out, dtype=node.outputs[0].dtype)
 
 
 def lower_reduce_minmax(b: Builder, node: Node, ins, out: str, notes) -> str:

@@ -18,6 +18,7 @@ import numpy as np
 from mcutorch import ops
 from mcutorch.ir import Graph, Node
 from mcutorch.quant import reciprocal_scale
+from mcutorch.ref.reduce import sum_range
 
 INT32 = (-(1 << 31), (1 << 31) - 1)
 MAC_OPS = tuple(d.name for d in ops.REGISTRY if d.macs is not None)
@@ -48,7 +49,7 @@ INT48 = (-(1 << 47), (1 << 47) - 1)  # the int16 MAC accumulator (TOSA i16 x i8 
 # ops lowered with int16 activations (docs/numerics.md section 6; the others refuse them)
 INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "add", "sub", "mul",
                        "rescale", "clamp", "max_pool2d", "lut", "transpose", "concat", "pad",
-                       "copy", "strided_slice", "reshape"})
+                       "copy", "strided_slice", "reshape", "reduce_sum"})
 
 
 def _delta_range(zp: int, wide: bool = False) -> tuple[int, int]:
@@ -199,7 +200,7 @@ def check_reduce_sum(node: Node) -> str:
     legal for the output RESCALE."""
     a, shape = node.attrs, node.inputs[0].shape
     count = int(np.prod([d for i, d in enumerate(shape) if a["axes"] >> i & 1]))
-    lo, hi = _delta_range(a["in_zp"])
+    lo, hi = sum_range(1, a["in_zp"], _wide(node))  # int16: [-32768, 32767], count <= 2^16 - 1
     return _rescale_problem("reduce_sum", lo * count, hi * count, a["mult"], a["shift"],
                             "the sum")
 

@@ -73,7 +73,8 @@ def _emit(lf, n: FxNode, op: str, x: Tensor, out: Tensor, act, **attrs) -> None:
         raise UnsupportedOpError(f"{source_of(n)}: a reduction over an empty tensor")
     shape = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
     y = out if tuple(out.shape) == shape else lf.new_tensor(
-        out.name + "_keep", shape, out.scale, out.zero_point, layout="NCHW" if rank == 4 else None)
+        out.name + "_keep", shape, out.scale, out.zero_point, dtype=out.dtype,
+        layout="NCHW" if rank == 4 else None)
     axes = sum(1 << d for d in dims)
     lf.emit(op, [x], y, {"axes": axes, "act": act, **attrs}, n)
     if y is not out:  # keepdim=False
