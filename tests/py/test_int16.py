@@ -1392,6 +1392,48 @@ def test_an_int16_digits_tcn_is_bit_exact_in_c_and_within_one_lsb_of_pytorch():
         assert close >= 0.99
 
 
+def test_an_all_int16_digits_tcn_keeps_its_mean_int16():
+    """activations="int16": the mean over time between the conv1d stack and the classifier is an
+    int16 reduce_sum (no rescale to int8 and back); reference = host C bit for bit, each layer
+    within 1 LSB of PyTorch's fake-quant on >= 99 % of elements, the mean included."""
+    from mcutorch import compare
+    from mcutorch.device import crt
+    from mcutorch.models.digits import digits_split, digits_tcn
+    from mcutorch.ref.interpreter import Interpreter
+
+    xtr, _, xte, _ = digits_split("pixels", seed=0)
+    q = mcutorch.quantize(digits_tcn("pixels", width=4, depth=3, norm=False).eval(), (xtr[:16],),
+                          calibration=[xtr[i:i + 64] for i in range(0, 256, 64)],
+                          quantizer=mcutorch.Quantizer(activations="int16"))
+    p = mcutorch.compile(q, (xtr[:16],), target="cortex-m55").program
+    (mean,) = [o for o in p.ops if o.name == "reduce_sum"]
+    assert {p.tensors[t].dtype for t in (*mean.inputs, *mean.outputs)} == {"int16"}
+    assert not [o for o in p.ops if o.name == "rescale"]
+    xs = [np.round(xte[:16].numpy() / p.tensors[p.inputs[0]].scale).clip(-32767, 32767)
+          .astype(np.int16)]
+    np.testing.assert_array_equal(crt.run_host(p, xs)[0], Interpreter(p).invoke(xs)[0])
+    rows = [r for i in range(0, 64, 16) for r in compare.layer_by_layer(q, (xte[i:i + 16],))]
+    for op in ("conv2d", "fully_connected"):
+        mine = [r for r in rows if r["op"] == op]
+        n = sum(r["elements"] for r in mine)
+        close = sum(r["within_1lsb"] * r["elements"] for r in mine) / n
+        print(f"digits_tcn all-int16 {op}: within 1 LSB {close:.2%}, {n} elements")
+        assert close >= 0.99, op
+    # the mean (its input is the layout pass's transpose, which PyTorch has not): against
+    # PyTorch's fake-quant of a mean sharing its input's qparams, on the int16 range
+    from mcutorch.quant import quantize_multiplier
+    from mcutorch.ref.reduce import reduce_sum
+
+    x = np.random.default_rng(0).integers(-32767, 32768, (64, 4, 64)).astype(np.int16)
+    theirs = torch.round(torch.from_numpy(x.astype(np.float64)).mean(2, keepdim=True)).numpy()
+    mult, shift = quantize_multiplier(1 / 64)
+    ours = reduce_sum(x, axes=0b100, in_zp=0, out_zp=0, mult=mult, shift=shift, act_min=-32767,
+                      act_max=32767)
+    diff = np.abs(ours - theirs)
+    print(f"int16 mean: max {diff.max():.0f} LSB, exact {(diff == 0).mean():.2%}")
+    assert diff.max() <= 1 and (diff == 0).mean() >= 0.99
+
+
 @pytest.mark.slow
 def test_an_int16_digits_tcn_on_the_m55():
     """The same compiled int16 TCN as M55 firmware (MVE paths): the reference's integers."""
