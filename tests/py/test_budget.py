@@ -76,8 +76,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # with its add: conv2d_add is int8); +5 (6,607) with a16w8 recurrent layers (a builder's view
 # of an int16 tensor stays int16 in lift, int16 constant operands); +5 (6,612) with the int16
 # reduce_sum (its 2^16 - 1 count bound at compile time, the int16 sum range in the TOSA check,
-# the keepdim tensor keeps the dtype).
-BUDGET = 6612
+# the keepdim tensor keeps the dtype); +2 (6,614): an op sharing its input's qparams follows an
+# int16 input (Quantizer.is_int16), so no rescale pair surrounds a mean or pool in forward.
+BUDGET = 6614
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -126,7 +126,9 @@ class Quantizer(_PT2EQuantizer):
 
     def is_int16(self, node: Node) -> bool:
         """Whether `node` computes in int16: the whole model, or a node made inside a module
-        `int16_layers` names (by name, its submodules included, or by type)."""
+        `int16_layers` names (by name, its submodules included, or by type), or an op that
+        shares its input's qparams (a mean, a pool, a view made in forward) with an int16 form
+        whose input is int16: it follows its producer, so no rescale is placed around it."""
         if self.activations == "int16":
             return True
         for path, kind in (node.meta.get("nn_module_stack") or {}).values():
@@ -134,7 +136,9 @@ class Quantizer(_PT2EQuantizer):
             if kind in self._types or any(path == n or path.startswith(n + ".")
                                           for n in self.int16_layers if n not in self._types):
                 return True
-        return False
+        rule, src = _rule(node), node.args[0] if node.args else None
+        return (getattr(rule, "quant", "") == "shared" and isinstance(src, Node) and
+                ops.SOURCES[str(node.target)][0].name in INT16_OPS and self.is_int16(src))
 
     def _act(self, node: Node) -> QuantizationSpec:
         return self.activation16_spec() if self.is_int16(node) else self.activation_spec()
