@@ -86,6 +86,8 @@ static inline int32_t mt_add_mlah(int32_t acc, int32_t x, int32_t m)
 #endif /* !MT_MVE */
 
 /* The residual add of conv2d_add as a MAC kernel's output stage (mt_out_stage.add). */
+struct mt_conv_ctx; /* mt_conv2d_s8.c's conv_ctx */
+
 typedef struct mt_add_stage {
   uintptr_t skip; /* skip's address minus y's (mod 2^N): y + i's skip element is y + skip + i */
   const int32_t *at; /* add's attributes (MT_ADD_* order) */
@@ -95,6 +97,10 @@ typedef struct mt_add_stage {
   /* add's same-shape loop (mt_add_same_s8, set by conv2d_add: a plain conv2d build links no
    * add), which staged spans of the conv's output go through */
   void (*same)(const int8_t *a, const int8_t *b, int8_t *y, uint32_t n, const int32_t *at);
+  /* the gathered-window conv loop with the add (mt_conv_gathered_add, set by conv2d_add: plain
+   * conv2d keeps a loop without it) */
+  void (*gathered)(const struct mt_conv_ctx *c, int32_t oc0, int32_t nc, const uint32_t *base,
+                   int8_t *col);
 } mt_add_stage;
 
 /* The stage of add attributes `at` (in the domain) for a conv of output zero point conv_zp
@@ -176,6 +182,9 @@ static inline void mt_add_stage_store(const mt_add_stage *s, int32_t c, int8_t *
 /* conv2d with the add stage (NULL: plain conv2d) in its output stage: mt_conv2d_s8.c. Its
  * scratch (args->scratch) may stage whole output pixels for add's own loop (MT_ADD_STAGED). */
 mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add);
+/* mt_conv2d_s8.c's gathered-window loop with the add (mt_add_stage.gathered). */
+void mt_conv_gathered_add(const struct mt_conv_ctx *c, int32_t oc0, int32_t nc,
+                          const uint32_t *base, int8_t *col);
 
 /* y[i] = add(a[i], b[i]), i < n, attributes at in the domain: mt_add_s8's same-shape loop (its
  * fast and general paths; y may be a or b). */

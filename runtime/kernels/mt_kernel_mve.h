@@ -17,7 +17,8 @@
  * for s <= 32 because 2^s divides hi * 2^32, and for s > 32 because 2^(s-1) is a multiple of
  * 2^32 (lo cannot carry; rshr(lo, s) is then 0). VRSHL rounds with full precision, so this is
  * exact whenever rq(acc) fits int32 (the domain). sh_hi = 32 - shift, sh_lo = -shift. */
-static inline int32x4_t mt_rq_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi, int32x4_t sh_lo)
+static MT_ALWAYS_INLINE int32x4_t mt_rq_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi,
+                                          int32x4_t sh_lo)
 {
   const int32x4_t hi = vrshlq_s32(vmulhq_s32(acc, mult), sh_hi);
   const uint32x4_t lo = vreinterpretq_u32_s32(vmulq_s32(acc, mult));
@@ -25,7 +26,7 @@ static inline int32x4_t mt_rq_v(int32x4_t acc, int32x4_t mult, int32x4_t sh_hi, 
 }
 
 /* mt_rq_v with one (mult, shift) for all four lanes (four pixels of one output channel). */
-static inline int32x4_t mt_rq_n_v(int32x4_t acc, int32_t mult, int32_t shift)
+static MT_ALWAYS_INLINE int32x4_t mt_rq_n_v(int32x4_t acc, int32_t mult, int32_t shift)
 {
   const int32x4_t hi = vrshlq_n_s32(vmulhq_s32(acc, vdupq_n_s32(mult)), 32 - shift);
   const uint32x4_t lo = vrshlq_n_u32(vreinterpretq_u32_s32(vmulq_n_s32(acc, mult)), -shift);

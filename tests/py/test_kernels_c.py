@@ -43,8 +43,10 @@ BOARD_BUILDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
 KWS_OPS = ("conv2d", "depthwise_conv2d", "fully_connected", "avg_pool2d", "softmax")
 # bytes of kernel code for KWS, -Os, Cortex-M55; 15,340 (was 14,278): conv2d_add's add stage and
 # staged spans live in the conv paths conv2d shares (mt_dot_px_add_s8, c1x1_row_add, ...);
-# 15,372 with the int16 (lut, fully_connected dispatch) and token-id checks merged beside it
-KWS_TEXT_BUDGET = 15_372
+# 15,372 with the int16 (lut, fully_connected dispatch) and token-id checks merged beside it;
+# 14,444: conv2d_add's gathered loop is its own function reached through its add stage, so
+# plain conv2d links neither it nor mt_dot_px_add_s8
+KWS_TEXT_BUDGET = 14_444
 HOST_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Werror", "-O1", "-g",
               "-fsanitize=address,undefined", "-fno-sanitize-recover=all"]
 

@@ -120,6 +120,7 @@ mt_status mt_conv2d_add_s8(const mt_op_args *args)
   mt_add_stage_init(&stage, add_at, args->attrs[MT_CONV2D_ADD_CONV_ZP], (const int8_t *)skip->data,
                     (const int8_t *)y->data);
   stage.same = mt_add_same_s8;
+  stage.gathered = mt_conv_gathered_add;
   const mt_op_args conv = {.in = args->in,
                            .out = args->out,
                            .attrs = args->attrs,

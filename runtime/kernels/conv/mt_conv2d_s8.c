@@ -22,7 +22,7 @@
 #define CONV_COL_MAX 2560 /* bytes of gathered windows (on the stack): up to MT_PX of them */
 #define CONV_WIN_MAX MT_CONV_WIN_MAX /* the largest window gathered (mt_kernel_add_stage.h) */
 
-typedef struct {
+typedef struct mt_conv_ctx {
   const int8_t *x, *w;
   const int32_t *bias, *mult, *shift;
   int8_t *y;
@@ -210,6 +210,10 @@ mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
       const int32_t oc0 = g * c.cout_g + done;
       const int32_t nc = c.cout_g - done < CONV_CHUNK ? c.cout_g - done : CONV_CHUNK;
       conv_base(&c, oc0, nc, base);
+      if (c.gather && c.add != NULL) {
+        c.add->gathered(&c, oc0, nc, base, col);
+        continue;
+      }
       if (c.gather) {
         conv_gathered(&c, oc0, nc, base, col);
         continue;

@@ -2,7 +2,7 @@
  * mt_conv_gather.h - the gathered windows of mt_conv2d_s8 (groups == 1, dilation_w == 1, windows
  * of up to CONV_WIN_MAX bytes, not 1x1; see the top of mt_conv2d_s8.c): up to MT_PX output pixels
  * per mt_dot_px_s8 call, each pixel once; conv2d_add's residual added in spans of staged
- * pixels or in the output stage.
+ * pixels or in the output stage (its own instance of the loop, mt_conv_gathered_add).
  * Included by mt_conv2d_s8.c after conv_ctx and conv_win.
  */
 #ifndef MT_CONV_GATHER_H
@@ -31,7 +31,7 @@ static void conv_gather(const conv_ctx *c, const conv_win *v, const int8_t *x_im
 }
 
 /* 1 when the window of output pixel (oh, ow) lies inside the input (dilation_w == 1). */
-static int conv_inside(const conv_ctx *c, int32_t oh, int32_t ow)
+static MT_ALWAYS_INLINE int conv_inside(const conv_ctx *c, int32_t oh, int32_t ow)
 {
   const int32_t iy = oh * c->ah.stride - c->ah.pad0, ix = ow * c->aw.stride - c->aw.pad0;
   return iy >= 0 && iy + (int64_t)(c->kh - 1) * c->ah.dilation < c->ah.size && ix >= 0 &&
@@ -53,22 +53,23 @@ static void conv_add_span(const conv_ctx *c, int32_t q0, int32_t q1)
  * conv2d_add: with `staged` (every channel in this chunk, a stage of at least `per` pixels),
  * spans of whole pixels go to the stage, each then added to skip by add's own loop (fewer
  * instructions per element); otherwise the output stage adds the residual. */
-static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint32_t *base,
-                          int8_t *col)
+static MT_ALWAYS_INLINE void conv_gathered_body(const conv_ctx *c, int32_t oc0, int32_t nc,
+                                                const uint32_t *base, int8_t *col, int with_add)
 {
   const size_t cin = (size_t)c->cin, w_in = (size_t)c->aw.size, run = (size_t)c->kw * cin;
   const size_t x_img = (size_t)c->ah.size * w_in * cin, cout = (size_t)c->cout_g, k = c->k;
   const size_t x_row = (size_t)c->ah.dilation * w_in * cin;
   const int32_t per = CONV_COL_MAX / (int32_t)k < MT_PX ? CONV_COL_MAX / (int32_t)k : MT_PX;
   const int32_t total = c->batch * c->ah.out * c->aw.out; /* < 2^31: checked at entry */
-  const int staged = c->add != NULL && nc == c->cout_g && c->stage_px >= per;
+  const int staged = with_add && c->add != NULL && nc == c->cout_g && c->stage_px >= per;
   const int32_t span = staged ? c->stage_px / per * per : total; /* pixels per span */
-  mt_out_stage out = {c->mult + oc0, c->shift + oc0,        c->out_zp, c->act_min, c->act_max,
-                      NULL,          staged ? NULL : c->add};
+  const mt_add_stage *in_stage = with_add && !staged ? c->add : NULL; /* add in the out stage */
+  mt_out_stage out = {c->mult + oc0, c->shift + oc0, c->out_zp, c->act_min,
+                      c->act_max,    NULL,           in_stage};
   int8_t *y = staged ? c->stage : c->y + (size_t)oc0; /* where the span's first pixel goes */
   int32_t n = 0, oh = 0, ow = 0, q0 = 0, end = span < total ? span : total; /* span [q0, end) */
   for (int32_t q = 0; q < total; q += per) {
-    if (q == end) { /* the staged span [q0, end) is complete: add it to skip */
+    if (with_add && q == end) { /* the staged span [q0, end) is complete: add it to skip */
       conv_add_span(c, q0, end);
       q0 = end, end = total - end < span ? total : end + span;
     }
@@ -105,7 +106,7 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
       mt_fill_s8(col + k, col, k, 0);
     }
     out.y = y + (size_t)(q - q0) * cout;
-    if (out.add != NULL) {
+    if (with_add && out.add != NULL) {
       mt_dot_px_add_s8(&src, c->w + (size_t)oc0 * k, nc, base, &out, cout);
     } else {
       mt_dot_px_s8(&src, c->w + (size_t)oc0 * k, nc, base, &out, cout);
@@ -114,6 +115,22 @@ static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint
   if (staged) {
     conv_add_span(c, q0, end);
   }
+}
+
+/* conv_gathered_body of plain conv2d (c->add NULL): no span bookkeeping in its loop. */
+static void conv_gathered(const conv_ctx *c, int32_t oc0, int32_t nc, const uint32_t *base,
+                          int8_t *col)
+{
+  conv_gathered_body(c, oc0, nc, base, col, 0);
+}
+
+/* conv_gathered_body of conv2d_add (c->add set): reached only through mt_add_stage.gathered,
+ * which mt_conv2d_add_s8 sets, so a plain conv2d build links neither it nor the add's
+ * output stage (mt_dot_px_add_s8). */
+void mt_conv_gathered_add(const struct mt_conv_ctx *c, int32_t oc0, int32_t nc,
+                          const uint32_t *base, int8_t *col)
+{
+  conv_gathered_body(c, oc0, nc, base, col, 1);
 }
 
 #endif /* MT_CONV_GATHER_H */

@@ -30,10 +30,13 @@ from mcutorch.targets import Target, parse_target
 
 ENTRY_POINTS = ("mt_load", "mt_bind_state", "mt_invoke")  # the calls an application makes
 INDIRECT = "__indirect_call"
-# Functions a kernel calls through a pointer (the kernels themselves are called so by mt_invoke):
-# conv2d_add's add stage hands its spans to add's same-shape loop. An indirect call made below
-# a kernel stands for these, not for the kernel table again.
-KERNEL_CALLBACKS = ("mt_add_same_s8",)
+# Functions a kernel calls through a pointer (the kernels themselves are called so by mt_invoke),
+# each with the kernel that sets the pointer: conv2d_add's add stage hands its gathered-window
+# conv loop (mt_conv_gathered_add) and its spans to add's same-shape loop. An indirect call made
+# below a kernel stands for the callbacks whose setter is in the build (not for the kernel table
+# again, nor for a callback already on the chain).
+KERNEL_CALLBACKS = {"mt_add_same_s8": "mt_conv2d_add_s8",
+                    "mt_conv_gathered_add": "mt_conv2d_add_s8"}
 _NODE = re.compile(r'node: \{ title: "([^"]+)" label: "([^"]*)"')
 _EDGE = re.compile(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"')
 _FRAME = re.compile(r"\\n(\d+) bytes \(([a-z,]+)\)")
@@ -75,6 +78,8 @@ def _worst(root: str, nodes, edges, indirect: Sequence[str], uncounted: set[str]
     """(bytes, chain) of the costliest chain below `root` (memoised depth-first search)."""
     memo: dict[str, tuple[int, list[str]]] = {}
     active: set[str] = set()
+    built = {n for n, _ in nodes.values()}
+    callbacks = {t for t, (n, _) in nodes.items() if KERNEL_CALLBACKS.get(n) in built}
 
     def visit(title: str) -> tuple[int, list[str]]:
         if title in memo:
@@ -90,8 +95,7 @@ def _worst(root: str, nodes, edges, indirect: Sequence[str], uncounted: set[str]
         if title == INDIRECT:
             callees = set(indirect)
         elif INDIRECT in callees and INDIRECT in active:  # a kernel's own indirect call
-            callees = (callees - {INDIRECT}) | {t for t, (n, _) in nodes.items()
-                                               if n in KERNEL_CALLBACKS}
+            callees = (callees - {INDIRECT}) | (callbacks - active)
         best = max((visit(c) for c in callees), default=(0, []), key=lambda r: r[0])
         active.discard(title)
         memo[title] = ((frame or 0) + best[0], [name, *best[1]] if title != INDIRECT else best[1])
