@@ -19,12 +19,9 @@ static mt_status lstm_row(const mt_rnn *r, const mt_op_args *a, const uint8_t *x
   MT_RNN_TRY(mt_rnn_lut(r, f, &a->in[MT_LSTM_IN_TABLE_F], f));
   MT_RNN_TRY(mt_rnn_lut(r, g, &a->in[MT_LSTM_IN_TABLE_G], g));
   MT_RNN_TRY(mt_rnn_lut(r, o, &a->in[MT_LSTM_IN_TABLE_O], o));
-  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, r->hidden, f, c, f, at + MT_LSTM_FM_A_ZP,
-                            MT_MUL_N_ATTRS));
-  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, r->hidden, i, g, i, at + MT_LSTM_IM_A_ZP,
-                            MT_MUL_N_ATTRS));
-  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, r->hidden, f, i, c, at + MT_LSTM_C_A_ZP,
-                            MT_ADD_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, r->hidden, f, c, f, at + MT_LSTM_FM_A_ZP, MT_MUL_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, r->hidden, i, g, i, at + MT_LSTM_IM_A_ZP, MT_MUL_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, r->hidden, f, i, c, at + MT_LSTM_C_A_ZP, MT_ADD_N_ATTRS));
   MT_RNN_TRY(mt_rnn_lut(r, c, &a->in[MT_LSTM_IN_TABLE_C], g));
   return mt_rnn_binary(mt_mul_s8, r, r->hidden, o, g, h, at + MT_LSTM_HM_A_ZP, MT_MUL_N_ATTRS);
 }
@@ -38,9 +35,8 @@ mt_status mt_lstm_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *c0 = &args->in[MT_LSTM_IN_C0], *ct = &args->out[MT_LSTM_OUT_C];
-  if (!mt_tensor_ok(c0, r.dtype, 2) || !mt_tensor_ok(ct, r.dtype, 2) ||
-      c0->shape[0] != r.b || c0->shape[1] != r.hidden || ct->shape[0] != r.b ||
-      ct->shape[1] != r.hidden) {
+  if (!mt_tensor_ok(c0, r.dtype, 2) || !mt_tensor_ok(ct, r.dtype, 2) || c0->shape[0] != r.b ||
+      c0->shape[1] != r.hidden || ct->shape[0] != r.b || ct->shape[1] != r.hidden) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   uint8_t *h = (uint8_t *)args->out[MT_LSTM_OUT_H].data, *c = (uint8_t *)ct->data;
@@ -53,8 +49,8 @@ mt_status mt_lstm_s8(const mt_op_args *args)
     const uint32_t t = mt_rnn_time(&r, j), k = mt_rnn_column(&r, j);
     MT_RNN_TRY(mt_rnn_product(&r, args, h, args->attrs + MT_LSTM_IN_ZP));
     for (uint32_t n = 0; n < r.b; n++) {
-      MT_RNN_TRY(lstm_row(&r, args, x + ((size_t)n * r.t + t) * gb, q + n * gb, h + n * hb,
-                           c + n * hb));
+      MT_RNN_TRY(
+          lstm_row(&r, args, x + ((size_t)n * r.t + t) * gb, q + n * gb, h + n * hb, c + n * hb));
       memcpy(y + ((size_t)n * r.steps + k) * hb, h + n * hb, hb);
     }
   }

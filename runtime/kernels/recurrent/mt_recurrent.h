@@ -41,8 +41,7 @@ typedef struct {
 } mt_rnn;
 
 /* A [rows, cols] view of x's dtype at data. */
-static inline mt_tensor mt_rnn_view(const mt_rnn *r, const void *data, uint32_t rows,
-                                    uint32_t cols)
+static inline mt_tensor mt_rnn_view(const mt_rnn *r, const void *data, uint32_t rows, uint32_t cols)
 {
   mt_tensor v = {(void *)(uintptr_t)data, {rows, cols, 1, 1, 1, 1}, 2, r->dtype, 0,
                  rows * cols * r->e};
@@ -81,9 +80,8 @@ static inline int mt_rnn_init(mt_rnn *r, const mt_op_args *a, uint32_t gates, in
 }
 
 /* y = fn(a, b) on n elements (add, sub, mul with their n_attrs attributes at at). */
-static inline mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r, uint32_t n,
-                                      const void *a, const void *b, void *y, const int32_t *at,
-                                      uint16_t n_attrs)
+static inline mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r, uint32_t n, const void *a,
+                                      const void *b, void *y, const int32_t *at, uint16_t n_attrs)
 {
   const mt_tensor in[2] = {mt_rnn_view(r, a, 1, n), mt_rnn_view(r, b, 1, n)};
   mt_tensor out = mt_rnn_view(r, y, 1, n);
@@ -92,8 +90,7 @@ static inline mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r, uint32_t
 }
 
 /* y = lut(x, table) on H elements. */
-static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tensor *table,
-                                   void *y)
+static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tensor *table, void *y)
 {
   const mt_tensor in[2] = {mt_rnn_view(r, x, 1, r->hidden), *table};
   mt_tensor out = mt_rnn_view(r, y, 1, r->hidden);

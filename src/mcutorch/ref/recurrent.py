@@ -7,8 +7,11 @@ program's integers bit for bit, every intermediate in the qparams the unrolled o
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
+from mcutorch import ops
 from mcutorch.ops.recurrent import FC, GRU_ROLES, LSTM_ROLES
 from mcutorch.ref._common import as_activation, as_array, check
 from mcutorch.ref.conv import fully_connected
@@ -84,3 +87,16 @@ def gru(x, weight, bias, mult, shift, h0, bias_n, table_r, table_z, table_n, *, 
         n = lut(op["n"](xn, op["rn"](r, op["b"](sn, bias_n))), table_n)
         h = ys[t] = op["h"](n, op["zd"](z, op["d"](h, n)))
     return np.stack([ys[t] for t in sorted(ys)], 1), h
+
+
+def _declare(fn) -> None:
+    """State fn's keyword-only attributes by name, in the registry's order (50 / 87: the
+    prefixed attributes of each composed op arrive in **attrs)."""
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD]
+    kw = [inspect.Parameter(a, inspect.Parameter.KEYWORD_ONLY) for a in ops.get(fn.__name__).attrs]
+    fn.__signature__ = sig.replace(parameters=[*params, *kw])
+
+
+_declare(lstm)
+_declare(gru)
