@@ -15,10 +15,14 @@ plugin) of one inference; RAM: planned arenas + C runtime state (40 B per operan
 op, bound once) + worst-case stack; flash: runtime core + the program's kernels + the program
 file (`mcutorch.analyze`); "of which state" and "program" show what the unrolled op records cost.
 
-Per step: nn.LSTM / nn.GRU (8 inputs, 32 hidden) alone at T = 8 and 16, and the difference per
-step: ops, runtime state, stripped program bytes (op and tensor records, no names), constant
-bytes (0: the weights are stored once) and exact M55 instructions, with the share of the
-instructions in the gate matmuls (fully_connected).
+Fused vs unrolled: the same model compiled with the lstm / gru ops (the default) and with
+`fuse_recurrent=False` (every step's ops): M55 instructions, RAM and flash of each (both give
+the reference's integers on the board).
+
+Per step: nn.LSTM / nn.GRU (8 inputs, 32 hidden) alone at T = 8 and 16, fused and unrolled, and
+the difference per step: ops, runtime state, stripped program bytes (op and tensor records, no
+names), constant bytes (0: the weights are stored once) and exact M55 instructions, with the
+share of the instructions in the gate matmuls (fully_connected).
 
 a16w8: the same model quantized with `Quantizer(int16_layers=...)` naming every module but an
 nn.Embedding (int16 gates and states,
@@ -97,6 +101,15 @@ def measure(name: str, seed: int, boards: bool) -> dict:
         row["ram"], row["flash"] = info["totals"]["ram"], info["totals"]["flash"]
         fc = sum(o["instructions"] or 0 for o in info["ops"] if o["op"] == "fully_connected")
         row["fc_share"] = fc / max(1, sum(o["instructions"] or 0 for o in info["ops"]))
+        plain = mcutorch.compile(qmodel, (xtr[:1],), board=BOARD, name=name,
+                                 fuse_recurrent=False)  # the steps unrolled: the same integers
+        run_u = firmware.run(plain.program, sets[:ON_BOARD], BOARD)
+        row["m55_exact"] &= all(np.array_equal(o[0], r) for o, r in zip(run_u.outputs, ref))
+        row["m55_unrolled"] = m55_instructions(plain.program)
+        info_u = mcutorch.analyze(plain, board=BOARD, inputs=[xte[:1].numpy()])
+        row["ram_unrolled"] = info_u["totals"]["ram"]["total"]
+        row["flash_unrolled"] = info_u["totals"]["flash"]["total"]
+        row["ops_unrolled"] = len(plain.program.ops)
         row["m55_a16"] = m55_instructions(a16.program)
         run16 = firmware.run(a16.program, sets16[:ON_BOARD], BOARD)
         row["m55_a16_exact"] = all(np.array_equal(o[0], r) for o, r in zip(run16.outputs, ref16))
@@ -114,12 +127,12 @@ class Alone(nn.Module):
         return self.rnn(x)[0][:, -1]
 
 
-def per_step(kind, steps: int, boards: bool) -> dict:
+def per_step(kind, steps: int, boards: bool, fuse: bool = True) -> dict:
     torch.manual_seed(0)
     model = Alone(kind).eval()
     cal = [torch.rand(1, steps, 8) for _ in range(8)]
     compiled = mcutorch.compile(mcutorch.quantize(model, cal[0], calibration=cal), cal[0],
-                                board=BOARD)
+                                board=BOARD, fuse_recurrent=fuse)
     p = compiled.program
     row = {"ops": len(p.ops), "state": crt.state_size(p), "program": len(p.stripped().to_bytes()),
            "constants": len(p.constants),
@@ -149,7 +162,8 @@ def print_device(rows: list[dict]) -> None:
     rows = [r for r in rows if "m55" in r]
     if not rows:
         return
-    print(f"\nOn {BOARD} (Cortex-M55), seed 0")
+    print(f"\nOn {BOARD} (Cortex-M55), seed 0; fused = lstm / gru ops (passes/recurrent.py), "
+          "unrolled = compile(..., fuse_recurrent=False)")
     print(f"{'model':<12} {'M55==ref':>8} {'M55 instr':>10} {'gate FC':>7} {'RAM B':>7} "
           f"{'of which state':>14} {'flash B':>8} {'program':>8} {'weights':>8} "
           f"{'a16w8 instr':>11} {'a16w8 RAM':>9}")
@@ -160,17 +174,25 @@ def print_device(rows: list[dict]) -> None:
               f"{r['fc_share']:>7.0%} {ram['total']:>7,} {ram['state']:>14,} "
               f"{flash['total']:>8,} {flash['program']:>8,} {r['weight_bytes']:>8,} "
               f"{r['m55_a16']:>11,} {r['ram_a16']:>9,}")
+    print(f"\n{'model':<12} {'ops fused/unrolled':>18} {'M55 instr fused/unrolled':>25} "
+          f"{'RAM B fused/unrolled':>21} {'flash B fused/unrolled':>23}")
+    for r in rows:
+        print(f"{r['name']:<12} {r['ops']:>8} / {r['ops_unrolled']:<7} "
+              f"{r['m55']:>12,} / {r['m55_unrolled']:<10,} "
+              f"{r['ram']['total']:>9,} / {r['ram_unrolled']:<9,} "
+              f"{r['flash']['total']:>10,} / {r['flash_unrolled']:<10,}")
 
 
 def print_per_step(boards: bool) -> None:
     print("\nPer time step (8 inputs, 32 hidden, batch 1): T = 8, T = 16, and (T16 - T8) / 8")
     keys = ["ops", "state", "program", "constants", "arena"] + (["m55"] if boards else [])
-    print(f"{'layer':<6} {'T':>3} " + " ".join(f"{k:>10}" for k in keys))
-    for kind in (nn.LSTM, nn.GRU):
-        a, b = per_step(kind, 8, boards), per_step(kind, 16, boards)
+    print(f"{'layer':<13} {'T':>5} " + " ".join(f"{k:>10}" for k in keys))
+    for kind, fuse in ((nn.LSTM, True), (nn.LSTM, False), (nn.GRU, True), (nn.GRU, False)):
+        a, b = per_step(kind, 8, boards, fuse), per_step(kind, 16, boards, fuse)
+        name = kind.__name__ + ("" if fuse else " unrolled")
         for label, r in (("8", a), ("16", b),
                          ("/step", {k: (b[k] - a[k]) / 8 for k in keys})):
-            print(f"{kind.__name__:<6} {label:>3} " + " ".join(f"{r[k]:>10,.0f}" for k in keys))
+            print(f"{name:<13} {label:>5} " + " ".join(f"{r[k]:>10,.0f}" for k in keys))
     print("state: C runtime bytes bound at load (40 B per operand, 28 B per op); program: the "
           "stripped program file; constants: weights, biases, multipliers, tables.")
 

@@ -43,6 +43,8 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_CONV2D_ADD] = {{mt_conv2d_add_s8, NULL, NULL, NULL}},
     [MT_OP_RING_WRITE] = {{mt_ring_write_s8, NULL, NULL, NULL}},
     [MT_OP_EMBEDDING] = {{mt_embedding_s8, NULL, NULL, NULL}},
+    [MT_OP_LSTM] = {{mt_lstm_s8, NULL, NULL, NULL}},
+    [MT_OP_GRU] = {{mt_gru_s8, NULL, NULL, NULL}},
 };
 
 const mt_kernel_table mt_kernels_all = {mt_all_rows, MT_OP_COUNT};

@@ -359,6 +359,38 @@ static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int
                                                                         : (mt_status)MT_ERR_BAD_OP;
 }
 
+/* validate.py _check_recurrent: lstm / gru's shapes (x [B, T, G*H], weight [G*H, H], states
+ * [B, H], y [B, steps, H]), the steps inside T, constant tables (and bias_n) of x's dtype, and
+ * scratch for one step's gates. in[5.. first]: the states; in[7..]: the tables. */
+static mt_status mt_check_recurrent(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const int lstm = op->opcode == MT_OP_LSTM;
+  const mt_tensor_t *x = &m->tensors[in[0]], *w = &m->tensors[in[1]], *y;
+  const int32_t *at = m->attrs + op->first_attr, steps = at[0], start = at[1];
+  const int64_t end = (int64_t)start + (at[2] ? 1 - (int64_t)steps : (int64_t)steps - 1);
+  const uint32_t g = lstm ? 4u : 3u, e = x->dtype == MT_DTYPE_INT16 ? 2u : 1u;
+  const uint32_t h = w->shape[1], b = x->shape[0], n = op->n_inputs + op->n_outputs;
+  uint32_t k;
+  y = &m->tensors[in[op->n_inputs]];
+  MT_REQUIRE(
+      x->rank == 3 && w->rank == 2 && h >= 1 && x->shape[2] == g * h && w->shape[0] == g * h &&
+          y->rank == 3 && y->shape[0] == b && (int64_t)y->shape[1] == steps && y->shape[2] == h &&
+          steps >= 1 && (at[2] == 0 || at[2] == 1) && start >= 0 && (uint32_t)start < x->shape[1] &&
+          end >= 0 && end < (int64_t)x->shape[1] &&
+          (uint64_t)op->scratch_size >= (uint64_t)b * g * h * e && op->scratch_region != MT_NONE16,
+      MT_ERR_BAD_OP);
+  for (k = 5; k < n; k++) { /* states: [B, H]; bias_n: [H]; tables: 256 or 513 entries */
+    const mt_tensor_t *t = &m->tensors[in[k == op->n_inputs ? 5 : k]]; /* (y: checked above) */
+    const int state = k < 7u - !lstm || k >= op->n_inputs, bn = !lstm && k == 6;
+    const uint32_t len = bn ? h : e == 2 ? 513u : 256u;
+    MT_REQUIRE(state ? t->rank == 2 && t->shape[0] == b && t->shape[1] == h
+                     : t->storage == MT_STORAGE_CONST && t->dtype == x->dtype && t->rank == 1 &&
+                           t->shape[0] == len,
+               MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
 /* validate.py _check_dtypes: the activation inputs (MT_<OP>_ACT_INPUTS) share a dtype, the
  * outputs another, and the pair is one of MT_<OP>_DTYPES (ops.OpDef.dtypes; 0 = unchecked). */
 static mt_status mt_check_dtypes(const mt_model *m, const mt_op_t *op, const int32_t *in)
@@ -419,9 +451,10 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   }
   MT_TRY(mt_check_alias(m, op, in));
   MT_TRY(mt_check_mac(m, op, in));
-  MT_TRY(op->opcode == MT_OP_GATHER   ? mt_check_gather(m, op, in)
-         : op->opcode == MT_OP_MATMUL ? mt_check_matmul(m, op, in)
-                                      : MT_STATUS_OK);
+  MT_TRY(op->opcode == MT_OP_GATHER                            ? mt_check_gather(m, op, in)
+         : op->opcode == MT_OP_MATMUL                          ? mt_check_matmul(m, op, in)
+         : op->opcode == MT_OP_LSTM || op->opcode == MT_OP_GRU ? mt_check_recurrent(m, op, in)
+                                                               : MT_STATUS_OK);
   return mt_check_ring(m, op, in);
 }
 

@@ -61,7 +61,7 @@ def layer_by_layer(qmodel, example_inputs) -> list[dict]:
         >>> min(r["within_1lsb"] for r in rows)
         1.0
     """
-    graph = build_graph(qmodel)
+    graph = build_graph(qmodel, fuse_recurrent=False)  # each op of an LSTM step (same integers)
     rec = _Recorder(qmodel)
     rec.run(*as_tuple(example_inputs))
     qnodes = dict(graph.meta["qnodes"])

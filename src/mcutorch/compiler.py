@@ -55,9 +55,11 @@ def _check_graph_module(module) -> None:
                         "returned, or the float nn.Module with example_inputs to quantize it")
 
 
-def build_graph(qmodel, example_inputs=None, ring_buffers: bool = True) -> Graph:
+def build_graph(qmodel, example_inputs=None, ring_buffers: bool = True,
+                fuse_recurrent: bool = True) -> Graph:
     """Lift and lower a quantized (or QAT) module; a float module is quantized on its example
-    inputs. `ring_buffers=False` keeps streaming histories as concat + slice copies."""
+    inputs. `ring_buffers=False` keeps streaming histories as concat + slice copies,
+    `fuse_recurrent=False` an LSTM / GRU as its unrolled steps."""
     from mcutorch.frontend.qat import convert, is_qat
 
     if isinstance(qmodel, torch.export.ExportedProgram):  # a converted module, exported again
@@ -76,7 +78,8 @@ def build_graph(qmodel, example_inputs=None, ring_buffers: bool = True) -> Graph
 
     graph = lift(qmodel)
     graph.meta["state"] = qmodel.meta.get(STATE_KEY, [])  # passes/persistent.py
-    return run_all(graph, skip=() if ring_buffers else ("ring_buffers",))
+    skip = ("ring_buffers",) * (not ring_buffers) + ("fuse_recurrent",) * (not fuse_recurrent)
+    return run_all(graph, skip=skip)
 
 
 def compile_graph(graph: Graph, target: Target, regions: list[Region], board: str = "",
@@ -117,7 +120,8 @@ def _planned(graph: Graph, npu, regions: list[Region]):
 def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
             board: str | None = None, memory: str | None = None, name: str = "model",
             progress: bool = False, *, verify: bool = True, emit_tosa=None,
-            npu_fallback: bool = True, npu_options=None, ring_buffers: bool = True):
+            npu_fallback: bool = True, npu_options=None, ring_buffers: bool = True,
+            fuse_recurrent: bool = True):
     """Compile a quantized module into a program for `target`.
 
     `board` (e.g. "mps3-an547") or `memory` ("DTCM:512K,SRAM:4M") gives the memory map; with
@@ -135,6 +139,8 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
 
     `ring_buffers=False` turns off the ring rewrite of streaming histories (passes/ring.py): a
     stateful model's history then moves whole through concat + slice every call (measurements).
+    `fuse_recurrent=False` keeps an LSTM / GRU as its unrolled steps (passes/recurrent.py; the
+    same integers); targets with an Ethos-U keep them too (they lower to TOSA, the op does not).
 
     Example:
         >>> program = mcutorch.compile(qmodel, (x,), target="cortex-m55")
@@ -150,7 +156,8 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
         require_can_run(board, tgt)
     regions, board_name = resolve_regions(board, memory)
     with status("lowering to mcutorch IR") if progress else nullcontext():
-        graph = build_graph(qmodel, example_inputs, ring_buffers)
+        graph = build_graph(qmodel, example_inputs, ring_buffers,
+                            fuse_recurrent and tgt.npu is None)
     with status(f"compiling {len(graph.nodes)} ops for {tgt.name}") if progress else nullcontext():
         program = compile_graph(graph, tgt, regions, board_name, name, verify=verify,
                                 emit_tosa=emit_tosa, npu_fallback=npu_fallback,

@@ -78,7 +78,12 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # reduce_sum (its 2^16 - 1 count bound at compile time, the int16 sum range in the TOSA check,
 # the keepdim tensor keeps the dtype); +2 (6,614): an op sharing its input's qparams follows an
 # int16 input (Quantizer.is_int16), so no rescale pair surrounds a mean or pool in forward.
-BUDGET = 6614
+# +228 (6,842) with format 1.8's lstm / gru ops: passes/recurrent.py (192: matching an unrolled
+# LSTM / GRU step on the IR, chaining steps through their state, runs of equal constants and
+# attributes, the stack's views replaced by the op's sequence, the folded state-product bias),
+# the readers' lstm / gru record check (shapes, step range, tables, gate scratch), the h0 / c0
+# activation operands, compile(fuse_recurrent=False) and the gate scratch size.
+BUDGET = 6842
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -30,8 +30,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TESTS_C = ROOT / "tests" / "c"
 CORE_FILES = ("mt_load.c", "mt_validate.c", "mt_invoke.c", "mt_crc32.c", "mt_port_default.c")
 # core runtime text + rodata on Cortex-M55 at -Os: 8 KiB until format 1.6's ring windows
-# (+680 B measured: the loader's ring checks and block extents, mt_ring_views) made it 8.5 KiB
-FLASH_BUDGET = 8704
+# (+680 B measured: the loader's ring checks and block extents, mt_ring_views) made it 8.5 KiB;
+# format 1.8's lstm / gru made it 9,251 B measured (+15 their op table rows, +532 the loader's
+# mt_check_recurrent: shapes, step range, tables, gate scratch), 9,280 with a little room
+FLASH_BUDGET = 9280
 MODELS = ("kws", "vww", "ic", "ad", "sww")
 
 

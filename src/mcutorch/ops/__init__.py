@@ -6,7 +6,7 @@ lifted from, each with its quantization rule), how its output qparams relate to 
 a following clamp fuses into it, which of its operands may share bytes, how many MACs it does,
 its C kernel sources, and whether it lowers to TOSA. Entries live in one file per kernel family
 (`conv.py`, `elementwise.py`, `pool.py`, `softmax.py`, `movement.py`, `graph.py`,
-`reduce.py`), mirroring
+`reduce.py`, `recurrent.py`), mirroring
 `runtime/kernels/<family>/`.
 
 Every stage reads these facts from here, and keeps its own code for an op in one table keyed by
@@ -34,11 +34,11 @@ from __future__ import annotations
 
 from mcutorch.ops.defs import (ALIAS_KINDS, DEFAULT_VARIANT, QPARAM_RULES, QUANT_RULES, VARIADIC,
                                OpDef, Source)
-from mcutorch.ops import conv, elementwise, graph, movement, pool, reduce, softmax
+from mcutorch.ops import conv, elementwise, graph, movement, pool, recurrent, reduce, softmax
 
 REGISTRY: tuple[OpDef, ...] = tuple(sorted(
     (*conv.OPS, *elementwise.OPS, *pool.OPS, *softmax.OPS, *movement.OPS, *graph.OPS,
-     *reduce.OPS),
+     *reduce.OPS, *recurrent.OPS),
     key=lambda d: (d.opcode is None, d.opcode if d.opcode is not None else 0, d.name)))
 ALL: dict[str, OpDef] = {d.name: d for d in REGISTRY}  # every op, IR-only ones included
 OPS: tuple[OpDef, ...] = tuple(d for d in REGISTRY if d.opcode is not None)  # program ops

@@ -42,8 +42,9 @@ QPARAM_RULES = {
 ALIAS_KINDS = ("inplace", "delegate", "residual")
 # Operands whose dtype OpDef.dtypes states (the activations); the others (weights, biases,
 # tables, indices, masks) have their own checks. Both program readers check the rule (bad_op).
-# "ids": embedding's int32 token ids, a program input (format 1.6).
-ACTIVATION_OPERANDS = ("x", "a", "b", "ids", VARIADIC)
+# "ids": embedding's int32 token ids, a program input (format 1.6); "h0", "c0": the initial
+# state of lstm / gru (format 1.8).
+ACTIVATION_OPERANDS = ("x", "a", "b", "ids", "h0", "c0", VARIADIC)
 INT8_ONLY = (("int8", "int8"),)
 
 

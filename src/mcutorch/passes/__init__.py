@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from mcutorch.ir import Graph, verify
-from mcutorch.passes import fuse, layout, padding, persistent, requant, ring
+from mcutorch.passes import fuse, layout, padding, persistent, recurrent, requant, ring
 
 PIPELINE = (
     ("fuse_activations", fuse.run),  # standalone clamp -> producer's act range, or a clamp op
@@ -12,11 +12,13 @@ PIPELINE = (
     ("requantize", requant.run),  # scales -> int attributes, mult/shift/table constants
     ("persistent", persistent.run),  # state pairs -> persistent tensors + a last copy each
     ("ring_buffers", ring.run),  # history = cat(history, frame)[1:] -> ring_write + ring window
+    ("fuse_recurrent", recurrent.run),  # an unrolled LSTM / GRU's equal steps -> one lstm / gru
 )
 
 
 def run_all(graph: Graph, skip: tuple[str, ...] = ()) -> Graph:
-    """Run every pass in order but those named in `skip` (optional ones: "ring_buffers"); the
+    """Run every pass in order but those named in `skip` (optional ones: "ring_buffers",
+    "fuse_recurrent"); the
     result is ready for planning and emission."""
     from mcutorch.frontend.lift import check_int16
 

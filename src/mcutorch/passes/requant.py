@@ -261,7 +261,8 @@ def _act_attrs(node: Node) -> None:
 
 
 def _no_attrs(node: Node) -> None:
-    """Ops whose program record has no attributes (reshape, copy)."""
+    """Ops whose program record has no attributes (reshape, copy), or that are made after this
+    pass from requantized ops (ring_write, lstm, gru)."""
 
 
 RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
@@ -273,7 +274,8 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
          "ring_write": _no_attrs, "gather": _gather, "reduce_sum": _reduce, "reduce_max": _reduce,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
          "norm": _norm, "sub": _add, "div": _div, "compare": _compare, "where": _where,
-         "resize": _resize, "matmul": _mul, "embedding": _no_attrs}
+         "resize": _resize, "matmul": _mul, "embedding": _no_attrs,
+         "lstm": _no_attrs, "gru": _no_attrs}
 
 
 def _share_qparams(node: Node) -> list[Node]:

@@ -105,6 +105,10 @@ Version history:
   * 1.7: `reduce_sum` takes an int16 x and y (zero points 0, at most 2^16 - 1 elements per
     sum; docs/numerics.md section 6): the mean of an a16w8 model stays int16. No record
     changed: 1.6 programs load.
+  * 1.8: opcodes 36 `lstm` and 37 `gru`: the steps of an unrolled recurrent layer and
+    direction that share every constant and attribute as one op of three / two outputs (the
+    sequence, the last h, the last c), its state product's weights once and planned scratch for
+    the gates (docs/numerics.md, lstm / gru). No record changed: 1.7 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

@@ -261,6 +261,8 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
         _check_mac_range(p, what, op, d)
     if op.name == "gather":
         _check_gather(p, what, op)
+    if op.name in RECURRENT:
+        _check_recurrent(p, what, op)
     _check_ring(p, what, op)
     if op.name == "matmul":  # two activations: |acc| <= K * 255 * 255 (the C loader: the same)
         k = int(p.tensors[op.inputs[0]].shape[-1]) * 255 * 255
@@ -293,6 +295,39 @@ def _check_gather(p: Program, what: str, op) -> None:
     idx = p.const_array(op.inputs[1])
     require(bool(np.all((idx >= 0) & (idx < x.shape[axis]))), "bad_op",
             f"{what}: an index outside [0, {x.shape[axis]})")
+
+
+RECURRENT = {"lstm": 4, "gru": 3}  # op -> gates
+
+
+def _check_recurrent(p: Program, what: str, op) -> None:
+    """lstm / gru (docs/numerics.md): x [B, T, G*H], weight [G*H, H], h0 (c0), h (c) [B, H], y
+    [B, steps, H], the steps inside T, constant tables of x's dtype (256 int8, 513 int16) and
+    bias_n [H], scratch for one step's gates (the C loader: the same, mt_check_recurrent)."""
+    g, lstm = RECURRENT[op.name], op.name == "lstm"
+    x, w, y = p.tensors[op.inputs[0]], p.tensors[op.inputs[1]], p.tensors[op.outputs[0]]
+    b, hs = (x.shape[0] if len(x.shape) == 3 else 0), (w.shape[1] if len(w.shape) == 2 else 0)
+    state = [p.tensors[t] for t in (*op.inputs[5:7 if lstm else 6], *op.outputs[1:])]
+    require(len(x.shape) == 3 and hs >= 1 and x.shape[2] == g * hs == w.shape[0]
+            and all(t.shape == (b, hs) for t in state)
+            and y.shape == (b, op.attrs["steps"], hs), "bad_op",
+            f"{what}: x {x.shape}, weight {w.shape}, states {[t.shape for t in state]}, y "
+            f"{y.shape}: not [B, T, {g}H], [{g}H, H], [B, H] and [B, steps, H]")
+    steps, start, rev = (op.attrs[k] for k in ("steps", "start", "reverse"))
+    end = start - steps + 1 if rev else start + steps - 1
+    require(steps >= 1 and rev in (0, 1) and 0 <= min(start, end) and max(start, end)
+            < x.shape[1], "bad_op", f"{what}: steps {steps} from start {start} (reverse {rev}) "
+            f"leave the {x.shape[1]} time steps")
+    n = 513 if x.dtype == "int16" else 256
+    consts = [(p.tensors[t], (n,)) for t in op.inputs[7:]]
+    consts += [] if lstm else [(p.tensors[op.inputs[6]], (hs,))]
+    require(all(t.storage == "const" and t.dtype == x.dtype and t.shape == shape
+                for t, shape in consts), "bad_op",
+            f"{what}: tables must be constant {x.dtype}[{n}] (and bias_n [{hs}])")
+    need = b * g * hs * (2 if x.dtype == "int16" else 1)
+    require(op.scratch is not None and op.scratch.size >= need, "bad_op",
+            f"{what}: scratch {op.scratch and op.scratch.size} bytes; one step's gates need "
+            f"{need}")
 
 
 def _const_operand(p: Program, what: str, op, k: int, dtype: str, n: int | None = None):

@@ -11,7 +11,7 @@ C kernels and TOSA lowerings must reproduce them bit for bit.
 from __future__ import annotations
 
 from mcutorch import ops
-from mcutorch.ref import conv, elementwise, movement, pool, reduce, softmax
+from mcutorch.ref import conv, elementwise, movement, pool, recurrent, reduce, softmax
 from mcutorch.ref.conv import fold_bias, fully_connected_folded
 from mcutorch.ref.elementwise import make_lut, make_lut16, rescale_to
 from mcutorch.ref.movement import (concat_attrs, gather_attrs, pad_attrs, slice_attrs,
@@ -20,7 +20,7 @@ from mcutorch.ref.softmax import softmax_exp_table
 
 # The definition of op X is the function X of the module of its kernel family (ops.OpDef.family).
 FAMILY_MODULES = {"conv": conv, "elementwise": elementwise, "pool": pool, "softmax": softmax,
-                  "movement": movement, "reduce": reduce}
+                  "movement": movement, "reduce": reduce, "recurrent": recurrent}
 KERNELS = {op.name: getattr(FAMILY_MODULES[op.family], op.name) for op in ops.OPS
            if op.family}
 

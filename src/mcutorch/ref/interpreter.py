@@ -22,7 +22,7 @@ from mcutorch.ref.movement import ring_position
 C_INT16_OPS: frozenset[str] = frozenset({
     "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d", "add",
     "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut", "ring_write",
-    "reduce_sum"})
+    "reduce_sum", "lstm", "gru"})
 
 
 class Interpreter:
@@ -83,7 +83,8 @@ class Interpreter:
         if op.name in RESHAPING and ins[0].size == out.size:
             out = out.reshape(ins[0].shape)  # the same bytes, seen in the kernel's shape
         rings = [(k, t) for k, t in enumerate(op.inputs) if self.program.tensors[t].ring]
-        return (i, op.name, kernel, ins, op.attrs, out, rings)
+        outs = [out, *(self.views[t] for t in op.outputs[1:])]  # lstm / gru: y, h (, c)
+        return (i, op.name, kernel, ins, op.attrs, outs, rings)
 
     def _ring_view(self, index: int) -> np.ndarray:
         """A ring window where its position p puts it now: slots p .. p + n - 1 of its block."""
@@ -113,7 +114,8 @@ class Interpreter:
             if isinstance(step, list):
                 self._run(step)
                 continue
-            i, name, kernel, ins, attrs, out, rings = step
+            i, name, kernel, ins, attrs, outs, rings = step
+            out = outs[0]
             if name not in C_INT16_OPS and any(x.dtype == np.int16 for x in (*ins, out)):
                 raise ExecutionError(f"{self._where(i)}: int16 activations (a16w8) are not run "
                                      "yet: the C runtime has no int16 kernel for this op")
@@ -127,9 +129,10 @@ class Interpreter:
                      else kernel(*ins, **attrs))
             except ValueError as e:
                 raise ExecutionError(f"{self._where(i)}: {e}") from None
-            if y.shape != out.shape or y.dtype != out.dtype:  # never broadcast into the output
-                self._mismatch(i, y.dtype, y.shape, out)
-            out[...] = y
+            for y, out in zip(y if isinstance(y, tuple) else (y,), outs, strict=True):
+                if y.shape != out.shape or y.dtype != out.dtype:  # never broadcast into it
+                    self._mismatch(i, y.dtype, y.shape, out)
+                out[...] = y
 
     def _mismatch(self, i: int, dtype, shape, out) -> None:
         raise ExecutionError(f"{self._where(i)}: the kernel computes {dtype}{list(shape)} but "

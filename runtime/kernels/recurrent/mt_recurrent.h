@@ -1,0 +1,122 @@
+/*
+ * mt_recurrent.h - what mt_lstm_s8 and mt_gru_s8 share: the operand checks, the state product
+ * and calls of the element-wise kernels on views of one batch row.
+ *
+ * Each op is the composition of the ops of one unrolled step (docs/numerics.md, lstm / gru), so
+ * each of those ops runs here through its own kernel - mt_fully_connected_s8 (folded when in_zp
+ * is 0: no per-call weight sums) with its MVE / DSP dot-product rows, mt_add_s8, mt_mul_s8,
+ * mt_sub_s8 and mt_lut_s8 with theirs, and their int16 bodies for a16w8 - on views into the
+ * operands, the state outputs and the planned scratch, with the attributes of each at its prefix
+ * (ops/recurrent.py). Per step (G = 4 gates for an LSTM, 3 for a GRU):
+ *
+ *   scratch [B, G*H] (elements of x's dtype):  s = fc(h)  for every row at once
+ *   then per row n, in place in row n of the scratch (each kernel reads element i before it
+ *   writes element i, MT_ALIAS_INPLACE), the state in the op's h (and c) outputs:
+ *
+ *     | gate 0 | gate 1 | ... | gate G-1 |      h[n], c[n]: this row's state
+ *
+ * and h[n] is copied to y[n, k]. The weights are read in place from the program, once per step.
+ */
+#ifndef MT_RECURRENT_H
+#define MT_RECURRENT_H
+
+#include <string.h>
+
+#include "mt_kernel_util.h"
+#include "mt_kernels.h"
+
+/* Return the status of a failing kernel call (the step's operands were refused). */
+#define MT_RNN_TRY(call)                                                                           \
+  do {                                                                                             \
+    const mt_status st_ = (call);                                                                  \
+    if (st_ != MT_STATUS_OK) {                                                                     \
+      return st_;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+typedef struct {
+  uint32_t b, t, g, hidden, e; /* batch, time steps, G * H, H, bytes per element */
+  uint8_t dtype;
+  int32_t steps, start, reverse;
+} mt_rnn;
+
+/* A [rows, cols] view of x's dtype at data. */
+static inline mt_tensor mt_rnn_view(const mt_rnn *r, const void *data, uint32_t rows, uint32_t cols)
+{
+  mt_tensor v = {(void *)(uintptr_t)data, {rows, cols, 1, 1, 1, 1}, 2, r->dtype, 0,
+                 rows * cols * r->e};
+  return v;
+}
+
+/* The shared operand checks: x [B, T, G*H], weight [G*H, H] int8, h0 / y / h of x's dtype,
+ * the step range inside T and the scratch for one step's gates. attrs: steps, start, reverse
+ * first (ops/recurrent.py HEAD). */
+static inline int mt_rnn_init(mt_rnn *r, const mt_op_args *a, uint32_t gates, int h0)
+{
+  const mt_tensor *x = &a->in[0], *w = &a->in[1], *h = &a->in[h0];
+  const mt_tensor *y = &a->out[0], *hn = &a->out[1];
+  const uint8_t dt = x->dtype;
+  if ((dt != MT_DTYPE_INT8 && dt != MT_DTYPE_INT16) || !mt_tensor_ok(x, dt, 3) ||
+      !mt_tensor_ok(w, MT_DTYPE_INT8, 2) || !mt_tensor_ok(h, dt, 2) || !mt_tensor_ok(y, dt, 3) ||
+      !mt_tensor_ok(hn, dt, 2)) {
+    return 0;
+  }
+  r->b = x->shape[0];
+  r->t = x->shape[1];
+  r->g = x->shape[2];
+  r->hidden = h->shape[1];
+  r->e = dt == MT_DTYPE_INT16 ? 2u : 1u;
+  r->dtype = dt;
+  r->steps = a->attrs[0];
+  r->start = a->attrs[1];
+  r->reverse = a->attrs[2];
+  const int64_t end = (int64_t)r->start + (r->reverse ? 1 - (int64_t)r->steps : r->steps - 1);
+  return r->hidden >= 1 && r->g == gates * r->hidden && w->shape[0] == r->g &&
+         w->shape[1] == r->hidden && h->shape[0] == r->b && hn->shape[0] == r->b &&
+         hn->shape[1] == r->hidden && y->shape[0] == r->b && (int64_t)y->shape[1] == r->steps &&
+         y->shape[2] == r->hidden && r->steps >= 1 && (r->reverse == 0 || r->reverse == 1) &&
+         r->start >= 0 && (uint32_t)r->start < r->t && end >= 0 && end < (int64_t)r->t &&
+         a->scratch != NULL && (uint64_t)a->scratch_size >= (uint64_t)r->b * r->g * r->e;
+}
+
+/* y = fn(a, b) on n elements (add, sub, mul with their n_attrs attributes at at). */
+static inline mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r, uint32_t n, const void *a,
+                                      const void *b, void *y, const int32_t *at, uint16_t n_attrs)
+{
+  const mt_tensor in[2] = {mt_rnn_view(r, a, 1, n), mt_rnn_view(r, b, 1, n)};
+  mt_tensor out = mt_rnn_view(r, y, 1, n);
+  const mt_op_args args = {in, &out, at, NULL, 0, 2, 1, n_attrs};
+  return fn(&args);
+}
+
+/* y = lut(x, table) on H elements. */
+static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tensor *table, void *y)
+{
+  const mt_tensor in[2] = {mt_rnn_view(r, x, 1, r->hidden), *table};
+  mt_tensor out = mt_rnn_view(r, y, 1, r->hidden);
+  const mt_op_args args = {in, &out, NULL, NULL, 0, 2, 1, 0};
+  return mt_lut_s8(&args);
+}
+
+/* scratch[B, G*H] = fc(h; weight, bias, mult, shift) with fc's attributes at at (in_zp first). */
+static inline mt_status mt_rnn_product(const mt_rnn *r, const mt_op_args *a, const void *h,
+                                       const int32_t *at)
+{
+  mt_tensor in[5] = {mt_rnn_view(r, h, r->b, r->hidden), a->in[1], a->in[2], a->in[3], a->in[4]};
+  mt_tensor out = mt_rnn_view(r, a->scratch, r->b, r->g);
+  const mt_op_args args = {in, &out, at, NULL, 0, 5, 1, MT_FULLY_CONNECTED_N_ATTRS};
+  return at[0] == 0 ? mt_fully_connected_folded_s8(&args) : mt_fully_connected_s8(&args);
+}
+
+/* Time of step j and its column in y. */
+static inline uint32_t mt_rnn_time(const mt_rnn *r, int32_t j)
+{
+  return (uint32_t)(r->reverse ? r->start - j : r->start + j);
+}
+
+static inline uint32_t mt_rnn_column(const mt_rnn *r, int32_t j)
+{
+  return (uint32_t)(r->reverse ? r->steps - 1 - j : j);
+}
+
+#endif /* MT_RECURRENT_H */
