@@ -105,6 +105,10 @@ Version history:
   * 1.7: `reduce_sum` takes an int16 x and y (zero points 0, at most 2^16 - 1 elements per
     sum; docs/numerics.md section 6): the mean of an a16w8 model stays int16. No record
     changed: 1.6 programs load.
+  * 1.8: alias kind `overlap` (MT_ALIAS_OVERLAP) on int8 `depthwise_conv2d` and on int8
+    `conv2d` 1x1 (stride 1, no padding, groups 1, Cout <= 64): the output may lie over its x,
+    starting at least the op's least delta below it (`OpDef.overlap`, mt_overlap_delta; both
+    readers refuse a smaller one, bad_op). No record changed: 1.7 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -183,7 +187,8 @@ alignment, overlap, kinds, record sizes; every record's enum ids and reserved fi
 index and byte range (tensors in their region / CONST, operand and attribute ranges, scratch,
 delegate blobs and bindings, IO), the counts ops.py prescribes, and that no op's output shares
 a byte with an input, another output or its scratch beyond what its registry entry allows
-(ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; the delegate op: anything; bad_op).
+(ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; "overlap" = over x, at least the op's
+least delta below it; the delegate op: anything; bad_op).
 Failures are named by ERRORS.
 """
 from __future__ import annotations
@@ -198,7 +203,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 7  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 8  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
