@@ -409,3 +409,31 @@ def test_mlperf_ram_with_overlap_is_at_most_without(name):
         assert _ram(on) < _ram(off)  # each has a depthwise or 1x1 conv at its peak
     xs = on.quantize_inputs([cal[1]])
     assert all(np.array_equal(a, b) for a, b in zip(on.run_int8(xs), off.run_int8(xs)))
+
+
+CHAIN_FILE = '''
+import torch
+from torch import nn
+
+def model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(8, 8, 3, padding=1, groups=8), nn.ReLU(),
+                         nn.Conv2d(8, 8, 1), nn.ReLU()).eval()
+
+def example_inputs():
+    return (torch.randn(1, 1, 10, 10),)
+'''
+
+
+def test_cli_no_overlap(tmp_path):
+    from mcutorch.cli import main
+
+    (tmp_path / "chain.py").write_text(CHAIN_FILE)
+    sizes = {}
+    for flag in ([], ["--no-overlap"]):
+        out = tmp_path / f"chain{len(flag)}.mtp"
+        assert main(["compile", str(tmp_path / "chain.py"), "-o", str(out), *flag]) == 0
+        p = mcutorch.load(out).program
+        sizes[bool(flag)] = (_overlaps(p), sum(r.size for r in p.regions))
+    assert sizes[True][0] == 0 < sizes[False][0] and sizes[False][1] < sizes[True][1]
