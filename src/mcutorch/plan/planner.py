@@ -41,7 +41,7 @@ Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
 Cost: a sweep by start op finds the E pairs of blocks live together in O(B log B + E); a
 pass is O(B + sum of k log k) for k placed live neighbours per block; at most 33 passes,
 fewer when passes x (B + E) would pass 100k. Chains of 400 buffers plan in ~10 ms.
-The lower bound is the most bytes live during a single op.
+The lower bound is the most bytes live during a single op, or the largest block when more.
 """
 
 from __future__ import annotations
@@ -367,8 +367,9 @@ def _live(blocks: list[_Block]) -> list[int]:
 
 
 def _bound(blocks: list[_Block]) -> int:
-    """Peak over ops of live bytes."""
-    return max(_live(blocks), default=0)
+    """Peak over ops of live bytes, or the largest block (its bytes are contiguous: an overlap
+    chain reaches down by the sum of its deltas) when that is more."""
+    return max(0, *_live(blocks), *(b.size for b in blocks))
 
 
 def _union(ranges: list[tuple[int, int]]) -> int:
