@@ -19,6 +19,8 @@ import re
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import mcutorch
 from mcutorch import ops
@@ -28,6 +30,7 @@ from mcutorch.device.paths import RUNTIME
 from mcutorch.errors import McutorchError, ProgramError
 from mcutorch.models import build, example_input
 from mcutorch.ops import conv as conv_ops
+from mcutorch.plan import Buffer, plan
 from mcutorch.program import ConstantPool, OpInfo, Program, RegionInfo, TensorInfo, validate
 
 from test_program import _target_info, unchecked_bytes
@@ -321,6 +324,37 @@ def _pool_over_input() -> Program:
                TensorInfo.arena("int8", (1, 2, 2, 8), 0, 48, 0.5)]
     return Program(_target_info("cortex-m55"), [RegionInfo("ram", 256)], tensors,
                    [OpInfo("max_pool2d", (0,), (1,), attrs)], [0], [1], b"")
+
+
+# ----------------------------------------------------------------------------------------------
+# the planner: overlap pairs never cost bytes, and only they share live bytes
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 64), st.integers(0, 3), st.booleans()), min_size=1,
+                max_size=24), st.data())
+def test_planner_overlap_pairs_never_cost_bytes(layers, data):
+    """Chains (op k reads buffer k, writes k + 1; some read an older buffer too) with random
+    least deltas: the plan with overlap pairs needs at most the bytes of the one without, and
+    two buffers live at one op share bytes only as a pair, y at least its delta below x."""
+    sizes = [16 * layers[0][0]] + [16 * n for n, _, _ in layers]
+    num_ops, last = len(layers), {k: k for k in range(len(sizes))}
+    for k, (_, back, _) in enumerate(layers):
+        last[max(0, k - back)] = max(last[max(0, k - back)], k)
+    last[num_ops] = num_ops
+    buffers = [Buffer(k, n, k - 1, last[k]) for k, n in enumerate(sizes)]
+    pairs = [(k, k + 1, data.draw(st.integers(0, sizes[k + 1])))
+             for k, (_, _, on) in enumerate(layers) if on]
+    with_pairs, without = plan(buffers, num_ops, overlap=pairs), plan(buffers, num_ops)
+    assert with_pairs.regions["arena"] <= without.regions["arena"]
+    assert with_pairs.regions["arena"] >= with_pairs.lower_bound
+    least = {(i, o): d for i, o, d in pairs}
+    at = {b.id: with_pairs.placement[b.id][1] for b in buffers}
+    for a in buffers:
+        for b in buffers[a.id + 1:]:
+            live = a.first <= b.last and b.first <= a.last
+            if live and at[a.id] < at[b.id] + b.size and at[b.id] < at[a.id] + a.size:
+                assert (a.id, b.id) in least and at[a.id] - at[b.id] >= least[a.id, b.id]
 
 
 # ----------------------------------------------------------------------------------------------
