@@ -38,6 +38,10 @@ from test_program import _target_info, unchecked_bytes
 BOARDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
           ("mps2-an386", "cortex-m4"), ("mps2-an505", "cortex-m33"),
           ("mps3-an547", "cortex-m55")]
+# M55 (MVE: blocks of 3 and 4 pixels, the overlapping last block) in the fast set, the others
+# (about a minute each: 14 firmware builds) with `make test-all`
+FAST_BOARDS = [pytest.param(*b, marks=() if b[1] == "cortex-m55" else pytest.mark.slow)
+               for b in BOARDS]
 
 # depthwise: name, (N, H, W, C), depth multiplier, (KH, KW), (stride h, w), (dilation h, w),
 # pads (top, left, bottom, right)
@@ -242,7 +246,7 @@ def test_tightest_overlap_programs_are_bit_exact_on_the_host():
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,target", BOARDS)
+@pytest.mark.parametrize("board,target", FAST_BOARDS)
 def test_tightest_overlap_programs_are_bit_exact_on_boards(board, target):
     for cases in BOARD_GROUPS:
         p = overlap_program(cases, target)
@@ -419,7 +423,7 @@ def test_models_with_overlap_are_bit_exact_in_less_ram(name):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,target", [BOARDS[0], BOARDS[3], BOARDS[4]])
+@pytest.mark.parametrize("board,target", [FAST_BOARDS[0], FAST_BOARDS[3], FAST_BOARDS[4]])
 def test_models_with_overlap_on_boards_with_the_planned_arena(board, target):
     for name in ("dw3_s2_c16_to24", "dw3_s1_c3_to40"):
         on, off, xs = _compiled(name, target)
