@@ -24,7 +24,10 @@ Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
   bigger) chain into one block at one offset; a legal overlap pair (i, o, delta) chains o
   delta bytes (aligned up) below i: o over i's bytes as the op's kernel allows (alias kind
   "overlap"). Any other two blocks live at a common op (lifetimes [first, last], inclusive)
-  must not overlap in memory, nor two members of one chain live together.
+  must not overlap in memory, nor two members of one chain live together. Overlap pairs are
+  chained only at the ops holding the most live bytes (added while that peak falls: elsewhere
+  a pair only moves its chain further down), and that plan is kept only when it needs fewer
+  bytes than the plan without them, so overlap never costs a byte.
 - First fit, TFLM's pass: largest block first, each at the lowest aligned offset clear of
   the placed blocks it is live with.
 - If that ends above the target (the lower bound, or the region size if smaller), squeaky
