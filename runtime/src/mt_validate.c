@@ -247,9 +247,10 @@ static int64_t mt_lead(int64_t lo, int64_t hi, int64_t a, int64_t b, int64_t s, 
   const int64_t at[6] = {lo, hi, p / s, p / s + 1, (p + size - 1) / s, (p + size - 1) / s + 1};
   int64_t best = INT64_MIN;
   uint32_t k;
-  for (k = 0; k < 6; k++) {
-    const int64_t o = at[k], r = o * s - p, v = o * a - (r < 0 ? 0 : r > size ? size : r) * b;
-    best = o >= lo && o <= hi && v > best ? v : best;
+  for (k = 0; k < 6; k++) { /* clamped into [lo, hi] first: o * a stays below |y| */
+    const int64_t o = at[k] < lo ? lo : at[k] > hi ? hi : at[k], r = o * s - p;
+    const int64_t v = o * a - (r < 0 ? 0 : r > size ? size : r) * b;
+    best = v > best ? v : best;
   }
   return best;
 }
@@ -286,7 +287,7 @@ static int64_t mt_overlap_delta(const mt_model *m, const mt_op_t *op, const int3
     next = npx * co - (npx - 1) * c;
     return img > rows ? (img > next ? img : next) : (rows > next ? rows : next);
   }
-  if (op->opcode != MT_OP_DEPTHWISE_CONV2D) {
+  if (op->opcode != MT_OP_DEPTHWISE_CONV2D || n != y->shape[0]) {
     return INT64_MAX;
   } /* raster order: y up to pixel p ends before the first x byte a pixel >= p reads */
   img = (n - 1) * ho * wo * co - (n - 1) * h * wd * c;

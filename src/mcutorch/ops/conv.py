@@ -36,7 +36,7 @@ def _lead(lo: int, hi: int, a: int, b: int, s: int, p: int, size: int) -> int:
     o, so its largest value is at an end or a breakpoint."""
     o1, o2 = p // s, (p + size - 1) // s
     return max(o * a - min(size, max(0, o * s - p)) * b
-               for o in {lo, hi, o1, o1 + 1, o2, o2 + 1} if lo <= o <= hi)
+               for o in (min(hi, max(lo, o)) for o in (lo, hi, o1, o1 + 1, o2, o2 + 1)))
 
 
 def _overlap_shapes(x, y, a) -> bool:
@@ -50,7 +50,7 @@ def _depthwise_overlap(x, y, w, a) -> int | None:
     window starts at input row >= oy * stride_h - pad_top, column >= ox * stride_w - pad_left,
     and no later pixel's starts before the next output row's first. y's bytes up to pixel p
     must end before the first input byte a pixel >= p reads: the largest excess over p."""
-    if not _overlap_shapes(x, y, a):
+    if not _overlap_shapes(x, y, a) or x.shape[0] != y.shape[0]:
         return None
     (n, h, wd, c), (_, ho, wo, co) = x.shape, y.shape
     if min(n, ho, wo) < 1:
