@@ -204,6 +204,7 @@ typedef enum {
 #define MT_ALIAS_INPLACE 0x1u
 #define MT_ALIAS_DELEGATE 0x2u
 #define MT_ALIAS_RESIDUAL 0x4u
+#define MT_ALIAS_OVERLAP 0x8u
 /* MT_<OP>_MAC: 0, or for a MAC op (x, weight, bias, mult, shift) the weight's
  * output-channel axis, the in_zp attribute index and the variants whose
  * accumulator reads x itself (in_zp folded into the bias): mt_validate.c
@@ -269,7 +270,7 @@ typedef enum {
 #define MT_CONV2D_N_OUTPUTS 1
 #define MT_CONV2D_N_ATTRS 13
 #define MT_CONV2D_N_VARIANTS 1
-#define MT_CONV2D_ALIAS 0u
+#define MT_CONV2D_ALIAS (MT_ALIAS_OVERLAP)
 #define MT_CONV2D_MAC (MT_MAC_AXIS_FIRST | MT_MAC_ZP_ATTR(9) | MT_MAC_ZP_FOLDED(0x0u))
 #define MT_CONV2D_DTYPES (MT_DTYPE_PAIR(MT_DTYPE_INT8, MT_DTYPE_INT8) | MT_DTYPE_PAIR(MT_DTYPE_INT16, MT_DTYPE_INT16))
 #define MT_CONV2D_ACT_INPUTS 0x1u
@@ -299,7 +300,7 @@ typedef enum {
 #define MT_DEPTHWISE_CONV2D_N_OUTPUTS 1
 #define MT_DEPTHWISE_CONV2D_N_ATTRS 13
 #define MT_DEPTHWISE_CONV2D_N_VARIANTS 1
-#define MT_DEPTHWISE_CONV2D_ALIAS 0u
+#define MT_DEPTHWISE_CONV2D_ALIAS (MT_ALIAS_OVERLAP)
 #define MT_DEPTHWISE_CONV2D_MAC (MT_MAC_AXIS_LAST | MT_MAC_ZP_ATTR(9) | MT_MAC_ZP_FOLDED(0x0u))
 #define MT_DEPTHWISE_CONV2D_DTYPES (MT_DTYPE_PAIR(MT_DTYPE_INT8, MT_DTYPE_INT8) | MT_DTYPE_PAIR(MT_DTYPE_INT16, MT_DTYPE_INT16))
 #define MT_DEPTHWISE_CONV2D_ACT_INPUTS 0x1u

@@ -236,9 +236,73 @@ static int mt_meet(const mt_tensor_t *a, uint32_t storage, uint32_t region, uint
          (uint64_t)offset < (uint64_t)a->offset + mt_extent(a);
 }
 
+#define MT_OVERLAP_PIXELS   4 /* ops/conv.py: pixels a 1x1 path reads before writing them */
+#define MT_OVERLAP_COUT_MAX 64 /* ops/conv.py: one chunk of accumulators (MT_MAC_CHUNK) */
+
+/* ops/conv.py _lead: max over o in [lo, hi] of o * a - min(size, max(0, o * s - p)) * b, at the
+ * ends and breakpoints (every product stays within the operands' byte counts, < 2^33). */
+static int64_t mt_lead(int64_t lo, int64_t hi, int64_t a, int64_t b, int64_t s, int64_t p,
+                       int64_t size)
+{
+  const int64_t at[6] = {lo, hi, p / s, p / s + 1, (p + size - 1) / s, (p + size - 1) / s + 1};
+  int64_t best = INT64_MIN;
+  uint32_t k;
+  for (k = 0; k < 6; k++) { /* clamped into [lo, hi] first: o * a stays below |y| */
+    const int64_t o = at[k] < lo ? lo : at[k] > hi ? hi : at[k], r = o * s - p;
+    const int64_t v = o * a - (r < 0 ? 0 : r > size ? size : r) * b;
+    best = v > best ? v : best;
+  }
+  return best;
+}
+
+/* ops/conv.py OpDef.overlap (docs/numerics.md, Overlap): the least bytes an int8 depthwise or
+ * 1x1 conv's y must start below its x (input 0), INT64_MAX when its loops allow no overlap.
+ * Called only when x and y share a byte (both non-empty). conv2d and depthwise_conv2d store
+ * CONV_ATTRS first, in one order. */
+static int64_t mt_overlap_delta(const mt_model *m, const mt_op_t *op, const int32_t *in)
+{
+  const mt_tensor_t *x = &m->tensors[in[0]], *w = &m->tensors[in[1]];
+  const mt_tensor_t *y = &m->tensors[in[op->n_inputs]];
+  const int32_t *a = m->attrs + op->first_attr;
+  const int64_t n = x->shape[0], h = x->shape[1], wd = x->shape[2], c = x->shape[3];
+  const int64_t ho = y->shape[1], wo = y->shape[2], co = y->shape[3], npx = n * h * wd;
+  int64_t img, rows, cols, next;
+  if (x->dtype != MT_DTYPE_INT8 || y->dtype != MT_DTYPE_INT8 || x->rank != 4 || y->rank != 4 ||
+      a[MT_CONV2D_STRIDE_H] < 1 || a[MT_CONV2D_STRIDE_W] < 1 || a[MT_CONV2D_DILATION_H] < 1 ||
+      a[MT_CONV2D_DILATION_W] < 1 || a[MT_CONV2D_PAD_TOP] < 0 || a[MT_CONV2D_PAD_LEFT] < 0 ||
+      a[MT_CONV2D_PAD_BOTTOM] < 0 || a[MT_CONV2D_PAD_RIGHT] < 0) {
+    return INT64_MAX;
+  }
+  if (op->opcode == MT_OP_CONV2D) { /* pixel q written before pixel q + MT_OVERLAP_PIXELS is read */
+    if (w->rank != 4 || w->shape[1] != 1 || w->shape[2] != 1 || a[MT_CONV2D_GROUPS] != 1 ||
+        a[MT_CONV2D_STRIDE_H] != 1 || a[MT_CONV2D_STRIDE_W] != 1 ||
+        (a[MT_CONV2D_PAD_TOP] | a[MT_CONV2D_PAD_LEFT] | a[MT_CONV2D_PAD_BOTTOM] |
+         a[MT_CONV2D_PAD_RIGHT]) != 0 ||
+        n != y->shape[0] || h != ho || wd != wo || co > MT_OVERLAP_COUT_MAX) {
+      return INT64_MAX;
+    }
+    /* the excess min(q + PIXELS, npx) * co - q * c is largest at q = 0, npx - PIXELS or npx - 1 */
+    img = (npx < MT_OVERLAP_PIXELS ? npx : MT_OVERLAP_PIXELS) * co;
+    rows = npx * co - (npx > MT_OVERLAP_PIXELS ? npx - MT_OVERLAP_PIXELS : 0) * c;
+    next = npx * co - (npx - 1) * c;
+    return img > rows ? (img > next ? img : next) : (rows > next ? rows : next);
+  }
+  if (op->opcode != MT_OP_DEPTHWISE_CONV2D || n != y->shape[0]) {
+    return INT64_MAX;
+  } /* raster order: y up to pixel p ends before the first x byte a pixel >= p reads */
+  img = (n - 1) * ho * wo * co - (n - 1) * h * wd * c;
+  img = img > 0 ? img : 0;
+  rows = mt_lead(0, ho - 1, wo * co, wd * c, a[MT_CONV2D_STRIDE_H], a[MT_CONV2D_PAD_TOP], h);
+  cols = mt_lead(0, wo - 1, co, c, a[MT_CONV2D_STRIDE_W], a[MT_CONV2D_PAD_LEFT], wd) + co;
+  next = mt_lead(1, ho, wo * co, wd * c, a[MT_CONV2D_STRIDE_H], a[MT_CONV2D_PAD_TOP], h);
+  rows = img + (rows + cols > next ? rows + cols : next);
+  return rows > 0 ? rows : 0;
+}
+
 /* validate.py _check_alias (ops.ALIAS_KINDS): an output meets no other output or the scratch, nor
  * an input unless exactly its bytes and the input is `first` or later (INPLACE: any; RESIDUAL: the
- * last, the skip); the scratch meets no input. Delegates are exempt. Linear in the operands. */
+ * last, the skip), or (OVERLAP) x in one arena region at least mt_overlap_delta bytes above it;
+ * the scratch meets no input. Delegates are exempt. Linear in the operands. */
 static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
   const uint32_t alias = mt_op_table[op->opcode].alias, n = (uint32_t)op->n_inputs + op->n_outputs;
@@ -250,7 +314,10 @@ static mt_status mt_check_alias(const mt_model *m, const mt_op_t *op, const int3
       const mt_tensor_t *x = &m->tensors[in[j]];
       MT_REQUIRE(!mt_meet(x, y->storage, y->region, y->offset, mt_extent(y)) ||
                      (j >= first && j < op->n_inputs && x->storage == y->storage &&
-                      x->region == y->region && x->offset == y->offset && x->size == y->size),
+                      x->region == y->region && x->offset == y->offset && x->size == y->size) ||
+                     (j == 0 && (alias & MT_ALIAS_OVERLAP) && x->storage == MT_STORAGE_ARENA &&
+                      x->storage == y->storage && x->region == y->region &&
+                      (int64_t)x->offset - (int64_t)y->offset >= mt_overlap_delta(m, op, in)),
                  MT_ERR_BAD_OP);
     }
   }

@@ -222,7 +222,7 @@ def cmd_compile(args) -> int:
                                memory=args.memory, name=Path(args.model).stem,
                                progress=True, verify=args.verify,
                                emit_tosa=args.emit_tosa, npu_fallback=args.npu_fallback,
-                               npu_options=options or None)
+                               npu_options=options or None, overlap=args.overlap)
     out = program.save(output)
     s = program.summary()
     ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
@@ -583,6 +583,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the TOSA flatbuffers (what Vela compiles) to DIR")
     c.add_argument("--no-npu-fallback", dest="npu_fallback", action="store_false",
                    help="leave out the CPU versions of Ethos-U delegates")
+    c.add_argument("--no-overlap", dest="overlap", action="store_false",
+                   help="plan no depthwise / 1x1 conv output over its own input")
     c.add_argument("--system-config", help="Vela system config (default per NPU family, e.g. "
                    "Ethos_U55_High_End_Embedded)")
     c.add_argument("--memory-mode", help="Vela memory mode (e.g. Shared_Sram)")

@@ -13,7 +13,8 @@ from mcutorch.ir import Graph
 from mcutorch.frontend.lift import DQ_OPS, lift
 from mcutorch.passes import run_all
 from mcutorch.plan import Region, plan
-from mcutorch.plan.buffers import bind_delegates, buffers_of, inplace_pairs, steps_of
+from mcutorch.plan.buffers import (bind_delegates, buffers_of, inplace_pairs, overlap_pairs,
+                                   steps_of)
 from mcutorch.plan.regions import parse_memory
 from mcutorch.targets import Target, parse_target
 from mcutorch.ui.progress import status
@@ -84,9 +85,10 @@ def build_graph(qmodel, example_inputs=None, ring_buffers: bool = True,
 
 def compile_graph(graph: Graph, target: Target, regions: list[Region], board: str = "",
                   name: str = "model", *, verify: bool = False, emit_tosa=None,
-                  npu_fallback: bool = True, npu_options=None):
+                  npu_fallback: bool = True, npu_options=None, overlap: bool = True):
     """Kernel choice, Ethos-U delegation (targets with an NPU), memory plan and emission of a
-    lowered graph. `verify`, `emit_tosa`, `npu_fallback`, `npu_options`: see `compile`."""
+    lowered graph. `verify`, `emit_tosa`, `npu_fallback`, `npu_options`, `overlap`: see
+    `compile`."""
     from mcutorch.program.emit import build_program
 
     cortex_m.select_kernels(graph)
@@ -101,27 +103,29 @@ def compile_graph(graph: Graph, target: Target, regions: list[Region], board: st
         from mcutorch.backends import tosa
 
         tosa.emit_tosa(graph, emit_tosa)
-    steps, index, result = _planned(graph, npu, regions)
+    steps, index, result = _planned(graph, npu, regions, overlap)
     if npu is not None and npu.fallback:  # what the CPU versions cost: the plan without them
-        lean = _planned(graph, dataclasses.replace(npu, fallback=False), regions)[2]
+        lean = _planned(graph, dataclasses.replace(npu, fallback=False), regions, overlap)[2]
         npu.fallback_ram = sum(result.regions.values()) - sum(lean.regions.values())
     return build_program(graph, steps, index, result, regions, target, board, name, npu)
 
 
-def _planned(graph: Graph, npu, regions: list[Region]):
+def _planned(graph: Graph, npu, regions: list[Region], overlap: bool = True):
     """Run order, buffer index and memory plan of a graph (its delegates bound)."""
     steps = steps_of(graph, npu)
     buffers, index = buffers_of(graph, steps)
     scratch = bind_delegates(buffers, index, steps, npu) if npu else set()
     inplace = inplace_pairs(graph, steps, index, buffers, scratch)
-    return steps, index, plan(buffers, len(steps), regions, alignment=16, inplace=inplace)
+    more = overlap_pairs(graph, steps, index, buffers, scratch) if overlap else []
+    return steps, index, plan(buffers, len(steps), regions, alignment=16, inplace=inplace,
+                              overlap=more)
 
 
 def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
             board: str | None = None, memory: str | None = None, name: str = "model",
             progress: bool = False, *, verify: bool = True, emit_tosa=None,
             npu_fallback: bool = True, npu_options=None, ring_buffers: bool = True,
-            fuse_recurrent: bool = True):
+            fuse_recurrent: bool = True, overlap: bool = True):
     """Compile a quantized module into a program for `target`.
 
     `board` (e.g. "mps3-an547") or `memory` ("DTCM:512K,SRAM:4M") gives the memory map; with
@@ -142,6 +146,10 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
     `fuse_recurrent=False` keeps an LSTM / GRU as its unrolled steps (passes/recurrent.py; the
     same integers); targets with an Ethos-U keep them too (they lower to TOSA, the op does not).
 
+    `overlap=False` plans no output over its own input (alias kind "overlap": a depthwise or
+    1x1 conv's output a few rows below its input, docs/numerics.md "Overlap"); with it on, the
+    planner keeps such a plan only when it needs fewer bytes.
+
     Example:
         >>> program = mcutorch.compile(qmodel, (x,), target="cortex-m55")
         >>> program.save("model.mtp")
@@ -161,5 +169,5 @@ def compile(qmodel, example_inputs=None, target: str | Target = "cortex-m55",
     with status(f"compiling {len(graph.nodes)} ops for {tgt.name}") if progress else nullcontext():
         program = compile_graph(graph, tgt, regions, board_name, name, verify=verify,
                                 emit_tosa=emit_tosa, npu_fallback=npu_fallback,
-                                npu_options=npu_options)
+                                npu_options=npu_options, overlap=overlap)
     return CompiledModel(program)

@@ -22,6 +22,57 @@ def _out(outputs) -> int:
     return math.prod(outputs[0])
 
 
+# Alias kind "overlap" (docs/numerics.md, "Overlap"): the least bytes y must start below x. The
+# C loader computes the same (mt_validate.c mt_overlap_delta). A 1x1 conv's kernels write each
+# output pixel after reading it and at most OVERLAP_PIXELS - 1 pixels after it (MVE: blocks of
+# 4 or 3, and a last block re-reading up to 3 pixels; DSP and C: pairs; the general path: 1),
+# and read every pixel in one pass only while Cout fits one chunk of accumulators.
+OVERLAP_PIXELS = 4
+OVERLAP_COUT_MAX = 64  # MT_MAC_CHUNK and C1X1_CHUNK
+
+
+def _lead(lo: int, hi: int, a: int, b: int, s: int, p: int, size: int) -> int:
+    """max over o in [lo, hi] of o * a - min(size, max(0, o * s - p)) * b: piecewise linear in
+    o, so its largest value is at an end or a breakpoint."""
+    o1, o2 = p // s, (p + size - 1) // s
+    return max(o * a - min(size, max(0, o * s - p)) * b
+               for o in (min(hi, max(lo, o)) for o in (lo, hi, o1, o1 + 1, o2, o2 + 1)))
+
+
+def _overlap_shapes(x, y, a) -> bool:
+    """int8 NHWC x and y, strides and dilations >= 1, no negative padding."""
+    return (x.dtype == y.dtype == "int8" and len(x.shape) == len(y.shape) == 4
+            and min(a[k] for k in CONV_ATTRS[:4]) >= 1 and min(a[k] for k in PAD4) >= 0)
+
+
+def _depthwise_overlap(x, y, w, a) -> int | None:
+    """Output pixels go in raster order, each written after its window is read; a pixel's
+    window starts at input row >= oy * stride_h - pad_top, column >= ox * stride_w - pad_left,
+    and no later pixel's starts before the next output row's first. y's bytes up to pixel p
+    must end before the first input byte a pixel >= p reads: the largest excess over p."""
+    if not _overlap_shapes(x, y, a) or x.shape[0] != y.shape[0]:
+        return None
+    (n, h, wd, c), (_, ho, wo, co) = x.shape, y.shape
+    if min(n, ho, wo) < 1:
+        return 0
+    img = max(0, (n - 1) * (ho * wo * co - h * wd * c))  # linear in the image index
+    rows = _lead(0, ho - 1, wo * co, wd * c, a["stride_h"], a["pad_top"], h)
+    cols = _lead(0, wo - 1, co, c, a["stride_w"], a["pad_left"], wd) + co
+    next_row = _lead(1, ho, wo * co, wd * c, a["stride_h"], a["pad_top"], h)
+    return max(0, img + rows + cols, img + next_row)
+
+
+def _conv1x1_overlap(x, y, w, a) -> int | None:
+    """groups 1, a 1x1 kernel, stride 1, no padding, Cout <= OVERLAP_COUT_MAX: pixel q of y is
+    written after pixels q .. q + OVERLAP_PIXELS - 1 of x are read, before any later one."""
+    if (not _overlap_shapes(x, y, a) or tuple(w.shape[1:3]) != (1, 1) or a["groups"] != 1
+            or a["stride_h"] != 1 or a["stride_w"] != 1 or max(a[k] for k in PAD4) != 0
+            or tuple(x.shape[:3]) != tuple(y.shape[:3]) or y.shape[3] > OVERLAP_COUT_MAX):
+        return None
+    npx, c, co, g = math.prod(x.shape[:3]), x.shape[3], y.shape[3], OVERLAP_PIXELS
+    return max(0, *(min(q + g, npx) * co - q * c for q in {0, max(0, npx - g), max(0, npx - 1)}))
+
+
 OPS = (
     OpDef("conv2d", 0, MAC_OPERANDS, ("y",), (*CONV_ATTRS, "groups", *OUT_ATTRS),
           {"x": "NHWC", "weight": "OHWI", "y": "NHWC"}, family="conv",
@@ -29,6 +80,7 @@ OPS = (
                    Source("aten.conv1d.default", "mac"), Source("aten.conv1d.padding", "mac")),
           fusable=True, macs=lambda i, o, a: _out(o) * math.prod(i[1][1:]), mac_axis=0,
           c_sources={"default": ("conv/mt_conv2d_s8.c", "conv/mt_conv2d_s16.c")}, dtypes=A16W8,
+          alias=("overlap",), overlap=_conv1x1_overlap,
           doc="y = clamp(rq(bias + sum((x - in_zp) * w)) + out_zp); padding contributes 0"),
     OpDef("depthwise_conv2d", 1, MAC_OPERANDS, ("y",),
           (*CONV_ATTRS, "depth_multiplier", *OUT_ATTRS),
@@ -36,6 +88,7 @@ OPS = (
           fusable=True, macs=lambda i, o, a: _out(o) * i[1][0] * i[1][1], mac_axis=-1,
           c_sources={"default": ("conv/mt_depthwise_conv2d_s8.c",
                                  "conv/mt_depthwise_conv2d_s16.c")}, dtypes=A16W8,
+          alias=("overlap",), overlap=_depthwise_overlap,
           doc="output channel c*M+m reads input channel c (made from conv2d by passes/layout)"),
     OpDef("fully_connected", 2, MAC_OPERANDS, ("y",), OUT_ATTRS,
           {"x": "NC", "weight": "OI", "y": "NC"}, ("default", "folded"), family="conv",

@@ -38,8 +38,11 @@ QPARAM_RULES = {
 # writing it). "delegate": any overlap; the operands are where Vela placed them in its scratch
 # area (the ops of the delegate's CPU version follow the rules of their own ops). "residual":
 # the output on exactly the bytes of the op's last input (the skip of a fused residual add, read
-# at the output's own position before it is written), never on another input's.
-ALIAS_KINDS = ("inplace", "delegate", "residual")
+# at the output's own position before it is written), never on another input's. "overlap": the
+# output over its first input x, starting at least OpDef.overlap(...) bytes below it (same
+# region): every output byte is written after the last read of the input bytes under it
+# (docs/numerics.md, "Overlap"; format 1.8).
+ALIAS_KINDS = ("inplace", "delegate", "residual", "overlap")
 # Operands whose dtype OpDef.dtypes states (the activations); the others (weights, biases,
 # tables, indices, masks) have their own checks. Both program readers check the rule (bad_op).
 # "ids": embedding's int32 token ids, a program input (format 1.6); "h0", "c0": the initial
@@ -100,6 +103,9 @@ class OpDef:
     # (input dtype, output dtype) pairs its kernels take: every activation input
     # (ACTIVATION_OPERANDS) has the first, every output the second. None = not checked (delegate).
     dtypes: tuple[tuple[str, str], ...] | None = INT8_ONLY
+    # alias "overlap": (x shape, y shape, weight shape, attrs) -> the least bytes y must start
+    # below x, or None where the kernel's loops give no such bound (the C twin: mt_overlap_delta)
+    overlap: Callable | None = None
 
     def __post_init__(self):
         assert self.qparams in QPARAM_RULES, (self.name, self.qparams)
@@ -111,6 +117,7 @@ class OpDef:
         assert self.mac_axis is None or (self.inputs[:5] == MAC_OPERANDS
                                          and "in_zp" in self.attrs), self.name
         assert self.dtypes is None or all(len(d) == 2 for d in self.dtypes), self.name
+        assert ("overlap" in self.alias) == (self.overlap is not None), self.name
 
     @property
     def c_name(self) -> str:

@@ -3,7 +3,7 @@
 `steps_of` orders the ops (a delegate, then its CPU version); `buffers_of` makes a `Buffer` per
 activation tensor (reshape outputs alias their source) and per scratch need; `bind_delegates`
 places tensors inside Vela's scratch; `inplace_pairs` lists the (input, output) pairs the op
-registry lets share bytes.
+registry lets share bytes and `overlap_pairs` the (input, output, least delta) pairs.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from mcutorch.plan.planner import Buffer
 
 INPLACE_OPS = frozenset(d.name for d in ops.REGISTRY if "inplace" in d.alias)
 RESIDUAL_OPS = frozenset(d.name for d in ops.REGISTRY if "residual" in d.alias)
+OVERLAP_OPS = frozenset(d.name for d in ops.REGISTRY if "overlap" in d.alias)
 
 
 def steps_of(graph: Graph, npu) -> list:
@@ -133,3 +134,21 @@ def inplace_pairs(graph: Graph, steps, index, buffers: list[Buffer], fixed: set[
                     if not any(root_of(buffers, buffers[b]).id in fixed for b in pair):
                         pairs.append(pair)
     return pairs
+
+
+def overlap_pairs(graph: Graph, steps, index, buffers: list[Buffer], fixed: set[int]):
+    """(x, y, delta) buffer triples of the ops whose y may start delta bytes below x (alias kind
+    "overlap"), where that saves bytes (delta < y's size); never a graph input, state, or a
+    tensor in a delegate's scratch."""
+    out = []
+    for node in steps:
+        x, y = node.inputs[0] if node.inputs else None, node.outputs[0]
+        if node.op not in OVERLAP_OPS or x.is_const or x in graph.inputs or x.init is not None \
+                or y.init is not None:
+            continue
+        delta = ops.BY_NAME[node.op].overlap(x, y, node.inputs[1], node.attrs)
+        pair = (index[id(x)], index[id(y)])
+        if delta is not None and delta < y.nbytes and not any(
+                root_of(buffers, buffers[b]).id in fixed for b in pair):
+            out.append((*pair, delta))
+    return out

@@ -21,8 +21,13 @@ Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
   its own lifetime: a block is a set of (ops, byte range) segments, and two blocks may not
   place segments live at a common op on common bytes.
 - Legal in-place pairs (the input dies at the op that writes the output, which is no
-  bigger) chain into one block at one offset. Any other two blocks live at a common op
-  (lifetimes [first, last], inclusive) must not overlap in memory.
+  bigger) chain into one block at one offset; a legal overlap pair (i, o, delta) chains o
+  delta bytes (aligned up) below i: o over i's bytes as the op's kernel allows (alias kind
+  "overlap"). Any other two blocks live at a common op (lifetimes [first, last], inclusive)
+  must not overlap in memory, nor two members of one chain live together. Overlap pairs are
+  chained only at the ops holding the most live bytes (added while that peak falls: elsewhere
+  a pair only moves its chain further down), and that plan is kept only when it needs fewer
+  bytes than the plan without them, so overlap never costs a byte.
 - First fit, TFLM's pass: largest block first, each at the lowest aligned offset clear of
   the placed blocks it is live with.
 - If that ends above the target (the lower bound, or the region size if smaller), squeaky
@@ -39,7 +44,7 @@ Algorithm (TensorFlow Lite Micro's GreedyMemoryPlanner, then a short search):
 Cost: a sweep by start op finds the E pairs of blocks live together in O(B log B + E); a
 pass is O(B + sum of k log k) for k placed live neighbours per block; at most 33 passes,
 fewer when passes x (B + E) would pass 100k. Chains of 400 buffers plan in ~10 ms.
-The lower bound is the most bytes live during a single op.
+The lower bound is the most bytes live during a single op, or the largest block when more.
 """
 
 from __future__ import annotations
@@ -112,24 +117,59 @@ class Plan:
 
 
 def plan(buffers: list[Buffer], num_ops: int, regions: list[Region] | None = None,
-         alignment: int = 16, inplace: list[tuple[int, int]] = ()) -> Plan:
-    """Place every buffer; raise PlanError (with the memory map) if the regions cannot hold them."""
+         alignment: int = 16, inplace: list[tuple[int, int]] = (),
+         overlap: list[tuple[int, int, int]] = ()) -> Plan:
+    """Place every buffer; raise PlanError (with the memory map) if the regions cannot hold them.
+    `overlap` (i, o, delta): o may start delta bytes below i; the plan uses those at the peak ops
+    only when that needs fewer bytes than the plan without them."""
     if alignment <= 0:
         raise ValueError(f"alignment must be positive, got {alignment}")
     layout = _layout(regions)
-    roots, blocks = _model(buffers, num_ops, inplace)
+    sets = [list(inplace)]
+    if overlap:
+        sets.append(sets[0] + _useful(buffers, num_ops, sets[0], list(overlap), alignment))
+    plans = [_plan(buffers, num_ops, layout, alignment, pairs) for pairs in sets]
+    fits = [p for p in plans if isinstance(p, Plan)]
+    if not fits:
+        raise plans[0]
+    return min(fits, key=lambda p: sum(p.regions.values()))  # ties: the plan without overlap
+
+
+def _plan(buffers: list[Buffer], num_ops: int, layout: list[Region], alignment: int,
+          inplace: list) -> Plan | PlanError:
+    """The plan of one set of pairs, or the PlanError saying why it does not fit."""
+    roots, blocks = _model(buffers, num_ops, inplace, alignment)
     options = [[r for r, reg in enumerate(layout) if _accepts(reg, b)] for b in blocks]
     nbrs = _interference(blocks)
     fill = _fill(blocks, options, nbrs, layout, alignment, relax=False)
     if fill.unplaced:
         fill = _fill(blocks, options, nbrs, layout, alignment, relax=True)
-        raise PlanError(_failure(_assemble(buffers, layout, roots, blocks, fill), blocks, fill))
+        return PlanError(_failure(_assemble(buffers, layout, roots, blocks, fill), blocks, fill))
     return _assemble(buffers, layout, roots, blocks, fill)
+
+
+def _useful(buffers: list[Buffer], num_ops: int, inplace: list, overlap: list,
+            alignment: int) -> list:
+    """The overlap pairs worth chaining: those of the ops holding the most live bytes, added
+    while that peak falls (a pair elsewhere only moves its chain's bytes further down)."""
+    first = {b.id: b.first for b in buffers}
+    chosen, best = [], None
+    while True:
+        live = _live(_model(buffers, num_ops, inplace + chosen, alignment)[1])
+        top = max(live, default=0)
+        if best is not None and top >= best[0]:
+            return best[1]
+        best = top, chosen
+        new = [t for t in overlap if t not in chosen and 0 <= first.get(t[1], -1) < len(live)
+               and live[first[t[1]]] == top]
+        if not new:
+            return chosen
+        chosen = chosen + new
 
 
 def lower_bound(buffers: list[Buffer], num_ops: int, inplace: list[tuple[int, int]] = ()) -> int:
     """Most bytes live during any one op (alias roots counted once, legal in-place pairs shared)."""
-    return _bound(_model(buffers, num_ops, inplace)[1])
+    return _bound(_model(buffers, num_ops, list(inplace))[1])
 
 
 _WORK = 100_000  # neighbour visits one region's search may spend (bounds time on dense graphs)
@@ -157,6 +197,7 @@ class _Block:
     segs: list[tuple[int, int, int, int]]
     npu: bool
     pins: frozenset[str]
+    rel: dict[int, int] = field(default_factory=dict)  # member -> its offset in the block
     size: int = field(init=False)
     first: int = field(init=False)
     last: int = field(init=False)
@@ -240,7 +281,8 @@ def _span(first: int, last: int, num_ops: int) -> tuple[int, int]:
     return lo, max(min(last, num_ops - 1), lo)
 
 
-def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Block]]:
+def _model(buffers: list[Buffer], num_ops: int, inplace,
+           alignment: int = 16) -> tuple[dict, list[_Block]]:
     """Validate the graph; return the alias map and the blocks to place (aliases folded, in-place
     chained)."""
     byid = _check(buffers, num_ops)
@@ -258,49 +300,61 @@ def _model(buffers: list[Buffer], num_ops: int, inplace) -> tuple[dict, list[_Bl
         off = roots[owner.id][1]
         seg = r.segs.setdefault(owner.id, [b.first, b.last, off, off + owner.size])
         seg[0], seg[1] = min(seg[0], b.first), max(seg[1], b.last)
-    return roots, _chain(info, roots, inplace, num_ops)
+    return roots, _chain(info, roots, inplace, num_ops, alignment)
 
 
-def _chain(info: dict[int, _Root], roots: dict, inplace, num_ops: int) -> list[_Block]:
-    """Merge legal in-place pairs into chains sharing one offset; ignore pairs that are not
-    legal."""
+def _chain(info: dict[int, _Root], roots: dict, inplace, num_ops: int,
+           alignment: int) -> list[_Block]:
+    """Merge legal pairs into chains, each root at a fixed offset (`rel`) from its chain's: an
+    in-place pair (i, o) on i's bytes, an overlap pair (i, o, delta) delta bytes (rounded up to
+    the alignment) below them; ignore pairs that are not legal."""
     group = {rid: [rid] for rid in info}
-    for i, o in inplace:
+    rel = dict.fromkeys(info, 0)
+    for i, o, *delta in inplace:
         if i not in roots or o not in roots:
             raise ValueError(f"in-place pair ({i}, {o}) names an unknown buffer")
         ri, ro = roots[i][0], roots[o][0]
         gi, go = group[ri], group[ro]
-        if gi is not go and gi[-1] == ri and go[0] == ro and _legal(info, gi, go, num_ops):
-            merged = gi + go
+        at = rel[ri] + roots[i][1] - roots[o][1] - _align(delta[0], alignment) if delta else rel[ri]
+        if gi is not go and gi[-1] == ri and go[0] == ro and _legal(info, rel, gi, go, at - rel[ro],
+                                                                    bool(delta), num_ops):
+            shift, merged = at - rel[ro], gi + go
             for m in merged:
                 group[m] = merged
+                rel[m] += shift if m in go else 0
     chains = {id(g): g for g in group.values()}.values()
-    return sorted((_block(g, info, num_ops) for g in chains), key=lambda b: b.members[0])
+    return sorted((_block(g, info, rel, num_ops) for g in chains), key=lambda b: b.members[0])
 
 
-def _legal(info: dict[int, _Root], gi: list[int], go: list[int], num_ops: int) -> bool:
-    """Whether chain go may start over the tail of chain gi (lifetimes meet, sizes and pins
-    allow)."""
+def _legal(info: dict[int, _Root], rel: dict, gi: list[int], go: list[int], shift: int,
+           overlap: bool, num_ops: int) -> bool:
+    """Whether chain go, moved by `shift`, may start over the tail of chain gi (lifetimes meet,
+    sizes and pins allow; no other two members live together share a byte)."""
     tail, head = info[gi[-1]], info[go[0]]
     pins = {p for m in gi + go for p in info[m].pins}
     spans = {m: _span(info[m].first, info[m].last, num_ops) for m in gi + go}
     clash = any(spans[x][0] <= spans[y][1] and spans[y][0] <= spans[x][1]
+                and rel[x] < rel[y] + shift + info[y].size
+                and rel[y] + shift < rel[x] + info[x].size
                 for x in gi for y in go if (x, y) != (gi[-1], go[0]))
-    return tail.last == head.first and head.size <= tail.size and len(pins) <= 1 and not clash
+    fits = overlap or head.size <= tail.size
+    return tail.last == head.first and fits and len(pins) <= 1 and not clash
 
 
-def _block(members: list[int], info: dict[int, _Root], num_ops: int) -> _Block:
-    """Build a block from a chain of root ids: each root's bytes, and each own-lifetime view's,
-    over its lifetime."""
-    segs = [(*_span(first, last, num_ops), lo, hi)
+def _block(members: list[int], info: dict[int, _Root], rel: dict, num_ops: int) -> _Block:
+    """Build a block from a chain of root ids: each root's bytes (at its offset in the chain),
+    and each own-lifetime view's, over its lifetime."""
+    base = min(rel[m] for m in members)
+    segs = [(*_span(first, last, num_ops), lo + rel[m] - base, hi + rel[m] - base)
             for m in members for first, last, lo, hi in info[m].segs.values()]
     pins = frozenset(p for m in members for p in info[m].pins)
-    return _Block(members, segs, any(info[m].npu for m in members), pins)
+    return _Block(members, segs, any(info[m].npu for m in members), pins,
+                  {m: rel[m] - base for m in members})
 
 
-def _bound(blocks: list[_Block]) -> int:
-    """Peak over ops of live bytes; bytes of one block live at once (views, an in-place pair at
-    the op where it hands over) count once."""
+def _live(blocks: list[_Block]) -> list[int]:
+    """Live bytes at each op; bytes of one block live at once (views, an in-place or overlap
+    pair at the op where it hands over) count once."""
     live = [0] * (max((b.last for b in blocks), default=0) + 2)
     for b in blocks:
         cuts = sorted({s[0] for s in b.segs} | {s[1] + 1 for s in b.segs})
@@ -308,11 +362,17 @@ def _bound(blocks: list[_Block]) -> int:
             n = _union([(lo, hi) for first, last, lo, hi in b.segs if first <= a <= last])
             live[a] += n
             live[z] -= n
-    peak = run = 0
+    run, out = 0, []
     for d in live:
         run += d
-        peak = max(peak, run)
-    return peak
+        out.append(run)
+    return out
+
+
+def _bound(blocks: list[_Block]) -> int:
+    """Peak over ops of live bytes, or the largest block (its bytes are contiguous: an overlap
+    chain reaches down by the sum of its deltas) when that is more."""
+    return max(0, *_live(blocks), *(b.size for b in blocks))
 
 
 def _union(ranges: list[tuple[int, int]]) -> int:
@@ -444,7 +504,8 @@ def _decode(order: list[int], blocks: list[_Block], nbrs: list, cap: int | None,
 def _assemble(buffers: list[Buffer], layout: list[Region], roots: dict, blocks: list[_Block],
               fill: _Fill) -> Plan:
     """Turn block offsets into a Plan (aliases at root offset + their offset)."""
-    at = {m: fill.where[k] for k, b in enumerate(blocks) if k in fill.where for m in b.members}
+    at = {m: (fill.where[k][0], fill.where[k][1] + b.rel.get(m, 0))
+          for k, b in enumerate(blocks) if k in fill.where for m in b.members}
     placement = {}
     for b in buffers:
         rid, off = roots[b.id]

@@ -108,7 +108,11 @@ Version history:
   * 1.8: opcodes 36 `lstm` and 37 `gru`: the steps of an unrolled recurrent layer and
     direction that share every constant and attribute as one op of three / two outputs (the
     sequence, the last h, the last c), its state product's weights once and planned scratch for
-    the gates (docs/numerics.md, lstm / gru). No record changed: 1.7 programs load.
+    the gates (docs/numerics.md, lstm / gru). Alias kind `overlap` (MT_ALIAS_OVERLAP) on int8
+    `depthwise_conv2d` and on int8 `conv2d` 1x1 (stride 1, no padding, groups 1, Cout <= 64):
+    the output may lie over its x, starting at least the op's least delta below it
+    (`OpDef.overlap`, mt_overlap_delta; both readers refuse a smaller one, bad_op). No record
+    changed: 1.7 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -187,7 +191,8 @@ alignment, overlap, kinds, record sizes; every record's enum ids and reserved fi
 index and byte range (tensors in their region / CONST, operand and attribute ranges, scratch,
 delegate blobs and bindings, IO), the counts ops.py prescribes, and that no op's output shares
 a byte with an input, another output or its scratch beyond what its registry entry allows
-(ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; the delegate op: anything; bad_op).
+(ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; "overlap" = over x, at least the op's
+least delta below it; the delegate op: anything; bad_op).
 Failures are named by ERRORS.
 """
 from __future__ import annotations
@@ -202,7 +207,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 7  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 8  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6

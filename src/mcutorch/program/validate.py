@@ -419,6 +419,9 @@ def _check_alias(p: Program, what: str, op, kinds) -> None:
         y = _bytes_of(p, o)
         for j, i in enumerate(op.inputs):
             x = _bytes_of(p, i)
+            if "overlap" in kinds and j == 0 and _meet(y, x):
+                _check_overlap(p, what, op, x, y)
+                continue
             may = "inplace" in kinds or ("residual" in kinds and j == last)
             require(not _meet(y, x) or (may and x == y), "bad_op",
                     f"{what}: output tensor {o} {y} overlaps input tensor {i} {x}"
@@ -431,6 +434,19 @@ def _check_alias(p: Program, what: str, op, kinds) -> None:
     for t in (*op.inputs, *op.outputs):
         require(not _meet(scratch, _bytes_of(p, t)), "bad_op",
                 f"{what}: scratch {op.scratch} overlaps operand tensor {t}")
+
+
+def _check_overlap(p: Program, what: str, op, x, y) -> None:
+    """Alias kind "overlap": y over x in one arena region, starting at least the op's least
+    delta (OpDef.overlap, from the shapes and attributes) below x (the C loader: the same)."""
+    least = op.opdef.overlap(p.tensors[op.inputs[0]], p.tensors[op.outputs[0]],
+                             p.tensors[op.inputs[1]], op.attrs)
+    delta = x[1] - y[1]
+    require(least is not None and x[0] == y[0] != "persistent" and delta >= least, "bad_op",
+            f"{what}: output {y} overlaps input x {x}: "
+            + (f"it starts {delta} bytes below x, the kernel needs at least {least}"
+               if least is not None else "this op's shape or attributes allow no overlap")
+            + " (docs/numerics.md, Overlap)")
 
 
 def _check_source(p: Program, what: str, source) -> None:
