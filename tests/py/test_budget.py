@@ -83,8 +83,8 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # attributes, the stack's views replaced by the op's sequence, the folded state-product bias),
 # the readers' lstm / gru record check (shapes, step range, tables, gate scratch), the h0 / c0
 # activation operands, compile(fuse_recurrent=False) and the gate scratch size.
-# +74 (6,688 alone) with format 1.8's alias kind `overlap` (a depthwise / 1x1 conv's output over its
-# own input): OpDef.overlap, the readers' least-delta check, the planner's chains at an offset
+# +74 (6,688 alone) with format 1.8's alias kind `overlap` (a depthwise / 1x1 conv's output over
+# its own input): OpDef.overlap, the readers' least-delta check, the planner's chains at an offset
 # (overlap pairs delta bytes below their input, the peak-op pair choice, the plan kept only when
 # smaller than the one without), overlap_pairs and compile(overlap=False). Both: 6,915.
 BUDGET = 6915

@@ -44,10 +44,10 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # +33 (1,718) with format 1.8's lstm / gru records checked at load (mt_check_recurrent: x, weight,
 # states and y shapes, the steps inside T, constant tables and bias_n of x's dtype, the gate
 # scratch), the same checks as validate.py's _check_recurrent; the kernels are not core.
-# +67 (1,752 alone; 1,785 with lstm / gru) with format 1.8's alias kind `overlap`: mt_overlap_delta (the least bytes a
-# depthwise or 1x1 conv's output must start below its input, from the shapes and attributes,
-# via mt_lead's piecewise-linear maximum, its candidates clamped so no product leaves int64)
-# and its case in mt_check_alias.
+# +67 (1,752 alone; 1,785 with lstm / gru) with format 1.8's alias kind `overlap`:
+# mt_overlap_delta (the least bytes a depthwise or 1x1 conv's output must start below its input,
+# from the shapes and attributes, via mt_lead's piecewise-linear maximum, its candidates clamped
+# so no product leaves int64) and its case in mt_check_alias.
 CORE_LINE_BUDGET = 1785
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
