@@ -21,11 +21,10 @@
 typedef struct {
   const int16_t *x;
   const int8_t *w;
-  const int64_t *bias;
-  const int32_t *mult, *shift;
   int16_t *y;
+  mt_stage16 st;
   mt_axis ah, aw;
-  int32_t batch, cin, cg, cout_g, groups, kh, kw, lo, hi;
+  int32_t batch, cin, cg, cout_g, groups, kh, kw;
 } conv16_ctx;
 
 static int conv16_init(conv16_ctx *c, const mt_op_args *a)
@@ -47,9 +46,6 @@ static int conv16_init(conv16_ctx *c, const mt_op_args *a)
   }
   c->x = (const int16_t *)x->data;
   c->w = (const int8_t *)w->data;
-  c->bias = (const int64_t *)a->in[MT_CONV2D_IN_BIAS].data;
-  c->mult = (const int32_t *)a->in[MT_CONV2D_IN_MULT].data;
-  c->shift = (const int32_t *)a->in[MT_CONV2D_IN_SHIFT].data;
   c->y = (int16_t *)y->data;
   c->batch = (int32_t)x->shape[0];
   c->cin = (int32_t)x->shape[3];
@@ -58,8 +54,12 @@ static int conv16_init(conv16_ctx *c, const mt_op_args *a)
   c->cout_g = (int32_t)w->shape[0] / groups;
   c->kh = mt_dim(w->shape[1]);
   c->kw = mt_dim(w->shape[2]);
-  c->lo = at[MT_CONV2D_ACT_MIN];
-  c->hi = at[MT_CONV2D_ACT_MAX];
+  const uint32_t k = w->shape[1] * w->shape[2] * w->shape[3]; /* the weight's size fits */
+  mt_stage16_init(&c->st, (const int64_t *)a->in[MT_CONV2D_IN_BIAS].data,
+                  (const int32_t *)a->in[MT_CONV2D_IN_MULT].data,
+                  (const int32_t *)a->in[MT_CONV2D_IN_SHIFT].data, at[MT_CONV2D_ACT_MIN],
+                  at[MT_CONV2D_ACT_MAX], c->w, k, w->shape[0], k,
+                  (uint64_t)y->shape[0] * y->shape[1] * y->shape[2] >= 8);
   return mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H], at[MT_CONV2D_DILATION_H],
                       at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM], y->shape[1]) &&
          mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W], at[MT_CONV2D_DILATION_W],
@@ -78,9 +78,12 @@ static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, 
   const int contiguous = c->groups == 1 && c->aw.dilation == 1;
   const int32_t runs = contiguous ? (kx1 > kx0) : kx1 - kx0;
   const uint32_t len = (uint32_t)(contiguous ? (size_t)(kx1 - kx0) * cg : cg);
+  const mt_stage16 *st = &c->st;
   int64_t acc[MT_MAC16_NR];
+  int32_t acc32[MT_MAC16_NR];
   for (int32_t r = 0; r < nr; r++) {
-    acc[r] = c->bias[oc + r];
+    acc[r] = st->bias[oc + r];
+    acc32[r] = (int32_t)st->bias[oc + r]; /* used in the fast form only */
   }
   for (int32_t ky = ky0; ky < ky1; ky++) {
     const size_t row =
@@ -89,10 +92,19 @@ static int conv16_pixel(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, 
       const int32_t kx = kx0 + t;
       const size_t px = row + (size_t)(ix + kx * c->aw.dilation);
       const int8_t *w = c->w + (size_t)oc * k + ((size_t)ky * (size_t)c->kw + (size_t)kx) * cg;
-      mt_dot16_rows(c->x + px * cin + (size_t)g * cg, w, k, len, nr, acc);
+      const int16_t *xr = c->x + px * cin + (size_t)g * cg;
+      if (st->fast) {
+        mt_dot16_rows32(xr, w, k, len, nr, acc32);
+      } else {
+        mt_dot16_rows(xr, w, k, len, nr, acc);
+      }
     }
   }
-  return mt_out16_n(acc, nr, c->mult + oc, c->shift + oc, c->lo, c->hi, y_px + oc);
+  if (st->fast) {
+    mt_out16_32_n(st, acc32, oc, nr, y_px);
+    return 1;
+  }
+  return mt_out16_n(acc, nr, st->mult + oc, st->shift + oc, st->lo, st->hi, y_px + oc);
 }
 
 /* col = the window of pixel (n, oh, ow) in weight order (KH, KW, Cin), 0 in the padding. */
@@ -112,24 +124,31 @@ static void conv16_gather(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow
   }
 }
 
-/* Every output channel of pixel (n, oh, ow) from its gathered window. */
-static int conv16_gathered(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, int16_t *col,
-                           int16_t *y_px)
+/* Every output channel of pixel (n, oh, ow) from its window, contiguous in x at `win` or
+ * gathered into col (win NULL). */
+static int conv16_window(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, const int16_t *win,
+                         int16_t *col, int16_t *y_px)
 {
   const uint32_t k = (uint32_t)(c->kh * c->kw * c->cin);
-  conv16_gather(c, n, oh, ow, col);
-  for (int32_t o = 0; o < c->cout_g; o += MT_MAC16_NR) {
-    const int32_t nr = c->cout_g - o < MT_MAC16_NR ? c->cout_g - o : MT_MAC16_NR;
-    int64_t acc[MT_MAC16_NR];
-    for (int32_t r = 0; r < nr; r++) {
-      acc[r] = c->bias[o + r];
-    }
-    mt_dot16_rows(col, c->w + (size_t)o * k, k, k, nr, acc);
-    if (!mt_out16_n(acc, nr, c->mult + o, c->shift + o, c->lo, c->hi, y_px + o)) {
-      return 0;
-    }
+  if (win == NULL) {
+    conv16_gather(c, n, oh, ow, col);
+    win = col;
   }
-  return 1;
+  return mt_mac16_channels(&c->st, win, c->w, k, k, c->cout_g, y_px);
+}
+
+/* The window of pixel (n, oh, ow) when it is one run of x (one kernel row, every tap inside x,
+ * groups 1, dilation_w 1: a 1x1 or a conv1d), else NULL. */
+static const int16_t *conv16_run(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow)
+{
+  int32_t ky0, ky1, kx0, kx1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
+  if (c->kh != 1 || ky1 - ky0 != 1 || kx1 - kx0 != c->kw || c->groups != 1 || c->aw.dilation != 1) {
+    return NULL;
+  }
+  return c->x + (((size_t)n * (size_t)c->ah.size + (size_t)iy) * (size_t)c->aw.size + (size_t)ix) *
+                    (size_t)c->cin;
 }
 
 // x: (N, H, W, Cin) int16; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI); bias: (Cout,)
@@ -148,8 +167,9 @@ mt_status mt_conv2d_s16(const mt_op_args *args)
   for (int32_t n = 0; n < c.batch; n++) {
     for (int32_t oh = 0; oh < c.ah.out; oh++) {
       for (int32_t ow = 0; ow < c.aw.out; ow++, y += cout) {
-        if (gather) {
-          if (!conv16_gathered(&c, n, oh, ow, col, y)) {
+        const int16_t *win = conv16_run(&c, n, oh, ow);
+        if (win != NULL || gather) {
+          if (!conv16_window(&c, n, oh, ow, win, col, y)) {
             return MT_STATUS_BAD_ARGUMENT;
           }
           continue;
