@@ -1429,15 +1429,16 @@ def test_int16_binary_domain_refused_by_both_executors(op, change):
 
 
 BOARDS16 = [("cortex-m55", "mps3-an547"), ("cortex-m0plus", "mps2-an385"),
-            ("cortex-m33", "mps2-an505"), ("cortex-m4", "mps2-an386")]
+            ("cortex-m3", "mps2-an385"), ("cortex-m33", "mps2-an505"), ("cortex-m4", "mps2-an386")]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("target,board", BOARDS16)
 def test_int16_kernels_on_boards(target, board):
     """Every int16 kernel case above (conv2d, depthwise_conv2d, fully_connected and their
-    output-stage forms, add, sub, mul, the pools, transpose, strided_slice) as firmware on the M55 (MVE), M0+ (Armv6-M, unaligned
-    access trapping), M33 and M4 (DSP): the reference's integers."""
+    32-bit and 64-bit output-stage forms, add, sub, mul, the pools, transpose, strided_slice) as
+    firmware on the M55 (MVE), M0+ (Armv6-M, unaligned access trapping), M3 (Armv7-M, C), M33
+    and M4 (DSP): the reference's integers."""
     from mcutorch.device import firmware
     from mcutorch.ref.interpreter import Interpreter
 

@@ -114,41 +114,107 @@ static void conv16_gather(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow
   const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
   const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
   const size_t cin = (size_t)c->cin, row = (size_t)c->kw * cin;
-  __builtin_memset(col, 0, (size_t)c->kh * row * sizeof col[0]);
+  if (ky1 - ky0 != c->kh || kx1 - kx0 != c->kw) { /* padding: zeros, an interior pixel has none */
+    __builtin_memset(col, 0, (size_t)c->kh * row * sizeof col[0]);
+  }
   for (int32_t ky = ky0; ky < ky1 && kx1 > kx0; ky++) {
     const size_t px =
         ((size_t)n * (size_t)c->ah.size + (size_t)(iy + ky * c->ah.dilation)) * (size_t)c->aw.size +
         (size_t)(ix + kx0);
-    __builtin_memcpy(col + (size_t)ky * row + (size_t)kx0 * cin, c->x + px * cin,
-                     (size_t)(kx1 - kx0) * cin * sizeof col[0]);
+    int16_t *d = col + (size_t)ky * row + (size_t)kx0 * cin;
+    const int16_t *src = c->x + px * cin;
+    const uint32_t len = (uint32_t)((size_t)(kx1 - kx0) * cin);
+#if MT_MVE
+    for (uint32_t k = 0; k < len; k += 8) { /* a short run: no library call */
+      const mve_pred16_t p = vctp16q(len - k);
+      vstrhq_p_s16(d + k, vldrhq_z_s16(src + k, p), p);
+    }
+#else /* !MT_MVE */
+    __builtin_memcpy(d, src, len * sizeof col[0]);
+#endif /* MT_MVE */
   }
 }
 
-/* Every output channel of pixel (n, oh, ow) from its window, contiguous in x at `win` or
- * gathered into col (win NULL). */
-static int conv16_window(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow, const int16_t *win,
-                         int16_t *col, int16_t *y_px)
+/* The window of pixel (n, oh, ow) as one run of x when it is one (a kernel row of in-bounds
+ * taps: `run`, the row's first tap at x_row, see conv16_row), else gathered into col when
+ * `gather`, else NULL (the runs of conv16_pixel). */
+static const int16_t *conv16_window(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow,
+                                    const int16_t *x_row, int run, int gather, int16_t *col)
 {
-  const uint32_t k = (uint32_t)(c->kh * c->kw * c->cin);
-  if (win == NULL) {
-    conv16_gather(c, n, oh, ow, col);
-    win = col;
+  const int32_t ix = ow * c->aw.stride - c->aw.pad0; /* |.| < 2^31: mt_axis_init */
+  if (run && ix >= 0 && ix <= c->aw.size - c->kw) {
+    return x_row + (size_t)ix * (size_t)c->cin;
   }
-  return mt_mac16_channels(&c->st, win, c->w, k, k, c->cout_g, y_px);
-}
-
-/* The window of pixel (n, oh, ow) when it is one run of x (one kernel row, every tap inside x,
- * groups 1, dilation_w 1: a 1x1 or a conv1d), else NULL. */
-static const int16_t *conv16_run(const conv16_ctx *c, int32_t n, int32_t oh, int32_t ow)
-{
-  int32_t ky0, ky1, kx0, kx1;
-  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
-  const int32_t ix = mt_axis_taps(&c->aw, ow, &kx0, &kx1);
-  if (c->kh != 1 || ky1 - ky0 != 1 || kx1 - kx0 != c->kw || c->groups != 1 || c->aw.dilation != 1) {
+  if (!gather) {
     return NULL;
   }
-  return c->x + (((size_t)n * (size_t)c->ah.size + (size_t)iy) * (size_t)c->aw.size + (size_t)ix) *
-                    (size_t)c->cin;
+  conv16_gather(c, n, oh, ow, col);
+  return col;
+}
+
+/* Output row (n, oh) into y: pixels in pairs sharing each weight load (mt_mac16_channels2) where
+ * both have a window, else one at a time. */
+static int conv16_row(const conv16_ctx *c, int32_t n, int32_t oh, int gather, int16_t *col,
+                      int16_t *y)
+{
+  const size_t cout = (size_t)c->groups * (size_t)c->cout_g;
+  const uint32_t k = (uint32_t)(c->kh * c->kw * c->cin);
+  int32_t ky0, ky1;
+  const int32_t iy = mt_axis_taps(&c->ah, oh, &ky0, &ky1);
+  const int run = c->kh == 1 && ky1 - ky0 == 1 && c->groups == 1 && c->aw.dilation == 1;
+  const int16_t *x_row = c->x + ((size_t)n * (size_t)c->ah.size + (size_t)(run ? iy : 0)) *
+                                    (size_t)c->aw.size * (size_t)c->cin;
+  for (int32_t ow = 0; ow < c->aw.out; ow++, y += cout) {
+    const int16_t *wa = conv16_window(c, n, oh, ow, x_row, run, gather, col);
+    const int16_t *wb = wa != NULL && ow + 1 < c->aw.out
+                            ? conv16_window(c, n, oh, ow + 1, x_row, run, gather, col + CONV16_COL)
+                            : NULL;
+    if (wb != NULL) {
+      if (!mt_mac16_channels2(&c->st, wa, wb, c->w, k, k, c->cout_g, y, y + cout)) {
+        return 0;
+      }
+      ow++;
+      y += cout;
+    } else if (wa != NULL) {
+      if (!mt_mac16_channels(&c->st, wa, c->w, k, k, c->cout_g, y)) {
+        return 0;
+      }
+    } else {
+      for (int32_t g = 0; g < c->groups; g++) {
+        for (int32_t o = 0; o < c->cout_g; o += MT_MAC16_NR) {
+          const int32_t nr = c->cout_g - o < MT_MAC16_NR ? c->cout_g - o : MT_MAC16_NR;
+          if (!conv16_pixel(c, n, oh, ow, g, g * c->cout_g + o, nr, y)) {
+            return 0; /* the loader bounds it: direct kernel calls */
+          }
+        }
+      }
+    }
+  }
+  return 1;
+}
+
+/* A 1x1 convolution of stride 1 without padding or groups: y's pixels are x's. */
+static int conv16_pointwise(const conv16_ctx *c)
+{
+  return c->kh == 1 && c->kw == 1 && c->ah.stride == 1 && c->aw.stride == 1 && c->ah.pad0 == 0 &&
+         c->aw.pad0 == 0 && c->ah.out == c->ah.size && c->aw.out == c->aw.size && c->groups == 1;
+}
+
+/* conv16_pointwise: every pixel of every image as one row, in pairs (mt_mac16_channels2). */
+static int conv16_pixels(const conv16_ctx *c)
+{
+  const size_t cin = (size_t)c->cin, cout = (size_t)c->cout_g;
+  const int64_t px = (int64_t)c->batch * c->ah.out * c->aw.out; /* <= INT32_MAX: conv16_init */
+  for (int64_t p = 0; p < px; p += 2) {
+    const int16_t *x = c->x + (size_t)p * cin;
+    int16_t *y = c->y + (size_t)p * cout;
+    if (!(p + 1 < px ? mt_mac16_channels2(&c->st, x, x + cin, c->w, cin, (uint32_t)cin, c->cout_g,
+                                          y, y + cout)
+                     : mt_mac16_channels(&c->st, x, c->w, cin, (uint32_t)cin, c->cout_g, y))) {
+      return 0;
+    }
+  }
+  return 1;
 }
 
 // x: (N, H, W, Cin) int16; weight: (Cout, KH, KW, Cin/groups) int8 (OHWI); bias: (Cout,)
@@ -162,26 +228,16 @@ mt_status mt_conv2d_s16(const mt_op_args *args)
   const size_t cout = (size_t)c.groups * (size_t)c.cout_g;
   const int gather = c.groups == 1 && c.aw.dilation == 1 &&
                      (int64_t)c.kh * c.kw * c.cin <= CONV16_COL && c.kh * c.kw > 1;
-  int16_t col[CONV16_COL];
-  int16_t *y = c.y;
+  int16_t col[2 * CONV16_COL]; /* the gathered windows of two pixels */
+  if (conv16_pointwise(&c)) { /* every pixel's window is its own Cin elements */
+    return conv16_pixels(&c) ? MT_STATUS_OK : MT_STATUS_BAD_ARGUMENT;
+  }
   for (int32_t n = 0; n < c.batch; n++) {
     for (int32_t oh = 0; oh < c.ah.out; oh++) {
-      for (int32_t ow = 0; ow < c.aw.out; ow++, y += cout) {
-        const int16_t *win = conv16_run(&c, n, oh, ow);
-        if (win != NULL || gather) {
-          if (!conv16_window(&c, n, oh, ow, win, col, y)) {
-            return MT_STATUS_BAD_ARGUMENT;
-          }
-          continue;
-        }
-        for (int32_t g = 0; g < c.groups; g++) {
-          for (int32_t o = 0; o < c.cout_g; o += MT_MAC16_NR) {
-            const int32_t nr = c.cout_g - o < MT_MAC16_NR ? c.cout_g - o : MT_MAC16_NR;
-            if (!conv16_pixel(&c, n, oh, ow, g, g * c.cout_g + o, nr, y)) {
-              return MT_STATUS_BAD_ARGUMENT; /* the loader bounds it: direct kernel calls */
-            }
-          }
-        }
+      if (!conv16_row(&c, n, oh, gather, col,
+                      c.y +
+                          ((size_t)n * (size_t)c.ah.out + (size_t)oh) * (size_t)c.aw.out * cout)) {
+        return MT_STATUS_BAD_ARGUMENT;
       }
     }
   }

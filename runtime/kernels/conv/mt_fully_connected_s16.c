@@ -36,9 +36,12 @@ mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
                   (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data,
                   (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, lo, hi, w, n_in, n_out,
                   n_in, xt->shape[0] >= 8);
-  for (uint32_t n = 0; n < xt->shape[0]; n++) {
-    if (!mt_mac16_channels(&st, x + (size_t)n * n_in, w, n_in, n_in, (int32_t)n_out,
-                           y + (size_t)n * n_out)) {
+  for (uint32_t n = 0; n < xt->shape[0]; n += 2) { /* rows in pairs: each weight load feeds two */
+    const int16_t *xa = x + (size_t)n * n_in;
+    int16_t *ya = y + (size_t)n * n_out;
+    if (!(n + 1 < xt->shape[0] ? mt_mac16_channels2(&st, xa, xa + n_in, w, n_in, n_in,
+                                                    (int32_t)n_out, ya, ya + n_out)
+                               : mt_mac16_channels(&st, xa, w, n_in, n_in, (int32_t)n_out, ya))) {
       return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
     }
   }

@@ -27,7 +27,6 @@
 
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
-#include "mt_mac16_mve.h"
 
 #define MT_S16_MAX     32767
 #define MT_S48_MAX     140737488355327LL /* 2^47 - 1: the int16 MAC accumulator (TOSA INT48) */
@@ -92,6 +91,9 @@ typedef struct {
   int fast; /* the 32-bit form */
 } mt_stage16;
 
+#include "mt_mac16_dsp.h" /* mt_dot16_rows32_dsp */
+#include "mt_mac16_mve.h" /* the VMLADAVA loops, sum |w|, the output stage on lanes */
+
 /* Fill s for n_c channels of n_k products each (the operands passed mt_mac16_ok). The bound
  * sum |w| <= 128 * n_k first (no weight read); with `tight` (n_k contiguous weights per channel,
  * rows ws apart: one pass over the weights, for callers with several pixels) sum |w| itself. */
@@ -143,40 +145,6 @@ static inline int32_t mt_rq16_32(int32_t acc, int32_t mult, int32_t shift)
 #endif /* MT_DSP */
 }
 
-#if MT_DSP && !MT_MVE
-/* acc[r] += sum_{k < n4} x[k] * w[r * ws + k] (r < nr, n4 a multiple of 4): per four elements x
- * as (x0, x2) and (x1, x3) (PKHBT / PKHTB, once for every row), each row's word of weights as
- * SXTB16 (w0, w2) and SXTB16 ROR #8 (w1, w3), two SMLAD. */
-static MT_NOINLINE void mt_dot16_rows32_dsp(const int16_t *x, const int8_t *w, size_t ws,
-                                            uint32_t n4, int32_t nr, int32_t *acc)
-{
-  const int8_t *w0 = w, *w1 = nr > 1 ? w + ws : w, *w2 = nr > 2 ? w + 2 * ws : w;
-  const int8_t *w3 = nr > 3 ? w + 3 * ws : w;
-  int32_t a0 = acc[0], a1 = nr > 1 ? acc[1] : 0, a2 = nr > 2 ? acc[2] : 0;
-  int32_t a3 = nr > 3 ? acc[3] : 0;
-  for (uint32_t k = 0; k < n4; k += 4) {
-    uint32_t x01, x23;
-    int32_t x02, x13;
-    __builtin_memcpy(&x01, x + k, 4);
-    __builtin_memcpy(&x23, x + k + 2, 4);
-    /* clang-format off */
-    __asm__("pkhbt %0, %1, %2, lsl #16" : "=r"(x02) : "r"(x01), "r"(x23));
-    __asm__("pkhtb %0, %1, %2, asr #16" : "=r"(x13) : "r"(x23), "r"(x01));
-    /* clang-format on */
-    const uint32_t v0 = mt_read_s8x4_inc(&w0), v1 = mt_read_s8x4_inc(&w1);
-    const uint32_t v2 = mt_read_s8x4_inc(&w2), v3 = mt_read_s8x4_inc(&w3);
-    a0 = __smlad(x13, mt_sxtb16_ror8(v0), __smlad(x02, __sxtb16((int32_t)v0), a0));
-    a1 = __smlad(x13, mt_sxtb16_ror8(v1), __smlad(x02, __sxtb16((int32_t)v1), a1));
-    a2 = __smlad(x13, mt_sxtb16_ror8(v2), __smlad(x02, __sxtb16((int32_t)v2), a2));
-    a3 = __smlad(x13, mt_sxtb16_ror8(v3), __smlad(x02, __sxtb16((int32_t)v3), a3));
-  }
-  acc[0] = a0;
-  for (int32_t r = 1; r < nr; r++) {
-    acc[r] = r == 1 ? a1 : (r == 2 ? a2 : a3);
-  }
-}
-#endif /* MT_DSP && !MT_MVE */
-
 /* acc[r] += sum_{k < n} x[k] * w[r * ws + k] for r < nr (1 <= nr <= MT_MAC16_NR), in int32:
  * exact when no true partial sum leaves int32 (the fast form, or n <= MT_MAC16_CHUNK from 0). */
 static MT_NOINLINE void mt_dot16_rows32(const int16_t *x, const int8_t *w, size_t ws, uint32_t n,
@@ -195,7 +163,7 @@ static MT_NOINLINE void mt_dot16_rows32(const int16_t *x, const int8_t *w, size_
     }
   }
   k = n;
-#elif MT_DSP /* !MT_MVE */
+#elif MT_DSP && defined(__OPTIMIZE__) /* !MT_MVE */
   k = n & ~3u;
   if (k > 0) {
     mt_dot16_rows32_dsp(x, w, ws, k, nr, acc);
@@ -274,31 +242,6 @@ static inline int mt_mac16_run(const mt_stage16 *s, const int16_t *x, const int8
   return mt_out16_n(acc, nr, s->mult + o, s->shift + o, s->lo, s->hi, y + o);
 }
 
-#if MT_MVE
-/* mt_mac16_run of every channel [0, n_c) in the fast form (n > 0): one loop whose constants stay
- * in registers, four channels per VMLADAVA pass, the output stage unpredicated but for the
- * last group. */
-static MT_NOINLINE void mt_mac16_channels_mve(const mt_stage16 *s, const int16_t *x,
-                                              const int8_t *w, size_t ws, uint32_t n, int32_t n_c,
-                                              int16_t *y)
-{
-  const int32x4_t lo = vdupq_n_s32(s->lo), hi = vdupq_n_s32(s->hi), c16 = vdupq_n_s32(16);
-  const int64_t *b = s->bias;
-  const int32_t *mult = s->mult, *shift = s->shift;
-  int32_t o = 0;
-  for (; o + 4 <= n_c; o += 4, w += 4 * ws, b += 4, mult += 4, shift += 4, y += 4) {
-    const int32x4_t acc = mt_dot16x4_mve(x, w, w + ws, w + 2 * ws, w + 3 * ws, n, (int32_t)b[0],
-                                         (int32_t)b[1], (int32_t)b[2], (int32_t)b[3]);
-    const int32x4_t r = vrshlq_s32(vmulhq_s32(acc, vshlq_n_s32(vld1q_s32(mult), 16)),
-                                   vsubq_s32(c16, vld1q_s32(shift)));
-    vstrhq_s32(y, vminq_s32(vmaxq_s32(r, lo), hi));
-  }
-  if (o < n_c) {
-    mt_mac16_run(s, x, w, ws, n, o, n_c - o, y - o);
-  }
-}
-#endif /* MT_MVE */
-
 /* mt_mac16_run of every channel [0, n_c): 0 as mt_mac16_run. */
 static inline int mt_mac16_channels(const mt_stage16 *s, const int16_t *x, const int8_t *w,
                                     size_t ws, uint32_t n, int32_t n_c, int16_t *y)
@@ -316,6 +259,21 @@ static inline int mt_mac16_channels(const mt_stage16 *s, const int16_t *x, const
     }
   }
   return 1;
+}
+
+/* mt_mac16_channels of two pixels (windows xa, xb, outputs ya, yb): on MVE in the fast form
+ * each weight load feeds both. */
+static inline int mt_mac16_channels2(const mt_stage16 *s, const int16_t *xa, const int16_t *xb,
+                                     const int8_t *w, size_t ws, uint32_t n, int32_t n_c,
+                                     int16_t *ya, int16_t *yb)
+{
+#if MT_MVE && defined(__OPTIMIZE__)
+  if (s->fast && n > 0) {
+    mt_mac16_channels2_mve(s, xa, xb, w, ws, n, n_c, ya, yb);
+    return 1;
+  }
+#endif /* MT_MVE && __OPTIMIZE__ */
+  return mt_mac16_channels(s, xa, w, ws, n, n_c, ya) && mt_mac16_channels(s, xb, w, ws, n, n_c, yb);
 }
 
 #endif /* MT_MAC16_H */
