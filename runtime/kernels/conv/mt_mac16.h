@@ -102,13 +102,15 @@ static inline void mt_stage16_init(mt_stage16 *s, const int64_t *bias, const int
                                    size_t ws, uint32_t n_c, uint32_t n_k, int tight)
 {
   const int64_t top = 0x7FFFFFFF, any = (int64_t)n_k << 22; /* 32768 * 128 per product */
-  int cheap = 1;
+  const uint32_t room = any < top ? (uint32_t)(top - any) : 0; /* |bias| <= room: no weight read */
+  int cheap = any < top;
   *s = (mt_stage16){bias, mult, shift, lo, hi, 0};
   for (uint32_t o = 0; o < n_c; o++) {
-    if (shift[o] < 17 || shift[o] > 46 || bias[o] < -top || bias[o] > top) {
+    const int32_t b = (int32_t)bias[o]; /* the low word: all of it when bias fits int32 */
+    if ((uint32_t)(shift[o] - 17) > 46 - 17 || (int64_t)b != bias[o]) {
       return;
     }
-    cheap &= (bias[o] < 0 ? -bias[o] : bias[o]) <= top - any;
+    cheap &= (uint32_t)b + room <= 2 * room; /* -room <= b <= room, in unsigned arithmetic */
   }
   for (uint32_t o = 0; !cheap && o < n_c; o++) {
     uint32_t sum = 0;
