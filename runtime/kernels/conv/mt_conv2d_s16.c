@@ -3,16 +3,19 @@
  * int8 OHWI weights, an int64 bias within int48, zero points 0, 16-bit multipliers, int16 NHWC y.
  * mt_conv2d_s8 calls it for an int16 x.
  *
- *   acc[o] = bias[o] + sum over the window's in-bounds taps of x * w[o]    (int64)
+ *   acc[o] = bias[o] + sum over the window's in-bounds taps of x * w[o]    (int64 or int32)
  *   y[o]   = clamp(rq(acc[o], mult[o], shift[o]), act_min, act_max)
  *
- * The input zero point is 0, so padding contributes nothing. With groups == 1, dilation_w == 1
- * and windows of at most CONV16_COL elements, each output pixel's window is gathered once into
- * KH * KW * Cin int16 in weight order (padding 0; 2 * CONV16_COL bytes of stack), and every
- * MT_MAC16_NR output channels are one mt_dot16_rows run over it. Otherwise, per output pixel
- * and MT_MAC16_NR output channels of a group, each in-bounds kernel row is one run (groups ==
- * 1, dilation_w == 1: the row's taps are adjacent in x and w), else each tap one run of
- * Cin/groups elements; the padding is skipped, never read.
+ * The input zero point is 0, so padding contributes nothing. The output stage's form (32-bit
+ * or 64-bit) is chosen once per call (mt_stage16). Each output pixel's window is one run of
+ * KH * KW * Cin int16 in weight order: in place in x when it is one kernel row of in-bounds
+ * taps (a 1x1, a conv1d; a 1x1 of stride 1 without padding runs all pixels as one row), else
+ * gathered (groups == 1, dilation_w == 1, at most CONV16_COL elements; zeros in the padding;
+ * 4 * CONV16_COL bytes of stack for two pixels). Pixels go in pairs along a row, every
+ * channel over both windows (mt_mac16_channels2: on MVE each weight load feeds both).
+ * Otherwise, per output pixel and MT_MAC16_NR output channels of a group, each in-bounds
+ * kernel row is one run (groups == 1, dilation_w == 1: the row's taps are adjacent in x and w),
+ * else each tap one run of Cin/groups elements; the padding is skipped, never read.
  */
 #include "mt_mac16.h"
 

@@ -4,9 +4,9 @@
  * mult, shift)) with a 16-bit multiplier (0 <= mult < 2^15), int16 y. mt_fully_connected_s8 and
  * its variant "folded" (whose in_zp is checked as int8 but unused) call it for an int16 x.
  *
- * Outputs go MT_MAC16_NR at a time, so each x element loaded feeds that many MACs
- * (mt_mac16_run: MVE, DSP and C paths), in the 32-bit form when the call's bound allows it
- * (mt_stage16; sum |w| read only for a batch of at least 8 rows).
+ * Rows go in pairs (mt_mac16_channels2: on MVE each weight load feeds both rows, three outputs
+ * per pass; DSP and C four outputs per x load), in the 32-bit form when the call's bound allows
+ * it (mt_stage16; sum |w| read only for a batch of at least 8 rows).
  */
 #include "mt_mac16.h"
 

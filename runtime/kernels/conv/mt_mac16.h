@@ -216,17 +216,6 @@ static inline void mt_out16_32_n(const mt_stage16 *s, const int32_t *acc, int32_
 static inline int mt_mac16_run(const mt_stage16 *s, const int16_t *x, const int8_t *w, size_t ws,
                                uint32_t n, int32_t o, int32_t nr, int16_t *y)
 {
-#if MT_MVE
-  if (s->fast && n > 0) { /* the sums stay in registers, from the bias to the stores */
-    const int64_t *b = s->bias + o;
-    const int8_t *w1 = nr > 1 ? w + ws : w, *w2 = nr > 2 ? w + 2 * ws : w;
-    const int8_t *w3 = nr > 3 ? w + 3 * ws : w;
-    mt_out16x4_mve(mt_dot16x4_mve(x, w, w1, w2, w3, n, (int32_t)b[0], nr > 1 ? (int32_t)b[1] : 0,
-                                  nr > 2 ? (int32_t)b[2] : 0, nr > 3 ? (int32_t)b[3] : 0),
-                   s->mult + o, s->shift + o, nr, s->lo, s->hi, y + o);
-    return 1;
-  }
-#endif /* MT_MVE */
   if (s->fast) {
     int32_t acc[MT_MAC16_NR];
     for (int32_t j = 0; j < nr; j++) {
