@@ -7,7 +7,7 @@
  *   mt_stage16       one call's output stage and its form, chosen once per call:
  *                    32-bit ("fast") when every channel's |bias| + 32768 * sum |w| <= 2^31 - 1
  *                    (every partial sum fits int32, in any order) and every shift is in
- *                    [17, 46]: int32 sums from the bias, rq by SMULWB / VMULH + VRSHL;
+ *                    [17, 46]: int32 sums from the bias, rq by SMLAWB / VMULH + VRSHL;
  *                    else the exact 64-bit form: int32 sums over chunks of MT_MAC16_CHUNK
  *                    products added into int64, rq on 64 bits (mt_out16)
  *   mt_dot16_rows32  acc[r] += sum_k x[k] * w[r * ws + k] for up to four weight rows sharing x,
@@ -112,12 +112,12 @@ static inline void mt_stage16_init(mt_stage16 *s, const int64_t *bias, const int
     }
     cheap &= (uint32_t)b + room <= 2 * room; /* -room <= b <= room, in unsigned arithmetic */
   }
+  if (!cheap && !tight) {
+    return;
+  }
   for (uint32_t o = 0; !cheap && o < n_c; o++) {
     uint32_t sum = 0;
     const int8_t *wr = w + (size_t)o * ws;
-    if (!tight) {
-      return;
-    }
 #if MT_MVE
     sum = mt_wabs_mve(wr, n_k);
 #else /* !MT_MVE */
