@@ -4,6 +4,7 @@ quantize (docs/numerics.md, "int16 activations")."""
 from __future__ import annotations
 
 import math
+import zlib
 
 import numpy as np
 import pytest
@@ -1064,6 +1065,110 @@ def test_int16_conv_and_depthwise_alike_in_the_reference_and_host_c(case):
     np.testing.assert_array_equal(got, want)
 
 
+TOP32 = 2**31 - 1
+
+
+def _forms16(rng, name):
+    """One case of FORMS16: (op, x, weight, bias, shift) with x an array. Cases at the int32
+    bound put every product at +-2^22 (x = -32768, w = -128) or -32768 * 127, and a bias so
+    that |bias| + 32768 * sum |w| is exactly 2^31 - 1 (the 32-bit form) or 2^31 (64-bit)."""
+    op, xs, ws, kind = FORMS16[name]
+    cout = ws[-1] if op == "depthwise_conv2d" else ws[0]
+    taps = int(np.prod(ws)) // cout
+    x = rng.integers(-32767, 32768, xs).astype(np.int16)
+    w = rng.integers(-127, 128, ws).astype(np.int8)
+    bias = rng.integers(-(2**22), 2**22, cout).astype(np.int64)
+    shift = np.full(cout, 21 + int(np.ceil(np.log2(taps) / 2)), np.int64)
+    if kind == "tight":  # more than 511 products: only sum |w| itself shows the int32 bound
+        w = rng.integers(-20, 21, ws).astype(np.int8)
+    elif kind in ("bound", "bound+1", "bound_neg"):
+        x[...] = -32768
+        w[...] = 127 if kind == "bound_neg" else -128
+        top = TOP32 - taps * 2**22 + (kind == "bound+1")
+        bias[...] = -top if kind == "bound_neg" else top
+        shift[...] = 40
+    elif kind == "bias_big":  # a bias beyond int32: the 64-bit form
+        bias = rng.integers(2**31, 2**32, cout).astype(np.int64) * rng.choice([-1, 1], cout)
+        shift[...] = 34
+    elif kind == "shift16":  # M >= 2^-2 (shift 16): no 32-bit rq, the 64-bit form
+        x //= 64
+        w = rng.integers(-3, 4, ws).astype(np.int8)
+        bias = rng.integers(-1000, 1000, cout).astype(np.int64)
+        shift[...] = 16
+    elif kind == "shift47":  # a shift beyond 46: the 64-bit form (outputs set by the bias)
+        bias = rng.integers(2**44, 2**46, cout).astype(np.int64)
+        shift[...] = 47
+    return op, x, w, bias, shift.astype(np.int32)
+
+
+FORMS16 = {  # op, x shape, weight shape, what the constants test (_forms16)
+    "conv_3x3_fast": ("conv2d", (1, 5, 6, 7), (9, 3, 3, 7), "random"),
+    "conv_1x1_fast": ("conv2d", (2, 3, 5, 13), (6, 1, 1, 13), "random"),
+    "conv1d_fast": ("conv2d", (1, 1, 23, 5), (11, 1, 7, 5), "random"),
+    "conv_tight_k576": ("conv2d", (1, 4, 4, 64), (5, 3, 3, 64), "tight"),
+    "conv_bound": ("conv2d", (1, 3, 3, 16), (5, 1, 1, 16), "bound"),
+    "conv_bound_neg": ("conv2d", (1, 3, 3, 16), (5, 1, 1, 16), "bound_neg"),
+    "conv_bound+1": ("conv2d", (1, 3, 3, 16), (5, 1, 1, 16), "bound+1"),
+    "conv_bias_big": ("conv2d", (1, 4, 5, 6), (7, 3, 3, 6), "bias_big"),
+    "conv_shift16": ("conv2d", (1, 4, 5, 6), (7, 3, 3, 6), "shift16"),
+    "conv_shift47": ("conv2d", (1, 4, 5, 6), (7, 3, 3, 6), "shift47"),
+    "fc_fast": ("fully_connected", (3, 45), (13, 45), "random"),
+    "fc_tight_n9": ("fully_connected", (9, 600), (6, 600), "tight"),
+    "fc_bound": ("fully_connected", (2, 40), (5, 40), "bound"),
+    "fc_bound+1": ("fully_connected", (2, 40), (5, 40), "bound+1"),
+    "fc_bias_big": ("fully_connected", (2, 40), (5, 40), "bias_big"),
+    "dw_c13_fast": ("depthwise_conv2d", (1, 6, 5, 13), (3, 3, 13), "random"),
+    "dw_c8_fast": ("depthwise_conv2d", (2, 4, 4, 8), (3, 3, 8), "random"),
+    "dw_c3_fast": ("depthwise_conv2d", (1, 5, 4, 3), (3, 3, 3), "random"),
+    "dw_bound": ("depthwise_conv2d", (1, 3, 3, 21), (3, 3, 21), "bound"),
+    "dw_bound_neg": ("depthwise_conv2d", (1, 3, 3, 21), (3, 3, 21), "bound_neg"),
+    "dw_bound+1": ("depthwise_conv2d", (1, 3, 3, 21), (3, 3, 21), "bound+1"),
+    "dw_bias_big": ("depthwise_conv2d", (1, 4, 4, 10), (3, 3, 10), "bias_big"),
+    "dw_shift47": ("depthwise_conv2d", (1, 4, 4, 10), (3, 3, 10), "shift47"),
+}
+
+
+def _form16_program(name, target="cortex-m55"):
+    """FORMS16[name] as a one-op program (random multipliers in [2^14, 2^15)) and its input:
+    windows padded by 1 (the bound cases: none, so every tap is inside x)."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    op, x, w, bias, shift = _forms16(rng, name)
+    cout = bias.size
+    mult = rng.integers(2**14, 2**15, cout).astype(np.int32)
+    attrs = dict(FC16)
+    if op == "fully_connected":
+        y = (x.shape[0], cout)
+    else:
+        kh, kw = w.shape[-3:-1] if op == "depthwise_conv2d" else w.shape[1:3]
+        pad = 0 if FORMS16[name][3].startswith("bound") or kh == 1 else 1
+        attrs.update(_win(kh, kw, pads=(pad, pad, pad, pad)))
+        attrs.update(groups=1) if op == "conv2d" else attrs.update(depth_multiplier=1)
+        y = (x.shape[0], *_out_hw(x.shape[1], x.shape[2], kh, kw, attrs), cout)
+    p = _op16(op, [("int16", x.shape)], [w, bias, mult, shift], ("int16", y), attrs, target)
+    return p, x
+
+
+@pytest.mark.parametrize("name", list(FORMS16))
+def test_int16_mac_forms_alike_in_the_reference_and_host_c(name):
+    """The int16 MAC kernels' two output-stage forms (docs/numerics.md section 6): the 32-bit form
+    (int32 sums from the bias, rq in 32-bit operations) where |bias| + 32768 * sum |w| <= 2^31 - 1
+    and 17 <= shift <= 46, shown from the shape alone or from sum |w| (576 or 600 products), up
+    to the bound itself (+-(2^31 - 1) reached); the 64-bit form one past the bound, for a bias
+    beyond int32, shift 16 and shift 47. Reference = host C (ASan + UBSan) in every case."""
+    from mcutorch.device import crt
+    from mcutorch.program import Program
+    from mcutorch.ref.interpreter import Interpreter
+
+    p, x = _form16_program(name)
+    p = Program.from_bytes(p.to_bytes())  # both readers' load checks pass
+    (want,) = Interpreter(p).invoke([x])
+    assert want.dtype == np.int16
+    if FORMS16[name][3] in ("random", "tight", "bias_big", "shift16"):
+        assert len(np.unique(want)) > min(8, want.size // 4), "a flat output tests little"
+    (got,) = crt.run_host(p, [x])
+    np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("change,reason", [
     (dict(in_zp=1), "bad_op"), (dict(out_zp=-1), None), (dict(act_min=-32768), None),
     (dict(act_min=5, act_max=4), None), (dict(stride_h=2), None),  # not the output's shape
@@ -1324,15 +1429,16 @@ def test_int16_binary_domain_refused_by_both_executors(op, change):
 
 
 BOARDS16 = [("cortex-m55", "mps3-an547"), ("cortex-m0plus", "mps2-an385"),
-            ("cortex-m33", "mps2-an505"), ("cortex-m4", "mps2-an386")]
+            ("cortex-m3", "mps2-an385"), ("cortex-m33", "mps2-an505"), ("cortex-m4", "mps2-an386")]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("target,board", BOARDS16)
 def test_int16_kernels_on_boards(target, board):
-    """Every int16 kernel case above (conv2d, depthwise_conv2d, fully_connected, add, sub, mul,
-    the pools, transpose, strided_slice) as firmware on the M55 (MVE), M0+ (Armv6-M, unaligned
-    access trapping), M33 and M4 (DSP): the reference's integers."""
+    """Every int16 kernel case above (conv2d, depthwise_conv2d, fully_connected and their
+    32-bit and 64-bit output-stage forms, add, sub, mul, the pools, transpose, strided_slice) as
+    firmware on the M55 (MVE), M0+ (Armv6-M, unaligned access trapping), M3 (Armv7-M, C), M33
+    and M4 (DSP): the reference's integers."""
     from mcutorch.device import firmware
     from mcutorch.ref.interpreter import Interpreter
 
@@ -1340,10 +1446,12 @@ def test_int16_kernels_on_boards(target, board):
              [(_dw16_program(c, target)) for c in DW16] +
              [(_fc16_program(target=target, **kw), None) for kw in (
                  dict(), dict(n=2, k=203, m=7, seed=2), dict(n=1, k=1100, m=2, seed=4))] +
-             [(_elementwise16_program(c, target), None) for c in _elementwise16_cases()])
+             [(_elementwise16_program(c, target), None) for c in _elementwise16_cases()] +
+             [_form16_program(c, target) for c in FORMS16])
     for p, fill in cases:
-        xs = _mac16_inputs(p, fill) if p.ops[0].name in ("conv2d", "depthwise_conv2d") else (
-            _inputs16(p))
+        xs = ([fill] if isinstance(fill, np.ndarray) else
+              _mac16_inputs(p, fill) if p.ops[0].name in ("conv2d", "depthwise_conv2d") else
+              _inputs16(p))
         run = firmware.run(p, xs, board)
         np.testing.assert_array_equal(run.outputs[0], Interpreter(p).invoke(xs)[0],
                                       err_msg=f"{p.ops[0].name} {p.ops[0].attrs} on {board}")

@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 RUNNER_DIR = ROOT / "tests" / "c" / "kernels"
 MAGIC, VERSION, NONE = 0x434B544D, 1, 0xFFFFFFFF
 OK, BAD_ARGUMENT, BAD_INPUT = 0, 64, 70  # mt_status
-DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int32): 3}
+DTYPE_ID = {np.dtype(np.int8): 0, np.dtype(np.uint8): 1, np.dtype(np.int16): 2,
+            np.dtype(np.int32): 3, np.dtype(np.int64): 4}
 FAST_RANDOM, SLOW_RANDOM = 8, 60  # random cases per op
 ARENA_LIMIT = 200 * 1024  # the board runner's arena is 256 KiB
 BOARD_BUILDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
@@ -1330,6 +1331,97 @@ def conv_px_cases():
          for n in (1, 2, 3, 6, 7, 9)]
 
 
+# ----------------------------------------------------------------------------- int16 MAC ops
+
+A16_FORMS = ("tight", "bound", "bound_neg", "bound+1", "bias_big", "shift16", "shift47")
+
+
+def a16_case(name, op, x_shape, w_shape, form="random", *, stride=(1, 1), dil=(1, 1),
+             pads=(0, 0, 0, 0), groups=1, mult=1):
+    """An a16w8 conv2d / depthwise_conv2d / fully_connected case (docs/numerics.md section 6):
+    int16 x, int8 weights, an int64 bias, 16-bit multipliers, zero points 0. `form` picks which
+    output stage the kernels take: "random" and "tight" (sum |w| of more than 511 products)
+    the 32-bit one; "bound" / "bound_neg" reach |acc| = 2^31 - 1 exactly with every product at
+    +-2^22 (still 32-bit), "bound+1" one past it, "bias_big" a bias beyond int32, "shift16" /
+    "shift47" a shift outside [17, 46]: the 64-bit form."""
+    rng = rng_for(name)
+    x = rng.integers(-32767, 32768, size=x_shape).astype(np.int16)
+    x.flat[rng.integers(x.size)] = -32768  # kernels also accept -32768
+    w = s8(rng, w_shape, -127, 127)
+    w.flat[rng.integers(w.size)] = -128
+    cout = w_shape[0] if op != "depthwise_conv2d" else w_shape[-1]
+    taps = w.size // cout
+    bias = rng.integers(-(1 << 22), 1 << 22, size=cout)
+    shift = np.full(cout, 21 + math.ceil(math.log2(taps + 1) / 2))
+    if form == "tight":
+        w = s8(rng, w_shape, -20, 20)
+    elif form.startswith("bound"):
+        x[...] = -32768
+        w[...] = 127 if form == "bound_neg" else -128
+        room = (1 << 31) - 1 - taps * (1 << 22) + (form == "bound+1")
+        bias[...] = -room if form == "bound_neg" else room
+        shift[...] = 40
+    elif form == "bias_big":
+        bias = rng.integers(1 << 31, 1 << 32, size=cout) * rng.choice([-1, 1], size=cout)
+        shift[...] = 34
+    elif form == "shift16":
+        x //= 64
+        w = s8(rng, w_shape, -3, 3)
+        bias = rng.integers(-1000, 1000, size=cout)
+        shift[...] = 16
+    elif form == "shift47":
+        bias = rng.integers(1 << 44, 1 << 46, size=cout)
+        shift[...] = 47
+    m = i32(rng.integers(1 << 14, 1 << 15, size=cout))
+    lo, hi = [(-32767, 32767), (0, 32767), (-20000, 12000)][int(rng.integers(3))]
+    attrs = dict(in_zp=0, out_zp=0, act_min=lo, act_max=hi)
+    if op != "fully_connected":
+        attrs.update(stride_h=stride[0], stride_w=stride[1], dilation_h=dil[0],
+                     dilation_w=dil[1], pad_top=pads[0], pad_left=pads[1], pad_bottom=pads[2],
+                     pad_right=pads[3])
+        attrs.update(groups=groups) if op == "conv2d" else attrs.update(depth_multiplier=mult)
+    return Case(name, op, (x, w, bias.astype(np.int64), m, i32(shift)), attrs)
+
+
+def a16_cases():
+    """The int16 MAC kernels: every conv edge geometry; 1x1 convs over odd pixel counts and
+    across images (pixels in pairs); a conv1d run with clipped edges; fully_connected rows
+    1..5 by outputs 1..7 (channel groups of three and four with every remainder) and long
+    rows; depthwise channel counts 1..17 (MVE 8-channel and DSP 4-channel passes and their
+    tails) and a depth multiplier; each output-stage form on a gathered 3x3, a 1x1, a conv1d,
+    fully_connected and depthwise."""
+    cases = [a16_case(f"a16_{n}", "conv2d", xs, ws, stride=st, dil=d, pads=p, groups=g)
+             for n, xs, ws, st, d, p, g in CONV_EDGES]
+    cases += [a16_case("a16_pw_odd_px", "conv2d", (1, 3, 5, 13), (7, 1, 1, 13)),
+              a16_case("a16_pw_batch2", "conv2d", (2, 3, 3, 8), (6, 1, 1, 8)),
+              a16_case("a16_conv1d_s1", "conv2d", (2, 1, 19, 8), (7, 1, 5, 8), pads=(0, 2, 0, 2)),
+              a16_case("a16_conv1d_s2", "conv2d", (1, 1, 20, 5), (4, 1, 3, 5), stride=(1, 2),
+                       pads=(0, 1, 0, 0))]
+    cases += [a16_case(f"a16_fc_n{n}_out{o}_k{k}", "fully_connected", (n, k), (o, k))
+              for n, o, k in ((1, 1, 1), (2, 2, 7), (3, 3, 8), (4, 4, 9), (5, 5, 64),
+                              (2, 6, 33), (3, 7, 17), (1, 12, 64))]
+    cases += [a16_case(f"a16_dw_c{c}_m{m}", "depthwise_conv2d", (1, 5, 4, c), (3, 3, c * m),
+                       pads=(1, 1, 1, 1), mult=m, stride=(1 + (c % 2), 1))
+              for c, m in ((1, 1), (3, 1), (4, 1), (5, 1), (8, 1), (9, 1), (13, 1), (17, 1),
+                           (3, 2))]
+    shapes = {"3x3": ("conv2d", (1, 4, 5, 6), (7, 3, 3, 6), (1, 1, 1, 1)),
+              "1x1": ("conv2d", (1, 3, 3, 16), (5, 1, 1, 16), (0, 0, 0, 0)),
+              "conv1d": ("conv2d", (1, 1, 9, 6), (4, 1, 3, 6), (0, 0, 0, 0)),
+              "fc": ("fully_connected", (3, 40), (5, 40), None),
+              "dw": ("depthwise_conv2d", (1, 4, 4, 10), (3, 3, 10), (0, 0, 0, 0))}
+    for form in A16_FORMS:
+        for key, (op, xs, ws, pads) in shapes.items():
+            if form == "tight":  # more than 511 products per channel
+                xs, ws = ((3, 600), (5, 600)) if op == "fully_connected" else (xs, ws)
+                if op == "conv2d" and key == "3x3":
+                    xs, ws = (1, 4, 4, 64), (5, 3, 3, 64)
+                elif op != "fully_connected":
+                    continue
+            kw = {} if pads is None else dict(pads=pads)
+            cases.append(a16_case(f"a16_{form}_{key}", op, xs, ws, form, **kw))
+    return cases
+
+
 def reference_output(case):
     y = kernel_for(case.op, case.variant)(*case.inputs, **case.attrs)
     return y.reshape(case.out_shape) if case.out_shape is not None else y
@@ -1346,7 +1438,10 @@ def expected_output(case):
 
 def tensor_record(a, rng) -> bytes:
     a = np.ascontiguousarray(a)
-    misalign = int(rng.integers(0, 16)) if a.dtype == np.int8 else int(rng.choice([0, 4, 8, 12]))
+    misalign = (int(rng.integers(0, 16)) if a.dtype == np.int8 else
+                int(rng.choice([0, 2, 6, 10])) if a.dtype == np.int16 else
+                int(rng.choice([0, 8])) if a.dtype == np.int64 else  # int64: 8-aligned
+                int(rng.choice([0, 4, 8, 12])))
     shape = list(a.shape) + [0] * (6 - a.ndim)
     data = a.astype(a.dtype.newbyteorder("<")).tobytes()
     head = struct.pack("<2I6Ii2I", DTYPE_ID[a.dtype], a.ndim, *shape, 0, misalign, len(data))
@@ -1373,7 +1468,8 @@ def all_cases(n_random):
              with_folded(simd_cases()) + bad_cases() + domain_edge_cases() +
              with_folded(conv_px_cases()) +
              conv1x1_mve_cases() + conv1x1_cases() + depthwise_speed_cases() +
-             matmul_cases(n_random) + convt_cases() + conv_add_cases() + embedding_cases())
+             matmul_cases(n_random) + convt_cases() + conv_add_cases() + embedding_cases() +
+             a16_cases())
     names = [c.name for c in cases]
     assert len(set(names)) == len(names), "case names must be unique"
     return cases

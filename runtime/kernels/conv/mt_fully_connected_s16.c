@@ -4,8 +4,9 @@
  * mult, shift)) with a 16-bit multiplier (0 <= mult < 2^15), int16 y. mt_fully_connected_s8 and
  * its variant "folded" (whose in_zp is checked as int8 but unused) call it for an int16 x.
  *
- * Outputs go MT_MAC16_NR at a time, so each x element loaded feeds that many MACs
- * (mt_dot16_rows: MVE, DSP and C paths).
+ * Rows go in pairs (mt_mac16_channels2: on MVE each weight load feeds both rows, three outputs
+ * per pass; DSP and C four outputs per x load), in the 32-bit form when the call's bound allows
+ * it (mt_stage16; sum |w| read only for a batch of at least 8 rows).
  */
 #include "mt_mac16.h"
 
@@ -29,22 +30,19 @@ mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
   }
   const int16_t *x = (const int16_t *)xt->data;
   const int8_t *w = (const int8_t *)wt->data;
-  const int64_t *bias = (const int64_t *)a->in[MT_FULLY_CONNECTED_IN_BIAS].data;
-  const int32_t *mult = (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data;
-  const int32_t *shift = (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data;
   int16_t *y = (int16_t *)yt->data;
-  for (uint32_t n = 0; n < xt->shape[0]; n++) {
-    const int16_t *xr = x + (size_t)n * n_in;
-    for (uint32_t o = 0; o < n_out; o += MT_MAC16_NR) {
-      const int32_t nr = n_out - o < MT_MAC16_NR ? (int32_t)(n_out - o) : MT_MAC16_NR;
-      int64_t acc[MT_MAC16_NR];
-      for (int32_t r = 0; r < nr; r++) {
-        acc[r] = bias[o + (uint32_t)r];
-      }
-      mt_dot16_rows(xr, w + (size_t)o * n_in, n_in, n_in, nr, acc);
-      if (!mt_out16_n(acc, nr, mult + o, shift + o, lo, hi, y + (size_t)n * n_out + o)) {
-        return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
-      }
+  mt_stage16 st;
+  mt_stage16_init(&st, (const int64_t *)a->in[MT_FULLY_CONNECTED_IN_BIAS].data,
+                  (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data,
+                  (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, lo, hi, w, n_in, n_out,
+                  n_in, xt->shape[0] >= 8);
+  for (uint32_t n = 0; n < xt->shape[0]; n += 2) { /* rows in pairs: each weight load feeds two */
+    const int16_t *xa = x + (size_t)n * n_in;
+    int16_t *ya = y + (size_t)n * n_out;
+    if (!(n + 1 < xt->shape[0] ? mt_mac16_channels2(&st, xa, xa + n_in, w, n_in, n_in,
+                                                    (int32_t)n_out, ya, ya + n_out)
+                               : mt_mac16_channels(&st, xa, w, n_in, n_in, (int32_t)n_out, ya))) {
+      return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
     }
   }
   return MT_STATUS_OK;
