@@ -433,19 +433,19 @@ static mt_status mt_check_recurrent(const mt_model *m, const mt_op_t *op, const 
 {
   const int lstm = op->opcode == MT_OP_LSTM;
   const mt_tensor_t *x = &m->tensors[in[0]], *w = &m->tensors[in[1]], *y;
-  const int32_t *at = m->attrs + op->first_attr, steps = at[0], start = at[1];
-  const int64_t end = (int64_t)start + (at[2] ? 1 - (int64_t)steps : (int64_t)steps - 1);
-  const uint32_t g = lstm ? 4u : 3u, e = x->dtype == MT_DTYPE_INT16 ? 2u : 1u;
-  const uint32_t h = w->shape[1], b = x->shape[0], n = op->n_inputs + op->n_outputs;
+  const int32_t *at = m->attrs + op->first_attr;
+  const uint32_t steps = (uint32_t)at[0], start = (uint32_t)at[1], t_n = x->shape[1];
+  const uint32_t g = lstm ? 4u : 3u, h = w->shape[1], b = x->shape[0];
+  const uint32_t n = op->n_inputs + op->n_outputs, e = x->dtype == MT_DTYPE_INT16 ? 2u : 1u;
   uint32_t k;
   y = &m->tensors[in[op->n_inputs]];
-  MT_REQUIRE(
-      x->rank == 3 && w->rank == 2 && h >= 1 && x->shape[2] == g * h && w->shape[0] == g * h &&
-          y->rank == 3 && y->shape[0] == b && (int64_t)y->shape[1] == steps && y->shape[2] == h &&
-          steps >= 1 && (at[2] == 0 || at[2] == 1) && start >= 0 && (uint32_t)start < x->shape[1] &&
-          end >= 0 && end < (int64_t)x->shape[1] &&
-          (uint64_t)op->scratch_size >= (uint64_t)b * g * h * e && op->scratch_region != MT_NONE16,
-      MT_ERR_BAD_OP);
+  /* a negative start or steps is a huge uint32: refused by start < T, steps <= T - start */
+  MT_REQUIRE(x->rank == 3 && w->rank == 2 && h >= 1 && (uint64_t)g * h == x->shape[2] &&
+                 w->shape[0] == x->shape[2] && y->rank == 3 && y->shape[0] == b &&
+                 y->shape[1] == steps && y->shape[2] == h && (at[2] == 0 || at[2] == 1) &&
+                 start < t_n && steps >= 1 && steps <= (at[2] ? start + 1 : t_n - start) &&
+                 op->scratch_size >= x->size / t_n && op->scratch_region != MT_NONE16,
+             MT_ERR_BAD_OP);
   for (k = 5; k < n; k++) { /* states: [B, H]; bias_n: [H]; tables: 256 or 513 entries */
     const mt_tensor_t *t = &m->tensors[in[k == op->n_inputs ? 5 : k]]; /* (y: checked above) */
     const int state = k < 7u - !lstm || k >= op->n_inputs, bn = !lstm && k == 6;
