@@ -15,19 +15,18 @@ static mt_status gru_row(const mt_rnn *r, const mt_op_args *a, const uint8_t *xr
   const size_t hb = (size_t)r->hidden * r->e;
   uint8_t *rg = q, *zg = q + hb, *ng = q + 2 * hb;
   const uint32_t n = r->hidden;
-  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, n, xr, rg, rg, at + MT_GRU_R_A_ZP, MT_ADD_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_add(r, n, xr, rg, rg, at + MT_GRU_R_A_ZP, MT_ADD_N_ATTRS));
   MT_RNN_TRY(mt_rnn_lut(r, rg, &a->in[MT_GRU_IN_TABLE_R], rg));
-  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, n, xr + hb, zg, zg, at + MT_GRU_Z_A_ZP, MT_ADD_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_add(r, n, xr + hb, zg, zg, at + MT_GRU_Z_A_ZP, MT_ADD_N_ATTRS));
   MT_RNN_TRY(mt_rnn_lut(r, zg, &a->in[MT_GRU_IN_TABLE_Z], zg));
-  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, n, ng, a->in[MT_GRU_IN_BIAS_N].data, ng,
-                           at + MT_GRU_B_A_ZP, MT_ADD_N_ATTRS));
-  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, n, rg, ng, ng, at + MT_GRU_RN_A_ZP, MT_MUL_N_ATTRS));
   MT_RNN_TRY(
-      mt_rnn_binary(mt_add_s8, r, n, xr + 2 * hb, ng, ng, at + MT_GRU_N_A_ZP, MT_ADD_N_ATTRS));
+      mt_rnn_add(r, n, ng, a->in[MT_GRU_IN_BIAS_N].data, ng, at + MT_GRU_B_A_ZP, MT_ADD_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_mul(r, n, rg, ng, ng, at + MT_GRU_RN_A_ZP, MT_MUL_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_add(r, n, xr + 2 * hb, ng, ng, at + MT_GRU_N_A_ZP, MT_ADD_N_ATTRS));
   MT_RNN_TRY(mt_rnn_lut(r, ng, &a->in[MT_GRU_IN_TABLE_N], ng));
-  MT_RNN_TRY(mt_rnn_binary(mt_sub_s8, r, n, h, ng, rg, at + MT_GRU_D_A_ZP, MT_SUB_N_ATTRS));
-  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, n, zg, rg, rg, at + MT_GRU_ZD_A_ZP, MT_MUL_N_ATTRS));
-  return mt_rnn_binary(mt_add_s8, r, n, ng, rg, h, at + MT_GRU_H_A_ZP, MT_ADD_N_ATTRS);
+  MT_RNN_TRY(mt_rnn_sub(r, n, h, ng, rg, at + MT_GRU_D_A_ZP, MT_SUB_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_mul(r, n, zg, rg, rg, at + MT_GRU_ZD_A_ZP, MT_MUL_N_ATTRS));
+  return mt_rnn_add(r, n, ng, rg, h, at + MT_GRU_H_A_ZP, MT_ADD_N_ATTRS);
 }
 
 // x: (B, T, 3H); weight: (3H, H) int8; h0: (B, H); bias_n: (H,) -> y: (B, steps, H); h: (B, H)

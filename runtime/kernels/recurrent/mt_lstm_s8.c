@@ -14,16 +14,16 @@ static mt_status lstm_row(const mt_rnn *r, const mt_op_args *a, const uint8_t *x
   const int32_t *at = a->attrs;
   const size_t hb = (size_t)r->hidden * r->e;
   uint8_t *i = q, *f = q + hb, *g = q + 2 * hb, *o = q + 3 * hb;
-  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, r->g, xr, q, q, at + MT_LSTM_X_A_ZP, MT_ADD_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_add(r, r->g, xr, q, q, at + MT_LSTM_X_A_ZP, MT_ADD_N_ATTRS));
   MT_RNN_TRY(mt_rnn_lut(r, i, &a->in[MT_LSTM_IN_TABLE_I], i));
   MT_RNN_TRY(mt_rnn_lut(r, f, &a->in[MT_LSTM_IN_TABLE_F], f));
   MT_RNN_TRY(mt_rnn_lut(r, g, &a->in[MT_LSTM_IN_TABLE_G], g));
   MT_RNN_TRY(mt_rnn_lut(r, o, &a->in[MT_LSTM_IN_TABLE_O], o));
-  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, r->hidden, f, c, f, at + MT_LSTM_FM_A_ZP, MT_MUL_N_ATTRS));
-  MT_RNN_TRY(mt_rnn_binary(mt_mul_s8, r, r->hidden, i, g, i, at + MT_LSTM_IM_A_ZP, MT_MUL_N_ATTRS));
-  MT_RNN_TRY(mt_rnn_binary(mt_add_s8, r, r->hidden, f, i, c, at + MT_LSTM_C_A_ZP, MT_ADD_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_mul(r, r->hidden, f, c, f, at + MT_LSTM_FM_A_ZP, MT_MUL_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_mul(r, r->hidden, i, g, i, at + MT_LSTM_IM_A_ZP, MT_MUL_N_ATTRS));
+  MT_RNN_TRY(mt_rnn_add(r, r->hidden, f, i, c, at + MT_LSTM_C_A_ZP, MT_ADD_N_ATTRS));
   MT_RNN_TRY(mt_rnn_lut(r, c, &a->in[MT_LSTM_IN_TABLE_C], g));
-  return mt_rnn_binary(mt_mul_s8, r, r->hidden, o, g, h, at + MT_LSTM_HM_A_ZP, MT_MUL_N_ATTRS);
+  return mt_rnn_mul(r, r->hidden, o, g, h, at + MT_LSTM_HM_A_ZP, MT_MUL_N_ATTRS);
 }
 
 // x: (B, T, 4H); weight: (4H, H) int8; h0, c0: (B, H) -> y: (B, steps, H); h, c: (B, H)

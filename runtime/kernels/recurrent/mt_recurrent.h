@@ -79,15 +79,28 @@ static inline int mt_rnn_init(mt_rnn *r, const mt_op_args *a, uint32_t gates, in
          a->scratch != NULL && (uint64_t)a->scratch_size >= (uint64_t)r->b * r->g * r->e;
 }
 
-/* y = fn(a, b) on n elements (add, sub, mul with their n_attrs attributes at at). */
-static inline mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r, uint32_t n, const void *a,
-                                      const void *b, void *y, const int32_t *at, uint16_t n_attrs)
+/* y = fn(a, b) on n elements (add, sub, mul with their n_attrs attributes at at). Inlined into
+ * one function per kernel (mt_rnn_add, mt_rnn_mul, mt_rnn_sub): fn is then a direct call, which
+ * the stack bound (mcutorch.device.stack) follows. */
+static MT_ALWAYS_INLINE mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r, uint32_t n,
+                                                const void *a, const void *b, void *y,
+                                                const int32_t *at, uint16_t n_attrs)
 {
   const mt_tensor in[2] = {mt_rnn_view(r, a, 1, n), mt_rnn_view(r, b, 1, n)};
   mt_tensor out = mt_rnn_view(r, y, 1, n);
   const mt_op_args args = {in, &out, at, NULL, 0, 2, 1, n_attrs};
   return fn(&args);
 }
+
+#define MT_RNN_BINARY(name, fn)                                                                    \
+  static inline mt_status name(const mt_rnn *r, uint32_t n, const void *a, const void *b, void *y, \
+                               const int32_t *at, uint16_t n_attrs)                                \
+  {                                                                                                \
+    return mt_rnn_binary(fn, r, n, a, b, y, at, n_attrs);                                          \
+  }
+MT_RNN_BINARY(mt_rnn_add, mt_add_s8)
+MT_RNN_BINARY(mt_rnn_mul, mt_mul_s8)
+MT_RNN_BINARY(mt_rnn_sub, mt_sub_s8)
 
 /* y = lut(x, table) on H elements. */
 static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tensor *table, void *y)
