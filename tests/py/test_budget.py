@@ -77,8 +77,11 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # of an int16 tensor stays int16 in lift, int16 constant operands); +5 (6,612) with the int16
 # reduce_sum (its 2^16 - 1 count bound at compile time, the int16 sum range in the TOSA check,
 # the keepdim tensor keeps the dtype); +2 (6,614): an op sharing its input's qparams follows an
-# int16 input (Quantizer.is_int16), so no rescale pair surrounds a mean or pool in forward.
-BUDGET = 6614
+# int16 input (Quantizer.is_int16), so no rescale pair surrounds a mean or pool in forward;
+# +18 (6,632): a16w8 attention (format 1.8) - the readers' int16 matmul bound (_check_matmul),
+# the int16 softmax table and matmul multiplier in requant, the int16 where/masked_fill spec and
+# scalar, the int16 matmul's 2-byte scratch.
+BUDGET = 6632
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

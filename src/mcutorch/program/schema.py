@@ -105,6 +105,9 @@ Version history:
   * 1.7: `reduce_sum` takes an int16 x and y (zero points 0, at most 2^16 - 1 elements per
     sum; docs/numerics.md section 6): the mean of an a16w8 model stays int16. No record
     changed: 1.6 programs load.
+  * 1.8: `matmul` (two int16 activations, int48 accumulator, 16-bit multiplier), `softmax`
+    (int16 x, a 512-entry exp table, output (1/32768, 0)) and `norm` (int16 x, Q20) take an
+    int16 x and y (docs/numerics.md section 6): a16w8 attention. No record changed.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
@@ -198,7 +201,7 @@ from mcutorch import ops
 
 MAGIC = b"MCUT"
 VERSION_MAJOR = 1
-SCHEMA_MINOR = 7  # the newest change to the records themselves (history above)
+SCHEMA_MINOR = 8  # the newest change to the records themselves (history above)
 VERSION_MINOR = max(SCHEMA_MINOR, *(op.since for op in ops.OPS))  # ... or to the op registry
 ALIGN = 16  # section alignment in the file and const item alignment in CONST
 MAX_RANK = 6
