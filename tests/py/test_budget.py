@@ -80,8 +80,10 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # int16 input (Quantizer.is_int16), so no rescale pair surrounds a mean or pool in forward;
 # +18 (6,632): a16w8 attention (format 1.8) - the readers' int16 matmul bound (_check_matmul),
 # the int16 softmax table and matmul multiplier in requant, the int16 where/masked_fill spec and
-# scalar, the int16 matmul's 2-byte scratch.
-BUDGET = 6632
+# scalar, the int16 matmul's 2-byte scratch; +15 (6,647): the int16 matmul's TOSA lowering
+# (MATMUL i16 x i16 -> i48, its int48 / apply_scale_16 check) and the Ethos-U55/U65 rule that
+# keeps it on the CPU (Vela refuses it).
+BUDGET = 6647
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
