@@ -186,7 +186,8 @@ def _matmul16(sa, sb, transpose_b):
 
 
 @pytest.mark.parametrize("sa,sb,tb", [((2, 8, 16), (2, 8, 16), 1), ((2, 8, 8), (2, 8, 8), 0),
-                                      ((3, 1, 4, 9), (1, 2, 9, 5), 0), ((1, 2, 300), (1, 3, 300), 1)])
+                                      ((3, 1, 4, 9), (1, 2, 9, 5), 0),
+                                      ((1, 2, 300), (1, 3, 300), 1)])
 def test_matmul(sa, sb, tb):
     """int16 a @ b (format 1.8): TOSA MATMUL i16 x i16 -> i48, RESCALE (apply_scale_16), CLAMP;
     the extremes reach |acc| = K * 32767^2."""
