@@ -106,8 +106,9 @@ Version history:
     sum; docs/numerics.md section 6): the mean of an a16w8 model stays int16. No record
     changed: 1.6 programs load.
   * 1.8: `matmul` (two int16 activations, int48 accumulator, 16-bit multiplier), `softmax`
-    (int16 x, a 512-entry exp table, output (1/32768, 0)) and `norm` (int16 x, Q20) take an
-    int16 x and y (docs/numerics.md section 6): a16w8 attention. No record changed.
+    (int16 x, a 512-entry exp table, output (1/32768, 0)), `norm` (int16 x, Q20) and `where`
+    (int16 values) take int16 activations (docs/numerics.md section 6): a16w8 attention. No
+    record changed.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the
