@@ -386,13 +386,14 @@ def test_int16_attention_models_compile_all_int16(name):
 
 @pytest.mark.slow
 @pytest.mark.qemu
-def test_int16_encoder_runs_on_the_emulated_m55():
-    """The all-int16 encoder layer (norm first, GELU, causal mask) as firmware on mps3-an547
-    (MVE): the reference's integers on every input."""
+@pytest.mark.parametrize("target,board", BOARDS)
+def test_int16_encoder_runs_on_the_emulated_boards(target, board):
+    """The all-int16 encoder layer (norm first, GELU, causal mask) as firmware on the M55 (MVE),
+    M33 (DSP) and M0+ (Armv6-M): the reference's integers on every input."""
     from mcutorch.device import firmware
 
-    _, compiled, cal = _compiled16("encoder_pre_gelu_mask")
+    _, compiled, cal = _compiled16("encoder_pre_gelu_mask", target)
     sets = [compiled.quantize_inputs([x]) for x in cal[1:4]]
-    run = firmware.run(compiled.program, sets, "mps3-an547")
+    run = firmware.run(compiled.program, sets, board)
     for got, x in zip(run.outputs, sets):
         assert all(np.array_equal(a, b) for a, b in zip(got, compiled.run_int8(x)))
