@@ -16,8 +16,9 @@ of one inference of an -O3 firmware; RAM: the plan's arenas + runtime state + wo
 flash: runtime + kernels + program (`mcutorch analyze`).
 
 "mixed": mcutorch.Quantizer(int16_layers=[nn.Linear]), the Linear layers with int16
-activations (a16w8) where every op touching them has an int16 C kernel, the rest int8 (matmul,
-softmax and layer_norm have no int16 C kernels yet, so an all-int16 model is refused).
+activations (a16w8) where every op touching them has an int16 C kernel, the rest int8.
+"a16w8": mcutorch.Quantizer(activations="int16"), every activation int16 (format 1.8: matmul,
+softmax, layer_norm and the mask have int16 forms, docs/numerics.md section 6).
 Target (issue 14): int8 or mixed int8/int16 within 1 point of float, averaged over the seeds.
 """
 from __future__ import annotations
@@ -54,15 +55,17 @@ def fit(model, x, y, seed: int, epochs: int = EPOCHS) -> nn.Module:
 
 
 def trained(depth: int, seed: int):
-    """(float model, int8 PT2E model, mixed int8/int16 PT2E model, held-out x, y) of one depth
-    and seed."""
+    """(float model, int8 PT2E model, mixed int8/int16 PT2E model, all-int16 PT2E model,
+    held-out x, y) of one depth and seed."""
     xtr, ytr, xte, yte = digits_split("rows", seed)
     model = fit(kwt_digits(depth, seed=seed), xtr, ytr, seed)
     cal = list(xtr[:CALIBRATION].split(1))
     qmodel = mcutorch.quantize(model, (xtr[:1],), calibration=cal)
     mixed = mcutorch.quantize(model, (xtr[:1],), calibration=cal,
                               quantizer=mcutorch.Quantizer(int16_layers=[nn.Linear]))
-    return model, qmodel, mixed, xte, yte
+    a16 = mcutorch.quantize(model, (xtr[:1],), calibration=cal,
+                            quantizer=mcutorch.Quantizer(activations="int16"))
+    return model, qmodel, mixed, a16, xte, yte
 
 
 def executors(qmodel, xte, yte, boards: bool) -> dict:
@@ -104,9 +107,10 @@ def main(argv=None) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny batches: one thread is faster
     nums = ("depth", "seed", "float %", "int8 PT2E %", "int8 prog %", "int8 - float",
-            "mixed PT2E %", "mixed prog %")
+            "mixed PT2E %", "mixed prog %", "a16w8 PT2E %", "a16w8 prog %")
     t = table(*nums, right=nums)
-    means = ("depth", "float %", "int8 PT2E %", "int8 - float", "mixed PT2E %", "mixed - float")
+    means = ("depth", "float %", "int8 PT2E %", "int8 - float", "mixed PT2E %", "mixed - float",
+             "a16w8 - float")
     mean = table(*means, "target", right=means)
     cols = ("depth", "ops", "M55 instr", "RAM B", "flash B")
     ex = table("model", *cols, "ref = host C", "ref = M55", right=cols)
@@ -114,23 +118,23 @@ def main(argv=None) -> None:
     for depth in (int(d) for d in args.depths.split(",")):
         accs = []
         for seed in range(args.seeds):
-            model, qmodel, mixed, xte, yte = trained(depth, seed)
-            f, q, m = (accuracy(model, xte, yte), accuracy(qmodel, xte, yte, batch=1),
-                       accuracy(mixed, xte, yte, batch=1))
-            accs.append((f, q, m))
-            progs = [None, None]
-            for i, (label, qm) in enumerate((("int8", qmodel), ("mixed", mixed)) if seed == 0
-                                            else ()):
+            model, qmodel, mixed, a16, xte, yte = trained(depth, seed)
+            f, q, m, w = (accuracy(model, xte, yte), *(accuracy(v, xte, yte, batch=1)
+                                                       for v in (qmodel, mixed, a16)))
+            accs.append((f, q, m, w))
+            progs = [None, None, None]
+            for i, (label, qm) in enumerate((("int8", qmodel), ("mixed", mixed), ("a16w8", a16))
+                                            if seed == 0 else ()):
                 r = executors(qm, xte, yte, not args.no_boards)
                 progs[i] = f"{r['prog']:.2f}"
                 add(ex, label, depth, r["ops"], "-" if r["instr"] is None else f"{r['instr']:,}",
                     f"{r['ram']:,}", f"{r['flash']:,}", "yes" if r["host"] else "NO",
                     "-" if r["m55"] is None else "yes" if r["m55"] else "NO")
             add(t, depth, seed, f"{f:.2f}", f"{q:.2f}", progs[0], f"{q - f:+.2f}", f"{m:.2f}",
-                progs[1])
-        f, q, m = (float(np.mean(v)) for v in zip(*accs))
+                progs[1], f"{w:.2f}", progs[2])
+        f, q, m, w = (float(np.mean(v)) for v in zip(*accs))
         add(mean, depth, f"{f:.2f}", f"{q:.2f}", f"{q - f:+.2f}", f"{m:.2f}", f"{m - f:+.2f}",
-            "met" if min(q, m) >= f - 1 else "NOT met")
+            f"{w - f:+.2f}", "met" if min(q, m) >= f - 1 else "NOT met")
     torch.set_num_threads(threads)
     show([f"KWT digits (rows): held-out accuracy over {args.seeds} seeds "
           f"({time.perf_counter() - start:.0f} s)", t,

@@ -414,16 +414,22 @@ static mt_status mt_check_gather(const mt_model *m, const mt_op_t *op, const int
   return MT_STATUS_OK;
 }
 
-/* validate.py _check_matmul: |acc| <= K * 255 * 255 and its rq fit int32 (two activations). */
+/* validate.py _check_matmul: |acc| <= K * 255 * 255 and its rq fit int32 (two activations);
+ * int16 (section 6): K * 2^30 within int48, zero points 0 and a 16-bit multiplier. */
 static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
   const mt_tensor_t *a = &m->tensors[in[0]];
-  const int32_t *at = m->attrs + op->first_attr, shift = at[MT_MATMUL_SHIFT];
-  const int64_t bound = a->rank >= 1 ? (int64_t)a->shape[a->rank - 1] * 255 * 255 : 0;
-  const int ok = at[MT_MATMUL_MULT] >= 0 && shift >= 2 && shift <= 62 &&
-                 mt_rq_fits(bound, at[MT_MATMUL_MULT], shift, INT32_MAX);
-  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift, INT32_MAX) ? MT_STATUS_OK
-                                                                        : (mt_status)MT_ERR_BAD_OP;
+  const int32_t *at = m->attrs + op->first_attr, shift = at[MT_MATMUL_SHIFT],
+                w = a->dtype == MT_DTYPE_INT16;
+  const int64_t k = a->rank >= 1 ? (int64_t)a->shape[a->rank - 1] : 0,
+                top = w ? MT_INT48_MAX : INT32_MAX;
+  const int64_t bound = w ? k << 30 : k * 255 * 255;
+  const int ok =
+      at[MT_MATMUL_MULT] >= 0 && shift >= 2 && shift <= 62 &&
+      mt_rq_fits(bound, at[MT_MATMUL_MULT], shift, top) &&
+      (!w || (at[MT_MATMUL_MULT] <= 32767 && (at[MT_MATMUL_A_ZP] | at[MT_MATMUL_B_ZP]) == 0));
+  return ok && mt_rq_fits(-bound, at[MT_MATMUL_MULT], shift, top) ? MT_STATUS_OK
+                                                                  : (mt_status)MT_ERR_BAD_OP;
 }
 
 /* validate.py _check_recurrent: lstm / gru's shapes (x [B, T, G*H], weight [G*H, H], states

@@ -87,7 +87,12 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # its own input): OpDef.overlap, the readers' least-delta check, the planner's chains at an offset
 # (overlap pairs delta bytes below their input, the peak-op pair choice, the plan kept only when
 # smaller than the one without), overlap_pairs and compile(overlap=False). Both: 6,915.
-BUDGET = 6915
+# +18 (6,632 alone): a16w8 attention (format 1.8) - the readers' int16 matmul bound (_check_matmul),
+# the int16 softmax table and matmul multiplier in requant, the int16 where/masked_fill spec and
+# scalar, the int16 matmul's 2-byte scratch; +15 (6,647): the int16 matmul's TOSA lowering
+# (MATMUL i16 x i16 -> i48, its int48 / apply_scale_16 check) and the Ethos-U55/U65 rule that
+# keeps it on the CPU (Vela refuses it). The three: 6,948.
+BUDGET = 6948
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -16,6 +16,8 @@
 #include "mt_kernel_mac.h"
 #include "mt_kernels.h"
 
+mt_status mt_matmul_s16(const mt_op_args *args) MT_WEAK16; /* int16 a and b: mt_matmul_s16.c */
+
 #define MM_CHUNK 32 /* outputs whose accumulators are kept (5 x 128 B of stack) */
 #define MM_MAX_K 33025 /* K * 255 * 255 fits int32 */
 
@@ -103,6 +105,10 @@ static int mm_args_ok(const mt_op_args *args, uint32_t *m, uint32_t *n, uint32_t
 mt_status mt_matmul_s8(const mt_op_args *args)
 {
   uint32_t m, n, k;
+  if (mt_args_ok(args, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS) &&
+      args->in[MT_MATMUL_IN_A].dtype == MT_DTYPE_INT16) {
+    return mt_matmul_s16 != NULL ? mt_matmul_s16(args) : MT_STATUS_BAD_ARGUMENT;
+  }
   if (!mm_args_ok(args, &m, &n, &k)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

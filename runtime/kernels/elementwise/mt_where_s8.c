@@ -6,15 +6,35 @@
  * where it is broadcast), and an inner run over y's last dim. When both rescales are the
  * identity (mult 2^30, shift 30, zp == out_zp: a scalar made in y's qparams, masked_fill's shared
  * qparams) the run is a pure select: MVE 16 lanes per VPSEL. y may alias an operand of its size.
+ * int16 a, b and y (a16w8, docs/numerics.md section 6): zero points 0, the clamp [-32767, 32767],
+ * the same broadcasting, plain C (an attention mask: a select over the scores).
  */
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
 
 typedef struct {
   const uint8_t *m;
-  const int8_t *a, *b;
+  const int8_t *a, *b; /* int16 a, b: the bytes of their elements */
   uint32_t sm, sa, sb; /* element step along the run: 1, or 0 when broadcast */
 } mt_where_run_t;
+
+#define MT_S16_MAX 32767
+
+/* int16 a, b and y (docs/numerics.md section 6): zero points 0, each side rescaled and clamped
+ * to [-32767, 32767], or a pure select when both rescales are the identity. */
+static void mt_where_run16(const mt_where_run_t *r, int16_t *y, uint32_t n, const int32_t *at,
+                           int ident)
+{
+  const int16_t *a = (const int16_t *)(const void *)r->a, *b = (const int16_t *)(const void *)r->b;
+  for (uint32_t i = 0; i < n; i++) {
+    const int sel = r->m[i * r->sm] != 0;
+    const int32_t v = sel ? a[i * r->sa] : b[i * r->sb];
+    const int64_t q = ident ? v
+                      : sel ? mt_rq(v, at[MT_WHERE_A_MULT], at[MT_WHERE_A_SHIFT])
+                            : mt_rq(v, at[MT_WHERE_B_MULT], at[MT_WHERE_B_SHIFT]);
+    y[i] = (int16_t)(q < -MT_S16_MAX ? -MT_S16_MAX : (q > MT_S16_MAX ? MT_S16_MAX : q));
+  }
+}
 
 static inline int mt_where_ident(int32_t zp, int32_t mult, int32_t shift, int32_t out_zp)
 {
@@ -71,28 +91,47 @@ static int mt_where_strides(const mt_tensor *t, const mt_tensor *y, uint32_t st[
   return 1;
 }
 
-static int mt_where_ok(const mt_op_args *args)
+/* The operands fit: int8 a, b, y (int16: wide, zero points 0), a uint8 mask, ranks that
+ * broadcast, each rescale's rq of the whole input range inside int32. */
+static int mt_where_ok(const mt_op_args *args, int wide)
 {
   const int32_t *at = args->attrs;
   const mt_tensor *m = &args->in[MT_WHERE_IN_MASK], *a = &args->in[MT_WHERE_IN_A];
   const mt_tensor *b = &args->in[MT_WHERE_IN_B], *y = &args->out[MT_WHERE_OUT_Y];
-  const uint8_t r = m->rank > a->rank ? m->rank : a->rank;
-  return mt_tensor_ok(m, MT_DTYPE_UINT8, m->rank) && mt_tensor_ok(a, MT_DTYPE_INT8, a->rank) &&
-         mt_tensor_ok(b, MT_DTYPE_INT8, b->rank) && mt_tensor_ok(y, MT_DTYPE_INT8, y->rank) &&
-         y->rank <= MT_MAX_RANK && y->rank == (r > b->rank ? r : b->rank) &&
-         mt_zp_ok(at[MT_WHERE_A_ZP]) && mt_zp_ok(at[MT_WHERE_B_ZP]) &&
-         mt_zp_ok(at[MT_WHERE_OUT_ZP]) &&
-         mt_rq_range_ok(MT_S8_MIN - at[MT_WHERE_A_ZP], MT_S8_MAX - at[MT_WHERE_A_ZP],
-                        at[MT_WHERE_A_MULT], at[MT_WHERE_A_SHIFT]) &&
-         mt_rq_range_ok(MT_S8_MIN - at[MT_WHERE_B_ZP], MT_S8_MAX - at[MT_WHERE_B_ZP],
-                        at[MT_WHERE_B_MULT], at[MT_WHERE_B_SHIFT]);
+  const uint8_t r = m->rank > a->rank ? m->rank : a->rank,
+                dt = wide ? MT_DTYPE_INT16 : MT_DTYPE_INT8;
+  const int32_t lo = wide ? -MT_S16_MAX - 1 : MT_S8_MIN, hi = wide ? MT_S16_MAX : MT_S8_MAX;
+  return mt_tensor_ok(m, MT_DTYPE_UINT8, m->rank) && mt_tensor_ok(a, dt, a->rank) &&
+         mt_tensor_ok(b, dt, b->rank) && mt_tensor_ok(y, dt, y->rank) && y->rank <= MT_MAX_RANK &&
+         y->rank == (r > b->rank ? r : b->rank) && mt_zp_ok(at[MT_WHERE_A_ZP]) &&
+         mt_zp_ok(at[MT_WHERE_B_ZP]) && mt_zp_ok(at[MT_WHERE_OUT_ZP]) &&
+         (!wide ||
+          (at[MT_WHERE_A_ZP] == 0 && at[MT_WHERE_B_ZP] == 0 && at[MT_WHERE_OUT_ZP] == 0)) &&
+         mt_rq_range_ok(lo - at[MT_WHERE_A_ZP], hi - at[MT_WHERE_A_ZP], at[MT_WHERE_A_MULT],
+                        at[MT_WHERE_A_SHIFT]) &&
+         mt_rq_range_ok(lo - at[MT_WHERE_B_ZP], hi - at[MT_WHERE_B_ZP], at[MT_WHERE_B_MULT],
+                        at[MT_WHERE_B_SHIFT]);
+}
+
+/* One run of y: the int8 or the int16 form. */
+static void mt_where_any(const mt_where_run_t *r, int8_t *y, uint32_t n, const int32_t *at,
+                         int ident, int wide)
+{
+  if (wide) {
+    mt_where_run16(r, (int16_t *)(void *)y, n, at, ident);
+  } else {
+    mt_where_run(r, y, n, at, ident);
+  }
 }
 
 // mask: uint8, a, b: int8, all numpy-broadcastable to y (rank <= 6)  ->  y: int8
 mt_status mt_where_s8(const mt_op_args *args)
 {
-  if (!mt_args_ok(args, MT_WHERE_N_INPUTS, MT_WHERE_N_OUTPUTS, MT_WHERE_N_ATTRS) ||
-      !mt_where_ok(args)) {
+  if (!mt_args_ok(args, MT_WHERE_N_INPUTS, MT_WHERE_N_OUTPUTS, MT_WHERE_N_ATTRS)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  const int wide = args->in[MT_WHERE_IN_A].dtype == MT_DTYPE_INT16; /* int16 a, b, y */
+  if (!mt_where_ok(args, wide)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *mt = &args->in[MT_WHERE_IN_MASK], *at = &args->in[MT_WHERE_IN_A];
@@ -122,14 +161,18 @@ mt_status mt_where_s8(const mt_op_args *args)
                               nm != 1,
                               na != 1,
                               nb != 1};
-    mt_where_run(&w, y, total, attrs, ident);
+    mt_where_any(&w, y, total, attrs, ident, wide);
     return MT_STATUS_OK;
   }
   for (uint32_t o = 0; o < total; o += run) {
-    const mt_where_run_t w = {(const uint8_t *)mt->data + om, (const int8_t *)at->data + oa,
-                              (const int8_t *)bt->data + ob,  r > 0 ? sm[r - 1] != 0 : 0,
-                              r > 0 ? sa[r - 1] != 0 : 0,     r > 0 ? sb[r - 1] != 0 : 0};
-    mt_where_run(&w, y + o, run, attrs, ident);
+    const uint32_t es = wide ? 2u : 1u; /* bytes per element of a, b and y */
+    const mt_where_run_t w = {(const uint8_t *)mt->data + om,
+                              (const int8_t *)at->data + (size_t)oa * es,
+                              (const int8_t *)bt->data + (size_t)ob * es,
+                              r > 0 ? sm[r - 1] != 0 : 0,
+                              r > 0 ? sa[r - 1] != 0 : 0,
+                              r > 0 ? sb[r - 1] != 0 : 0};
+    mt_where_any(&w, y + (size_t)o * es, run, attrs, ident, wide);
     for (uint8_t k = (uint8_t)(r > 0 ? r - 1 : 0); k-- > 0;) { /* odometer over outer dims */
       om += sm[k];
       oa += sa[k];

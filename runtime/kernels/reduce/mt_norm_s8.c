@@ -13,6 +13,8 @@
 
 #define MT_NORM_MAX_BETA (1 << 30)
 
+mt_status mt_norm_s16(const mt_op_args *args) MT_WEAK16; /* int16 x: mt_norm_s16.c */
+
 /* Every channel legal: sign in {-1, 0, 1}, |beta| <= 2^30, (mult, shift) legal and rq of the
  * largest accumulator (zmax + |beta|) inside int32. */
 static int mt_norm_channels_ok(const int8_t *sign, const int32_t *beta, const int32_t *mult,
@@ -36,6 +38,9 @@ mt_status mt_norm_s8(const mt_op_args *args)
 {
   if (!mt_args_ok(args, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
+  }
+  if (args->in[MT_NORM_IN_X].dtype == MT_DTYPE_INT16) {
+    return mt_norm_s16 != NULL ? mt_norm_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_NORM_IN_X], *yt = &args->out[MT_NORM_OUT_Y];
   const mt_tensor *st = &args->in[MT_NORM_IN_GAMMA_SIGN];

@@ -10,6 +10,8 @@
 #include "mt_kernel_util.h"
 #include "mt_kernels.h"
 
+mt_status mt_softmax_s16(const mt_op_args *args) MT_WEAK16; /* int16 x: mt_softmax_s16.c */
+
 #define SOFTMAX_MAX_ROW 32767
 #define SOFTMAX_EXP_ONE 65536
 
@@ -78,6 +80,9 @@ mt_status mt_softmax_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_SOFTMAX_IN_X], *yt = &args->out[MT_SOFTMAX_OUT_Y];
   const mt_tensor *tt = &args->in[MT_SOFTMAX_IN_EXP_TABLE];
+  if (xt->dtype == MT_DTYPE_INT16) {
+    return mt_softmax_s16 != NULL ? mt_softmax_s16(args) : MT_STATUS_BAD_ARGUMENT;
+  }
   if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
       xt->rank < 1 || !mt_same_shape(xt, yt) || !mt_vec_ok(tt, 256)) {
     return MT_STATUS_BAD_ARGUMENT;

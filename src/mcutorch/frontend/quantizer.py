@@ -56,7 +56,7 @@ A = torch.ops.aten
 # clamp, concat and the movement ops (dtype-agnostic).
 INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "matmul", "add", "sub",
                        "mul", "max_pool2d", "avg_pool2d", "clamp", "concat", "transpose", "pad",
-                       "strided_slice", "reshape", "lut", "reduce_sum"})
+                       "strided_slice", "reshape", "lut", "reduce_sum", "softmax", "norm", "where"})
 INT16_MAX = 2**15 - 1  # symmetric: [-32767, 32767], zero point 0
 
 
@@ -304,7 +304,7 @@ class Quantizer(_PT2EQuantizer):
             values = node.args[:1] if node.target == A.masked_fill.Scalar else node.args[1:3]
             tensors = [a for a in values if _is_float_tensor(a)]
             _set(node, {a: self.input_spec(a, node) for a in tensors},
-                 self.activation_spec() if len(tensors) != 1 else _same_as(tensors[0], node))
+                 act if len(tensors) != 1 else _same_as(tensors[0], node, act))
         elif rule.quant in ("fixed", "free"):  # one tensor (pow.Scalar: its exponent)
             qmap = {a: self.input_spec(a, node) for a in _tensor_inputs(node)}
             out = (self.fixed_spec(*rule.qparams, wide) if rule.quant == "fixed" else
@@ -364,13 +364,14 @@ def _is_float_tensor(arg) -> bool:
     return isinstance(val, torch.Tensor) and val.dtype.is_floating_point
 
 
-def _same_as(arg: Node, node: Node) -> DerivedQuantizationSpec:
+def _same_as(arg: Node, node: Node, like: QuantizationSpec) -> DerivedQuantizationSpec:
     """The qparams of the edge (arg, node), derived from its observer alone: a where's output
-    beside a scalar (masked_fill's fill value, -inf included) is not observed, it saturates."""
+    beside a scalar (masked_fill's fill value, -inf included) is not observed, it saturates;
+    dtype and range those of `like` (int8, or int16)."""
     return DerivedQuantizationSpec(derived_from=[(arg, node)],
                                    derive_qparams_fn=lambda obs: obs[0].calculate_qparams(),
-                                   dtype=torch.int8, quant_min=-128, quant_max=127,
-                                   qscheme=torch.per_tensor_affine)
+                                   dtype=like.dtype, quant_min=like.quant_min,
+                                   quant_max=like.quant_max, qscheme=like.qscheme)
 
 
 def _type_name(kind: type) -> str:

@@ -109,7 +109,8 @@ OPS = (
            "y": "[..., M, N]; a, b, y of one rank 2..6, batch dims numpy-broadcast"},
           family="conv",
           sources=tuple(Source(f"aten.{f}.default", "binary") for f in ("matmul", "bmm", "mm")),
-          fusable=True, since=4, macs=lambda i, o, a: _out(o) * i[0][-1],
+          fusable=True, since=4, macs=lambda i, o, a: _out(o) * i[0][-1], dtypes=A16W8,
+          c_sources={"default": ("conv/mt_matmul_s8.c", "conv/mt_matmul_s16.c")},
           doc="y = clamp(rq(sum_k (a - a_zp) * (b - b_zp)) + out_zp), two int8 activations; "
               "K * 255 * 255 and its rq fit int32 (both readers check it at load)"),
     OpDef("conv2d_add", 33, (*MAC_OPERANDS, "skip"), ("y",), CONV_ADD_ATTRS,

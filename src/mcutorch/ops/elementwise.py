@@ -217,7 +217,7 @@ OPS = (
           sources=(Source("aten.where.self", "select"), Source("aten.where.ScalarOther", "select"),
                    Source("aten.where.ScalarSelf", "select"),
                    Source("aten.masked_fill.Scalar", "select")),
-          alias=("inplace",), since=4,
+          alias=("inplace",), since=4, dtypes=(("int8", "int8"), ("int16", "int16")),
           doc="y = mask ? rescale(a) : rescale(b) into y's qparams (numpy broadcasting of all "
               "three); a scalar operand is an int8 constant in y's qparams"),
 )

@@ -49,7 +49,8 @@ OPS = (
           sources=(Source("aten.layer_norm.default", "free"),
                    Source("aten.group_norm.default", "free"),
                    Source("aten.instance_norm.default", "free")),
-          fusable=True, since=3,
+          fusable=True, since=3, dtypes=SAME16,
+          c_sources={"default": ("reduce/mt_norm_s8.c", "reduce/mt_norm_s16.c")},
           tosa="norm: TOSA 1.0 INT has no 64-bit sum of squares and no reciprocal square root "
                "that reproduce our definition exactly; it runs on the CPU",
           doc="z = (n x - sum x) isqrt(2^62 / (D + eps)) >> 19 (Q12); y = rq(z sign_c + beta_c) "

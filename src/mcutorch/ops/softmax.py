@@ -11,7 +11,8 @@ OPS = (
           family="softmax",
           sources=(Source("aten.softmax.int", "fixed", SOFTMAX),
                    Source("aten._softmax.default", "fixed", SOFTMAX)),
-          qparams="fixed",
+          qparams="fixed", dtypes=(("int8", "int8"), ("int16", "int16")),
+          c_sources={"default": ("softmax/mt_softmax_s8.c", "softmax/mt_softmax_s16.c")},
           tosa="softmax: TOSA 1.0 has no softmax, and no exact TOSA sequence reproduces our "
                "row-wise exp-table / integer-divide definition; it runs on the CPU",
           doc="output qparams fixed (1/256, -128); see docs/numerics.md"),

@@ -18,7 +18,8 @@ from mcutorch.ref import (concat_attrs, gather_attrs, make_lut, make_lut16, pad_
                           slice_attrs, softmax_exp_table, transpose_attrs)
 from mcutorch.ref.elementwise import compare_attrs
 from mcutorch.ref.reduce import MAX_COUNT16, norm_constants, sum_range, var_attrs
-from mcutorch.ref.softmax import log_softmax_tables
+from mcutorch.ref.conv import matmul16_check
+from mcutorch.ref.softmax import log_softmax_tables, softmax_exp_table16
 
 ADD_LEFT_SHIFT = 20  # inputs are scaled to 2^20 / (2 max(s_a, s_b)) before adding
 ADD_LEFT_SHIFT16 = 15  # int16 inputs (docs/numerics.md section 6): 2^15 keeps a32 + b32 in int32
@@ -90,7 +91,13 @@ def _mul(node: Node) -> None:
     """mul and matmul: one multiplier s_a * s_b / s_y (matmul's transpose_b first)."""
     a, b = node.inputs
     y = node.outputs[0]
-    m, s = quantize_multiplier(a.scale * b.scale / y.scale)
+    wide = node.op == "matmul" and a.dtype == "int16"  # int48 accumulator: 16-bit multiplier
+    m, s = (quantize_multiplier16 if wide else quantize_multiplier)(a.scale * b.scale / y.scale)
+    if wide:
+        try:
+            matmul16_check(a.shape[-1], m, s)
+        except ValueError as err:
+            raise UnsupportedOpError(f"{node.source}: {err}") from None
     pre = {"transpose_b": int(node.attrs["transpose_b"])} if node.op == "matmul" else {}
     node.attrs = {**pre, "a_zp": a.zero_point, "b_zp": b.zero_point, "out_zp": y.zero_point,
                   "mult": m, "shift": s, **_act(node)}
@@ -147,13 +154,17 @@ def _lut(node: Node) -> None:
 
 
 def _softmax(node: Node) -> None:
+    """The exp table: 256 entries (int8 x), or 512 (int16 x, output (1/32768, 0), section 6)."""
     x, y = node.inputs[0], node.outputs[0]
-    if abs(y.scale - 1 / 256) > 1e-9 or y.zero_point != -128:
-        raise UnsupportedOpError(f"{node.source}: softmax output must be quantized with "
-                                 f"(1/256, -128), got ({y.scale}, {y.zero_point})")
+    wide = x.dtype == "int16"
+    want = (1 / 32768, 0) if wide else (1 / 256, -128)
+    if abs(y.scale - want[0]) > 1e-12 or y.zero_point != want[1] or y.dtype != x.dtype:
+        raise UnsupportedOpError(f"{node.source}: {x.dtype} softmax output must be quantized "
+                                 f"with {want}, got {y.dtype} ({y.scale}, {y.zero_point})")
     if x.shape[-1] > 32767:
         raise UnsupportedOpError(f"{node.source}: softmax over {x.shape[-1]} > 32767 values")
-    node.inputs = [x, _const(y.name + "_exp", softmax_exp_table(x.scale))]
+    table = (softmax_exp_table16 if wide else softmax_exp_table)(x.scale)
+    node.inputs = [x, _const(y.name + "_exp", table)]
     node.attrs = {}
 
 
@@ -207,7 +218,7 @@ def _norm(node: Node) -> None:
     axis = a["channel_axis"]
     try:
         sign, beta, mult, shift, eps = norm_constants(a["gamma"], a["beta"], a["eps"], n,
-                                                      x.scale, y.scale)
+                                                      x.scale, y.scale, x.dtype == "int16")
     except ValueError as err:
         raise UnsupportedOpError(f"{node.source}: {err}") from None
     node.inputs = [x, Tensor(y.name + "_gamma_sign", sign.shape, "int8", 1.0, 0, sign),

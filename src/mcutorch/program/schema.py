@@ -111,7 +111,10 @@ Version history:
     the gates (docs/numerics.md, lstm / gru). Alias kind `overlap` (MT_ALIAS_OVERLAP) on int8
     `depthwise_conv2d` and on int8 `conv2d` 1x1 (stride 1, no padding, groups 1, Cout <= 64):
     the output may lie over its x, starting at least the op's least delta below it
-    (`OpDef.overlap`, mt_overlap_delta; both readers refuse a smaller one, bad_op). No record
+    (`OpDef.overlap`, mt_overlap_delta; both readers refuse a smaller one, bad_op). `matmul`
+    (two int16 activations, int48 accumulator, 16-bit multiplier), `softmax` (int16 x, a
+    512-entry exp table, output (1/32768, 0)), `norm` (int16 x, Q20) and `where` (int16
+    values) take int16 activations (docs/numerics.md section 6): a16w8 attention. No record
     changed: 1.7 programs load.
 
 Meaning of the records:

@@ -265,11 +265,22 @@ def check_op(p: Program, i: int, op, in_subgraph: bool) -> None:
         _check_recurrent(p, what, op)
     _check_ring(p, what, op)
     if op.name == "matmul":  # two activations: |acc| <= K * 255 * 255 (the C loader: the same)
-        k = int(p.tensors[op.inputs[0]].shape[-1]) * 255 * 255
-        fits = [v <= I32[1] and I32[0] <= (v * op.attrs["mult"] + (1 << op.attrs["shift"] - 1)
-                                           >> op.attrs["shift"]) <= I32[1] for v in (k, -k)]
-        require(op.attrs["mult"] >= 0 and 2 <= op.attrs["shift"] <= 62 and all(fits), "bad_op",
-                f"{what}: K * 255 * 255 = {k} or its rq leaves int32 (docs/numerics.md, Domain)")
+        _check_matmul(p, what, op)
+
+
+def _check_matmul(p: Program, what: str, op) -> None:
+    """|acc| <= K * 255 * 255 inside int32 (int16 a, b: K * 2^30 inside int48, zero points 0
+    and a 16-bit multiplier, docs/numerics.md section 6) and its rq inside int32."""
+    wide = p.tensors[op.inputs[0]].dtype == "int16"
+    k = int(p.tensors[op.inputs[0]].shape[-1]) * (1 << 30 if wide else 255 * 255)
+    mult, shift = op.attrs["mult"], op.attrs["shift"]
+    fits = [v <= (S.INT48[1] if wide else I32[1]) and
+            I32[0] <= (v * mult + (1 << shift - 1) >> shift) <= I32[1] for v in (k, -k)]
+    legal = mult <= 32767 and op.attrs["a_zp"] == op.attrs["b_zp"] == 0 if wide else True
+    require(mult >= 0 and 2 <= shift <= 62 and all(fits) and legal, "bad_op",
+            f"{what}: K * {'2^30' if wide else '255 * 255'} = {k} or its rq leaves "
+            f"{'int48 / int32, or not zero points 0 and a 16-bit multiplier' if wide else 'int32'}"
+            " (docs/numerics.md, Domain)")
 
 
 def _check_dtypes(p: Program, what: str, op, d) -> None:

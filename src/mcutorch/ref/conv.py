@@ -25,9 +25,9 @@ from __future__ import annotations
 import numpy as np
 
 from mcutorch import quant
-from mcutorch.ref._common import (DIM_MAX, INT32_MAX, INT32_MIN, INT48_MAX, as_activation,
-                                  as_array, check, check_dims, check_scale, check_zp, out_size,
-                                  requantize, requantize16, tap_outputs, tap_slice)
+from mcutorch.ref._common import (DIM_MAX, INT16_MAX, INT32_MAX, INT32_MIN, INT48_MAX,
+                                  as_activation, as_array, check, check_dims, check_scale, check_zp,
+                                  out_size, requantize, requantize16, tap_outputs, tap_slice)
 from mcutorch.ref.elementwise import add
 
 
@@ -251,10 +251,15 @@ def fully_connected(x, weight, bias, mult, shift, *, in_zp, out_zp, act_min, act
 MATMUL_MAX_K = (INT32_MAX) // (255 * 255)  # K * 255 * 255 fits int32 (ops.conv.MATMUL_MAX_K)
 
 
+MATMUL16_MAX_K = INT48_MAX // (1 << 30)  # 131,071: K * 32768^2 fits int48 (int16 a and b)
+
+
 def matmul_shape(a, b, *, transpose_b, **_):
-    """The [..., M, N] matmul returns (a, b of one rank 2..6, batch dims broadcast)."""
-    as_array(a, np.int8, "a", (2, 3, 4, 5, 6))
-    as_array(b, np.int8, "b", a.ndim)
+    """The [..., M, N] matmul returns (a, b of one rank 2..6, int8 or int16, batch dims
+    broadcast)."""
+    wide = getattr(a, "dtype", None) == np.int16
+    as_array(a, np.int16 if wide else np.int8, "a", (2, 3, 4, 5, 6))
+    as_array(b, a.dtype, "b", a.ndim)
     check(transpose_b in (0, 1), f"matmul: transpose_b={transpose_b} is not 0 or 1")
     (m, k), (kb, n) = a.shape[-2:], (b.shape[-1:-3:-1] if transpose_b else b.shape[-2:])
     check(k == kb, f"matmul: a {a.shape} and b {b.shape} (transpose_b={transpose_b}) "
@@ -271,23 +276,45 @@ def matmul(a, b, *, transpose_b, a_zp, b_zp, out_zp, mult, shift, act_min, act_m
     """y = clamp(rq(sum_k (a[..., m, k] - a_zp) * (b[..., k, n] - b_zp)) + out_zp).
 
     Static domain: K <= MATMUL_MAX_K (|acc| <= K * 255 * 255 fits int32) and rq of
-    [-K * 255 * 255, K * 255 * 255] fits int32; both program readers check it at load."""
-    # a: [..., M, K] int8; b: [..., K, N] ([..., N, K] if transpose_b) -> y: [..., M, N] int8
+    [-K * 255 * 255, K * 255 * 255] fits int32; both program readers check it at load.
+    int16 a and b (docs/numerics.md section 6): zero points 0, acc in int48 (K <= 131,071),
+    a 16-bit multiplier, an int16 y (requantize16)."""
+    # a: [..., M, K] int8/16; b: [..., K, N] ([..., N, K] if transpose_b) -> y: [..., M, N]
     shape = matmul_shape(a, b, transpose_b=transpose_b)
-    check_zp("a_zp", a_zp)
-    check_zp("b_zp", b_zp)
+    wide = a.dtype == np.int16
     k = a.shape[-1]
-    check(k <= MATMUL_MAX_K, f"matmul: K={k} > {MATMUL_MAX_K}: the accumulator can leave int32")
-    check_scale(mult, shift, "matmul scale")
-    bound = quant.rq([-k * 255 * 255, k * 255 * 255], mult, shift)
-    check(INT32_MIN <= bound.min() and bound.max() <= INT32_MAX,
-          f"matmul: rq(mult={mult}, shift={shift}) of +-{k} * 255 * 255 can overflow int32")
+    if wide:
+        check(a_zp == 0 and b_zp == 0, f"matmul: a_zp={a_zp}, b_zp={b_zp}: int16 activations "
+              "have zero point 0")
+        check(k <= MATMUL16_MAX_K, f"matmul: K={k} > {MATMUL16_MAX_K}: the int16 accumulator "
+              "can leave int48")
+        matmul16_check(k, mult, shift)
+    else:
+        check_zp("a_zp", a_zp)
+        check_zp("b_zp", b_zp)
+        check(k <= MATMUL_MAX_K, f"matmul: K={k} > {MATMUL_MAX_K}: the accumulator can leave "
+              "int32")
+        check_scale(mult, shift, "matmul scale")
+        bound = quant.rq([-k * 255 * 255, k * 255 * 255], mult, shift)
+        check(INT32_MIN <= bound.min() and bound.max() <= INT32_MAX,
+              f"matmul: rq(mult={mult}, shift={shift}) of +-{k} * 255 * 255 can overflow int32")
     a64 = a.astype(np.int64) - a_zp
     b64 = b.astype(np.int64) - b_zp
     if transpose_b:
         b64 = np.swapaxes(b64, -1, -2)
     acc = np.matmul(a64, b64) if a64.size and b64.size else np.zeros(shape, np.int64)
-    return requantize(acc.reshape(shape), mult, shift, out_zp, act_min, act_max)
+    return (requantize16 if wide else requantize)(acc.reshape(shape), mult, shift, out_zp,
+                                                  act_min, act_max)
+
+
+def matmul16_check(k: int, mult: int, shift: int) -> None:
+    """An int16 matmul's scale: a 16-bit multiplier and rq(+-K * 2^30) inside int32 (both program
+    readers check the same at load)."""
+    check_scale(mult, shift, "matmul scale")
+    check(mult <= INT16_MAX, f"matmul: mult={mult}: an int16 matmul's multiplier is 16-bit")
+    bound = quant.rq([-k << 30, k << 30], mult, shift)
+    check(INT32_MIN <= bound.min() and bound.max() <= INT32_MAX,
+          f"matmul: rq(mult={mult}, shift={shift}) of +-{k} * 2^30 can overflow int32")
 
 
 def _transposed_axis(size: int, kernel: int, stride: int, dilation: int, pad0: int, pad1: int,

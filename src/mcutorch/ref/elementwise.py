@@ -324,17 +324,19 @@ def broadcast_shape3(m_shape, a_shape, b_shape, op: str) -> tuple[int, ...]:
 def where(mask, a, b, *, a_zp, a_mult, a_shift, b_zp, b_mult, b_shift, out_zp):
     """y = mask ? clamp(rq(a - a_zp, a_mult, a_shift) + out_zp)
                 : clamp(rq(b - b_zp, b_mult, b_shift) + out_zp)  (each side a rescale); any
-    nonzero mask byte selects a (compare writes 0/1)."""
-    # mask: uint8 0/1, a, b: int8, all numpy-broadcastable  ->  y: int8 of the broadcast shape
+    nonzero mask byte selects a (compare writes 0/1). int16 a and b (section 6): zero points 0,
+    an int16 y clamped to [-32767, 32767]."""
+    # mask: uint8 0/1, a, b: int8 (int16), all numpy-broadcastable -> y: the broadcast shape
     as_array(mask, np.uint8, "mask")
-    as_array(a, np.int8, "a")
-    as_array(b, np.int8, "b")
+    a, b, wide = _binary16(a, b, "where", (a_zp, b_zp, out_zp))
     shape = broadcast_shape3(mask.shape, a.shape, b.shape, "where")
     check_zp("a_zp", a_zp)
     check_zp("b_zp", b_zp)
-    _check_rq_range(INT8_MIN - a_zp, INT8_MAX - a_zp, a_mult, a_shift, "where a")
-    _check_rq_range(INT8_MIN - b_zp, INT8_MAX - b_zp, b_mult, b_shift, "where b")
-    ya = requantize(a.astype(np.int64) - a_zp, a_mult, a_shift, out_zp, INT8_MIN, INT8_MAX)
-    yb = requantize(b.astype(np.int64) - b_zp, b_mult, b_shift, out_zp, INT8_MIN, INT8_MAX)
+    lo, hi = (-INT16_MAX - 1, INT16_MAX) if wide else (INT8_MIN, INT8_MAX)
+    _check_rq_range(lo - a_zp, hi - a_zp, a_mult, a_shift, "where a")
+    _check_rq_range(lo - b_zp, hi - b_zp, b_mult, b_shift, "where b")
+    lo, hi = (-INT16_MAX, INT16_MAX) if wide else (INT8_MIN, INT8_MAX)
+    ya = _output(a.astype(np.int64) - a_zp, a_mult, a_shift, out_zp, lo, hi, wide)
+    yb = _output(b.astype(np.int64) - b_zp, b_mult, b_shift, out_zp, lo, hi, wide)
     return np.where(np.broadcast_to(mask, shape) != 0, np.broadcast_to(ya, shape),
-                    np.broadcast_to(yb, shape)).astype(np.int8)
+                    np.broadcast_to(yb, shape)).astype(ya.dtype)

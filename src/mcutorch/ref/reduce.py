@@ -130,34 +130,53 @@ NORM_Z_SHIFT = 19  # (n x - S1) * R ~ z * 2^31: z in Q12
 NORM_MAX_BETA = 1 << 30
 
 
-def norm_z_bound(count: int) -> int:
-    """A bound on |z| (Q12): a standardized value is at most sqrt(n - 1) in magnitude."""
-    return ((math.isqrt(max(count - 1, 0)) + 1) << 12) + 1
+def norm_z_bound(count: int, q: int = 12) -> int:
+    """A bound on |z| (Q12; int16 x: Q20): a standardized value is at most sqrt(n - 1) in
+    magnitude."""
+    return ((math.isqrt(max(count - 1, 0)) + 1) << q) + 1
 
 
-def norm_constants(gamma, beta, eps: float, count: int, s_in: float, s_out: float):
+NORM16_Q = 20  # an int16 norm's z: Q20
+NORM16_MAX_COUNT = 1 << 15  # int16 x: |n x - sum x| < 2^31 and n sum(x^2) <= 2^60
+
+
+def norm_constants(gamma, beta, eps: float, count: int, s_in: float, s_out: float,
+                   wide: bool = False):
     """(gamma_sign int8, beta int32, mult, shift, eps) of a norm from torch's affine (float
-    arrays), eps and scales: z (Q12) has scale 2^-12, channel c's accumulator
-    z * sign(gamma_c) + beta_c the scale |gamma_c| 2^-12 (2^-12 when gamma_c = 0); eps counts
-    in steps of the int8 variance D (n^2 var / s_in^2). ValueError outside the domain."""
+    arrays), eps and scales: z (Q12; Q20 for an int16 x, `wide`) has scale 2^-12, channel c's
+    accumulator z * sign(gamma_c) + beta_c the scale |gamma_c| 2^-12 (2^-12 when gamma_c = 0);
+    eps counts in steps of the variance D (n^2 var / s_in^2). ValueError outside the domain."""
     gamma, beta = np.asarray(gamma, np.float64), np.asarray(beta, np.float64)
-    acc_scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-12
+    acc_scale = np.where(gamma == 0, 1.0, np.abs(gamma)) * 2.0**-(NORM16_Q if wide else 12)
     bias = np.round(beta / acc_scale)
     steps = max(1, round(eps * count * count / (s_in * s_in)))
     check(steps <= INT32_MAX and np.abs(bias).max() <= NORM_MAX_BETA,
           f"normalisation constants out of range (eps {steps} in steps of the input variance, "
           f"bias up to {np.abs(bias).max():.3g}; the domain is 2^31 and 2^30)")
+    check(not wide or count <= NORM16_MAX_COUNT,
+          f"an int16 norm over {count} elements; mcutorch normalises at most 2^15 int16 values")
     mult, shift = quant.quantize_multipliers(acc_scale / s_out)
     return np.sign(gamma).astype(np.int8), bias.astype(np.int32), mult, shift, steps
+
+
+def norm16_rsqrt(t: int) -> tuple[int, int]:
+    """(R, s) of an int16 norm: t' = t >> 2s below 2^28 (s the least such), R = isqrt(2^62 //
+    t'), so R ~ 2^(31 + s) / sqrt(t) with at least 17 bits."""
+    s = max(0, (t.bit_length() - 27) // 2)
+    return math.isqrt((1 << 62) // (t >> 2 * s)), s
 
 
 def norm(x, gamma_sign, beta, mult, shift, *, axes, eps, inner, out_zp, act_min, act_max):
     """Per reduced group of n elements: D = n sum(x^2) - sum(x)^2 (int64), R = isqrt(2^62 //
     (D + eps)), z = ((n x - sum x) R + 2^18) >> 19; per element i with affine channel
-    c = (i // inner) % A: y = clamp(rq(z gamma_sign[c] + beta[c], mult[c], shift[c]) + out_zp)."""
-    dims = reduced_dims(x, axes, "norm")
+    c = (i // inner) % A: y = clamp(rq(z gamma_sign[c] + beta[c], mult[c], shift[c]) + out_zp).
+    int16 x (docs/numerics.md section 6): n <= 2^15, (R, s) = norm16_rsqrt(D + eps),
+    z = ((n x - sum x) R + 2^(10 + s)) >> (11 + s) in Q20, out_zp 0, an int16 y."""
+    wide = getattr(x, "dtype", None) == np.int16
+    dims = reduced_dims(x, axes, "norm", wide)
     count = math.prod(x.shape[d] for d in dims)
-    check(count <= MAX_COUNT, f"norm: {count} elements per group (more than 2^23)")
+    top_count = NORM16_MAX_COUNT if wide else MAX_COUNT
+    check(count <= top_count, f"norm: {count} elements per group (more than {top_count})")
     check(1 <= eps <= INT32_MAX and 1 <= inner <= INT32_MAX,
           f"norm: eps={eps} or inner={inner} outside [1, 2^31)")
     as_array(gamma_sign, np.int8, "gamma_sign", 1)
@@ -169,16 +188,23 @@ def norm(x, gamma_sign, beta, mult, shift, *, axes, eps, inner, out_zp, act_min,
           "norm: gamma_sign needs entries in {-1, 0, 1}")
     check(np.abs(beta.astype(np.int64)).max() <= NORM_MAX_BETA, "norm: |beta| > 2^30")
     check_scale(mult, shift)
-    top = norm_z_bound(count) + np.abs(beta.astype(np.int64))
+    top = norm_z_bound(count, NORM16_Q if wide else 12) + np.abs(beta.astype(np.int64))
     low, high = quant.rq(-top, mult, shift), quant.rq(top, mult, shift)
     check(low.min() >= INT32_MIN and high.max() <= INT32_MAX,
           "norm: rq of the accumulator leaves int32")
     xi = x.astype(np.int64)
     s1, s2 = xi.sum(axis=dims, keepdims=True), (xi * xi).sum(axis=dims, keepdims=True)
     big = count * s2 - s1 * s1
-    r = np.vectorize(lambda d: math.isqrt((1 << 62) // (int(d) + eps)), otypes=[np.int64])(big)
-    z = ((count * xi - s1) * r.reshape(big.shape) + (1 << (NORM_Z_SHIFT - 1))) >> NORM_Z_SHIFT
+    if wide:
+        rs = [norm16_rsqrt(int(d) + eps) for d in big.ravel()]
+        r = np.array([v[0] for v in rs], np.int64).reshape(big.shape)
+        sh = np.array([11 + v[1] for v in rs], np.int64).reshape(big.shape)
+        z = ((count * xi - s1) * r + (np.int64(1) << (sh - 1))) >> sh
+    else:
+        r = np.vectorize(lambda d: math.isqrt((1 << 62) // (int(d) + eps)),
+                         otypes=[np.int64])(big)
+        z = ((count * xi - s1) * r.reshape(big.shape) + (1 << (NORM_Z_SHIFT - 1))) >> NORM_Z_SHIFT
     c = (np.arange(x.size, dtype=np.int64).reshape(x.shape) // inner) % a
     acc = z * gamma_sign.astype(np.int64)[c] + beta.astype(np.int64)[c]
-    return requantize(acc, mult.astype(np.int64)[c], shift.astype(np.int64)[c], out_zp, act_min,
-                      act_max)
+    return (requantize_int16 if wide else requantize)(
+        acc, mult.astype(np.int64)[c], shift.astype(np.int64)[c], out_zp, act_min, act_max)

@@ -31,6 +31,7 @@ from mcutorch.ref._common import as_array, check
 
 EXP_ONE = 1 << 16  # exp_table[0]
 MAX_ROW = 32767  # longest row: keeps sum below 2^31
+INT16_MAX = 32767
 
 
 def softmax_exp_table(scale: float) -> np.ndarray:
@@ -87,8 +88,11 @@ def log_softmax(x, exp_table, log_table, *, in_mult, ln2, out_zp):
 
 
 def softmax(x, exp_table):
-    """Row-wise softmax of int8 x; output qparams (1/256, -128)."""
+    """Row-wise softmax of int8 x, output qparams (1/256, -128); of int16 x (a 512-entry table,
+    softmax16), output qparams (1/32768, 0)."""
     # x: (..., L) int8, 1 <= L <= 32767; exp_table: (256,) int32  ->  y: (..., L) int8
+    if getattr(x, "dtype", None) == np.int16:
+        return softmax16(x, exp_table)
     as_array(x, np.int8, "x")
     check(x.ndim >= 1 and 1 <= x.shape[-1] <= MAX_ROW,
           f"softmax: rows must have 1..{MAX_ROW} elements, got shape {x.shape}")
@@ -99,3 +103,38 @@ def softmax(x, exp_table):
     total = e.sum(axis=-1, keepdims=True)  # >= exp_table[0] > 0: the max element has d = 0
     q = (e * 256 + (total >> 1)) // total
     return (np.minimum(q, 255) - 128).astype(np.int8)
+
+
+EXP16_ONE = 1 << 30  # the int16 softmax's tables: Q30
+
+
+def softmax_exp_table16(scale: float) -> np.ndarray:
+    """int32[512] of an int16 softmax: [j] = round_half_even(2^30 exp(-scale j)) and
+    [256 + j] = round_half_even(2^30 exp(-scale 256 j)), j < 256 (d = 256 hi + lo)."""
+    check(math.isfinite(scale) and scale > 0, f"softmax_exp_table16: bad scale {scale}")
+    j = np.arange(256, dtype=np.float64)
+    lo, hi = np.exp(-np.float64(scale) * j), np.exp(-np.float64(scale) * 256 * j)
+    return np.rint(EXP16_ONE * np.concatenate([lo, hi])).astype(np.int32)
+
+
+def softmax16(x, exp_table):
+    """Row-wise softmax of int16 x (docs/numerics.md section 6); output qparams (1/32768, 0):
+
+        d = max(row) - x                                   0..65535
+        e = (table[256 + (d >> 8)] * table[d & 255] + 2^29) >> 30      <= 2^30
+        y = min((2^15 e + (sum >> 1)) // sum, 32767)        sum = sum(e) < 2^45, uint64"""
+    # x: (..., L) int16, 1 <= L <= 32767; exp_table: (512,) int32  ->  y: (..., L) int16
+    as_array(x, np.int16, "x")
+    check(x.ndim >= 1 and 1 <= x.shape[-1] <= MAX_ROW,
+          f"softmax: rows must have 1..{MAX_ROW} elements, got shape {x.shape}")
+    as_array(exp_table, np.int32, "exp_table", 1)
+    t = exp_table.astype(np.int64)
+    check(t.shape == (512,) and t.min() >= 0 and t.max() <= EXP16_ONE and
+          (t[0] * t[256] + (1 << 29)) >> 30 >= 1,
+          "softmax: an int16 x takes a 512-entry exp_table in [0, 2^30] whose e(0) is >= 1")
+    xi = x.astype(np.int64)
+    d = xi.max(axis=-1, keepdims=True) - xi
+    e = (t[256 + (d >> 8)] * t[d & 255] + (1 << 29)) >> 30
+    total = e.sum(axis=-1, keepdims=True)  # >= e(0) >= 1: the max element has d = 0
+    q = (e << 15) + (total >> 1)
+    return np.minimum(q // total, INT16_MAX).astype(np.int16)

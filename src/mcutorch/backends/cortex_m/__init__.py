@@ -38,7 +38,8 @@ def _fold(node: Node) -> bool:
 CONV_ADD_STAGE = 4096
 
 
-def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int:
+def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT,
+                  itemsize: int = 1) -> int:
     """Planned scratch bytes the C kernel of (op, variant) needs for these operand shapes.
 
     The planner reserves this much in `mt_op_args.scratch`. Every kernel today (all ISA levels)
@@ -47,6 +48,7 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
     transpose_b needs scratch (b transposed, one batch), conv2d_add (a stage of whole output
     pixels: CONV_ADD_STAGE bytes, or 4 pixels or one output row above it, at most the output)
     and lstm / gru (one step's gates, [B, 4H] / [B, 3H] at 2 bytes: int8 or int16).
+    `itemsize`: bytes per element of the activations (2 for an int16 matmul).
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
     0
@@ -54,7 +56,7 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT) -> int
     if op not in ops.BY_NAME or variant not in ops.BY_NAME[op].variants:
         raise KeyError(f"no kernel variant {variant!r} for op {op!r}")
     if op == "matmul" and shapes and not attrs.get("transpose_b"):  # b^T of one batch: K * N
-        return shapes[1][-2] * shapes[1][-1]
+        return shapes[1][-2] * shapes[1][-1] * itemsize
     if op in ("lstm", "gru") and shapes:  # the gates of one step, int16-sized: B * G * 2
         return shapes[0][0] * shapes[0][2] * 2
     if op == "conv2d_add" and shapes:  # whole pixels of the conv before the add, >= one row
@@ -81,5 +83,5 @@ def select_kernels(graph: Graph) -> Graph:
         else:
             node.variant = DEFAULT_VARIANT
         node.scratch = scratch_bytes(node.op, [t.shape for t in node.inputs], node.attrs,
-                                     node.variant)
+                                     node.variant, 2 if node.inputs[0].dtype == "int16" else 1)
     return graph

@@ -119,7 +119,16 @@ def _transpose_stride(node: Node) -> str:
             f"((1, 2) / (2, 1) on a one-row / one-column input and kernel), got {s}")
 
 
+def _matmul16(node: Node) -> str:
+    return ("" if node.inputs[0].dtype != "int16" else
+            "matmul: Vela 5.2 runs no int16 MATMUL (i16 x i16 -> i48) on Ethos-U55/U65 "
+            "('Non-passthrough operation (MatMul)'); it stays on the CPU")
+
+
 RULES: list[Rule] = [
+    Rule("matmul_int16", ("u55", "u65"), ("matmul",), _matmul16,
+         "Vela 5.2 on an int16 MATMUL graph: 'Non-passthrough operation (MatMul) could not run "
+         "on NPU'"),
     Rule("mask_ops", ("u55", "u65"), ("compare", "where"), _mask_ops,
          "Vela 5.2 on graphs of compare / where: 'Non-passthrough operation (GreaterEqual) could "
          "not run on NPU' (and Equal, NotEqual for CAST)"),

@@ -176,8 +176,15 @@ def lower_fully_connected(b: Builder, node: Node, ins, out: str, notes) -> str:
 
 
 def check_matmul(node: Node) -> str:
-    k = node.inputs[0].shape[-1] * 255 * 255  # |acc| bound of two int8 activations
     a = node.attrs
+    if node.inputs[0].dtype == "int16":  # i16 x i16 -> i48; apply_scale_16 takes any int48
+        k = node.inputs[0].shape[-1] << 30
+        if k > S.INT48[1]:
+            return "matmul: the int16 accumulator can leave int48 (TOSA MATMUL i16 -> i48)"
+        lo, hi = (S._rq(v, a["mult"], a["shift"]) for v in (-k, k))
+        return ("matmul: the rescaled int16 accumulator can leave int32 (TOSA apply_scale_16)"
+                if lo < S.INT32[0] or hi > S.INT32[1] else "")
+    k = node.inputs[0].shape[-1] * 255 * 255  # |acc| bound of two int8 activations
     return S._rescale_problem("matmul", -k, k, a["mult"], a["shift"], "the accumulator")
 
 
@@ -185,23 +192,24 @@ def lower_matmul(b: Builder, node: Node, ins, out: str, notes) -> str:
     """MATMUL [B, M, K] x [B, K, N] -> int32 (zero points as inputs), then the output stage.
     TOSA 1.0 MATMUL has no batch broadcast and no transposed operand: TILE and TRANSPOSE."""
     a, y = node.attrs, node.outputs[0].shape
+    dt = node.inputs[0].dtype  # int16: MATMUL i16 x i16 -> i48, RESCALE apply_scale_16
     batch, xs = y[:-2], []
     for x in ins:
         shp = b.shape(x)
         if tuple(shp[:-2]) != tuple(batch):
             notes.append("broadcast batch dims made explicit (TILE)")
             times = [yd // xd for xd, yd in zip(shp[:-2], batch)] + [1, 1]
-            x = b.op("TILE", [x, b.shape_const(times)], (*batch, *shp[-2:]), "int8", attr("Tile"))
+            x = b.op("TILE", [x, b.shape_const(times)], (*batch, *shp[-2:]), dt, attr("Tile"))
         xs.append(b.reshape(x, [int(np.prod(batch, dtype=np.int64)), *shp[-2:]]))
     av, bv = xs
     if a["transpose_b"]:
         nb, n, k = b.shape(bv)
-        bv = b.op("TRANSPOSE", [bv], [nb, k, n], "int8", attr("Transpose", [0, 2, 1]))
-    zps = [b.const(a[z], "int8", z) for z in ("a_zp", "b_zp")]
-    acc = b.op("MATMUL", [av, bv, *zps], [*b.shape(av)[:2], b.shape(bv)[2]], "int32",
-               attr("MatMul"))
+        bv = b.op("TRANSPOSE", [bv], [nb, k, n], dt, attr("Transpose", [0, 2, 1]))
+    zps = [b.const(a[z], dt, z) for z in ("a_zp", "b_zp")]
+    acc = b.op("MATMUL", [av, bv, *zps], [*b.shape(av)[:2], b.shape(bv)[2]],
+               "int48" if dt == "int16" else "int32", attr("MatMul"))
     yv = _output_stage(b, acc, a["mult"], a["shift"], a["out_zp"], a["act_min"], a["act_max"],
-                       None)
+                       None, dtype=dt)
     return b.reshape(yv, y, out)
 
 

@@ -49,7 +49,7 @@ INT48 = (-(1 << 47), (1 << 47) - 1)  # the int16 MAC accumulator (TOSA i16 x i8 
 # ops lowered with int16 activations (docs/numerics.md section 6; the others refuse them)
 INT16_OPS = frozenset({"conv2d", "depthwise_conv2d", "fully_connected", "add", "sub", "mul",
                        "rescale", "clamp", "max_pool2d", "lut", "transpose", "concat", "pad",
-                       "copy", "strided_slice", "reshape", "reduce_sum"})
+                       "copy", "strided_slice", "reshape", "reduce_sum", "matmul"})
 
 
 def _delta_range(zp: int, wide: bool = False) -> tuple[int, int]:

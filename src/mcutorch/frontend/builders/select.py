@@ -147,8 +147,9 @@ def _value(lf, arg, n: FxNode, out: Tensor, rank: int, which: str) -> Tensor:
         raise UnsupportedOpError(f"{source_of(n)}: its {which} value is {arg!r}; mcutorch takes "
                                  "a tensor or a constant number (not NaN)")
     # the scalar in y's qparams, as the fake-quant model quantizes it: -inf saturates to -128
-    code = int(quantize(np.float32(arg), out.scale, out.zero_point))
-    return _constant(lf, f"{out.name}_{which}", code, out, rank)
+    # (an int16 y: to -32767)
+    code = int(quantize(np.float32(arg), out.scale, out.zero_point, dtype=out.dtype))
+    return _constant(lf, f"{out.name}_{which}", code, out, rank, out.dtype)
 
 
 def where(lf, n: FxNode, out: Tensor, act) -> None:
