@@ -244,7 +244,11 @@ static int mt_meet(const mt_tensor_t *a, uint32_t storage, uint32_t region, uint
 static int64_t mt_lead(int64_t lo, int64_t hi, int64_t a, int64_t b, int64_t s, int64_t p,
                        int64_t size)
 {
-  const int64_t at[6] = {lo, hi, p / s, p / s + 1, (p + size - 1) / s, (p + size - 1) / s + 1};
+  /* p / s and (p + size - 1) / s in 32-bit divisions (1 <= s, 0 <= p < 2^31, 1 <= size <= 2^32:
+   * the callers' attributes and a non-empty dimension), so no 64-bit division routine is linked */
+  const uint32_t su = (uint32_t)s, pu = (uint32_t)p, qu = (uint32_t)(size - 1);
+  const int64_t d0 = pu / su, d1 = (int64_t)(pu / su) + qu / su + (pu % su >= su - qu % su);
+  const int64_t at[6] = {lo, hi, d0, d0 + 1, d1, d1 + 1};
   int64_t best = INT64_MIN;
   uint32_t k;
   for (k = 0; k < 6; k++) { /* clamped into [lo, hi] first: o * a stays below |y| */
