@@ -53,6 +53,19 @@ static inline void mt_requantize4_v(int32x4_t acc, const int32_t *mult, const in
   vstrbq_p_s32(y, v, p);
 }
 
+/* The vector (s0, s1, s2, s3) from four scalar sums (two VMOVs of register pairs). */
+static MT_ALWAYS_INLINE int32x4_t mt_lanes4_mve(int32_t s0, int32_t s1, int32_t s2, int32_t s3)
+{
+  int32x4_t v; /* GNU as: VMOV Qd[2], Qd[0], Ra, Rb puts Ra in lane 0 and Rb in lane 2 */
+  /* clang-format off */
+  __asm__("vmov %q0[2], %q0[0], %1, %3\n"
+          "vmov %q0[3], %q0[1], %2, %4"
+          : "=&w"(v)
+          : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
+  /* clang-format on */
+  return v;
+}
+
 /* One vector against four: lane j of the result is sum over i < n of a[i] * b_j[i] (n > 0),
  * 16 bytes per step with the tail predicated (DLSTP/LETP), each load of a feeding four VMLADAVA.
  * Always inlined, so that the four sums get even registers in the caller's loop. The MAC
@@ -79,14 +92,7 @@ static MT_ALWAYS_INLINE int32x4_t mt_dot4_mve(const int8_t *a, const int8_t *b0,
                    : [n] "r"(n)
                    : "q0", "q1", "q2", "lr", "memory");
   /* clang-format on */
-  int32x4_t v; /* GNU as: VMOV Qd[2], Qd[0], Ra, Rb puts Ra in lane 0 and Rb in lane 2 */
-  /* clang-format off */
-  __asm__("vmov %q0[2], %q0[0], %1, %3\n"
-          "vmov %q0[3], %q0[1], %2, %4"
-          : "=&w"(v)
-          : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
-  /* clang-format on */
-  return v;
+  return mt_lanes4_mve(s0, s1, s2, s3);
 }
 #endif /* MT_MVE */
 

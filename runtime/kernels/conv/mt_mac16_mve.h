@@ -47,14 +47,7 @@ static MT_ALWAYS_INLINE int32x4_t mt_dot16x4_mve(const int16_t *x, const int8_t 
                    : [n] "r"(n)
                    : "q0", "q1", "q2", "lr", "memory");
   /* clang-format on */
-  int32x4_t v; /* GNU as: VMOV Qd[2], Qd[0], Ra, Rb puts Ra in lane 0 and Rb in lane 2 */
-  /* clang-format off */
-  __asm__("vmov %q0[2], %q0[0], %1, %3\n"
-          "vmov %q0[3], %q0[1], %2, %4"
-          : "=&w"(v)
-          : "r"(s0), "r"(s1), "r"(s2), "r"(s3));
-  /* clang-format on */
-  return v;
+  return mt_lanes4_mve(s0, s1, s2, s3);
 }
 
 /* sum_{k < n} |w[k]| (n >= 0), 16 weights per VABAV. */
