@@ -42,6 +42,7 @@ fuzz: setup toolchain
 bench: setup toolchain
 	$(PY) -m bench
 	$(PY) -m bench.kernels --layers all
+	$(PY) -m bench.kernels --layers a16w8
 	$(PY) -m bench.npu
 	$(PY) -m bench.zoo
 	$(PY) -m bench.dispatch
