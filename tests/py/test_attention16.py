@@ -262,13 +262,15 @@ def test_int16_attention_ops_alike_in_the_reference_and_host_c(op, case):
 
 BOARDS = [("cortex-m55", "mps3-an547"), ("cortex-m0plus", "mps2-an385"),
           ("cortex-m33", "mps2-an505")]
+OP_BOARDS = BOARDS + [("cortex-m3", "mps2-an385"), ("cortex-m4", "mps2-an386"),
+                      ("cortex-m7", "mps2-an500"), ("cortex-m23", "mps2-an505")]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target,board", BOARDS)
+@pytest.mark.parametrize("target,board", OP_BOARDS)
 def test_int16_attention_ops_on_boards(target, board):
-    """Every case above as firmware on the M55 (MVE), M0+ (Armv6-M, unaligned access trapping)
-    and M33 (DSP): the reference's integers."""
+    """Every case above as firmware on every emulated core: M55 (MVE), M0+ (Armv6-M, unaligned
+    access trapping), M33 (DSP), M3, M4, M7 and M23: the reference's integers."""
     from mcutorch.device import firmware
     from mcutorch.ref.interpreter import Interpreter
 

@@ -69,7 +69,9 @@ def test_fused_equals_unrolled_equals_reference_on_host_c(kind, kw, last, state,
                 np.testing.assert_array_equal(a, b)
 
 
-BOARDS = [("cortex-m0plus", "mps2-an385"), ("cortex-m33", "mps2-an505"),
+# the M55 in the fast set (make test); M0+ and M33 in make test-all
+BOARDS = [pytest.param("cortex-m0plus", "mps2-an385", marks=pytest.mark.slow),
+          pytest.param("cortex-m33", "mps2-an505", marks=pytest.mark.slow),
           ("cortex-m55", "mps3-an547")]
 
 
