@@ -19,10 +19,10 @@ Fused vs unrolled: the same model compiled with the lstm / gru ops (the default)
 `fuse_recurrent=False` (every step's ops): M55 instructions, RAM and flash of each (both give
 the reference's integers on the board).
 
-Per step: nn.LSTM / nn.GRU (8 inputs, 32 hidden) alone at T = 8 and 16, fused and unrolled, and
-the difference per step: ops, runtime state, stripped program bytes (op and tensor records, no
-names), constant bytes (0: the weights are stored once) and exact M55 instructions, with the
-share of the instructions in the gate matmuls (fully_connected).
+Per step: nn.LSTM / nn.GRU / nn.RNN (tanh) (8 inputs, 32 hidden) alone at T = 8 and 16, fused and
+unrolled, and the difference per step: ops, runtime state, stripped program bytes (op and tensor
+records, no names), constant bytes (0: the weights are stored once) and exact M55 instructions, with
+the share of the instructions in the gate matmuls (fully_connected).
 
 a16w8: the same model quantized with `Quantizer(int16_layers=...)` naming every module but an
 nn.Embedding (int16 gates and states,
@@ -187,14 +187,18 @@ def print_per_step(boards: bool) -> None:
     print("\nPer time step (8 inputs, 32 hidden, batch 1): T = 8, T = 16, and (T16 - T8) / 8")
     keys = ["ops", "state", "program", "constants", "arena"] + (["m55"] if boards else [])
     print(f"{'layer':<13} {'T':>5} " + " ".join(f"{k:>10}" for k in keys))
-    for kind, fuse in ((nn.LSTM, True), (nn.LSTM, False), (nn.GRU, True), (nn.GRU, False)):
-        a, b = per_step(kind, 8, boards, fuse), per_step(kind, 16, boards, fuse)
-        name = kind.__name__ + ("" if fuse else " unrolled")
-        for label, r in (("8", a), ("16", b),
-                         ("/step", {k: (b[k] - a[k]) / 8 for k in keys})):
-            print(f"{name:<13} {label:>5} " + " ".join(f"{r[k]:>10,.0f}" for k in keys))
+    for kind in (nn.LSTM, nn.GRU, nn.RNN):
+        for fuse in (True, False):
+            _per_step_rows(kind, fuse, boards, keys)
     print("state: C runtime bytes bound at load (40 B per operand, 28 B per op); program: the "
           "stripped program file; constants: weights, biases, multipliers, tables.")
+
+
+def _per_step_rows(kind, fuse: bool, boards: bool, keys: list[str]) -> None:
+    a, b = per_step(kind, 8, boards, fuse), per_step(kind, 16, boards, fuse)
+    name = kind.__name__ + ("" if fuse else " unrolled")
+    for label, r in (("8", a), ("16", b), ("/step", {k: (b[k] - a[k]) / 8 for k in keys})):
+        print(f"{name:<13} {label:>5} " + " ".join(f"{r[k]:>10,.0f}" for k in keys))
 
 
 def main(argv=None) -> None:

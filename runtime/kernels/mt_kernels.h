@@ -13,7 +13,7 @@
  *   softmax/     softmax, log_softmax
  *   movement/    transpose, concat, pad, copy, strided_slice, gather, ring_write, embedding
  *   reduce/      reduce_sum, reduce_max, reduce_min, reduce_var, norm
- *   recurrent/   lstm, gru
+ *   recurrent/   lstm, gru, rnn_tanh, rnn_relu
  */
 #ifndef MT_KERNELS_H
 #define MT_KERNELS_H
@@ -62,6 +62,8 @@ mt_status mt_ring_write_s8(const mt_op_args *args);
 mt_status mt_embedding_s8(const mt_op_args *args);
 mt_status mt_lstm_s8(const mt_op_args *args);
 mt_status mt_gru_s8(const mt_op_args *args);
+mt_status mt_rnn_tanh_s8(const mt_op_args *args);
+mt_status mt_rnn_relu_s8(const mt_op_args *args);
 
 /* Every kernel above, indexed by opcode (rows of ops without a kernel are NULL). */
 extern const mt_kernel_table mt_kernels_all;

@@ -45,6 +45,8 @@ static const mt_kernel_row mt_all_rows[MT_OP_COUNT] = {
     [MT_OP_EMBEDDING] = {{mt_embedding_s8, NULL, NULL, NULL}},
     [MT_OP_LSTM] = {{mt_lstm_s8, NULL, NULL, NULL}},
     [MT_OP_GRU] = {{mt_gru_s8, NULL, NULL, NULL}},
+    [MT_OP_RNN_TANH] = {{mt_rnn_tanh_s8, NULL, NULL, NULL}},
+    [MT_OP_RNN_RELU] = {{mt_rnn_relu_s8, NULL, NULL, NULL}},
 };
 
 const mt_kernel_table mt_kernels_all = {mt_all_rows, MT_OP_COUNT};

@@ -436,16 +436,16 @@ static mt_status mt_check_matmul(const mt_model *m, const mt_op_t *op, const int
                                                                   : (mt_status)MT_ERR_BAD_OP;
 }
 
-/* validate.py _check_recurrent: lstm / gru's shapes (x [B, T, G*H], weight [G*H, H], states
- * [B, H], y [B, steps, H]), the steps inside T, constant tables (and bias_n) of x's dtype, and
- * scratch for one step's gates. in[5.. first]: the states; in[7..]: the tables. */
+/* validate.py _check_recurrent: lstm / gru / rnn_*'s shapes (x [B, T, G*H], weight [G*H, H],
+ * states [B, H], y [B, steps, H]), the steps inside T, constant tables (and bias_n) of x's dtype,
+ * scratch for one step's gates. in[5.. first]: the states; then gru's bias_n; then the tables. */
 static mt_status mt_check_recurrent(const mt_model *m, const mt_op_t *op, const int32_t *in)
 {
-  const int lstm = op->opcode == MT_OP_LSTM;
+  const int lstm = op->opcode == MT_OP_LSTM, gru = op->opcode == MT_OP_GRU;
   const mt_tensor_t *x = &m->tensors[in[0]], *w = &m->tensors[in[1]], *y;
   const int32_t *at = m->attrs + op->first_attr;
   const uint32_t steps = (uint32_t)at[0], start = (uint32_t)at[1], t_n = x->shape[1];
-  const uint32_t g = lstm ? 4u : 3u, h = w->shape[1], b = x->shape[0];
+  const uint32_t g = lstm ? 4u : gru ? 3u : 1u, h = w->shape[1], b = x->shape[0];
   const uint32_t n = op->n_inputs + op->n_outputs, e = x->dtype == MT_DTYPE_INT16 ? 2u : 1u;
   uint32_t k;
   y = &m->tensors[in[op->n_inputs]];
@@ -458,7 +458,7 @@ static mt_status mt_check_recurrent(const mt_model *m, const mt_op_t *op, const 
              MT_ERR_BAD_OP);
   for (k = 5; k < n; k++) { /* states: [B, H]; bias_n: [H]; tables: 256 or 513 entries */
     const mt_tensor_t *t = &m->tensors[in[k == op->n_inputs ? 5 : k]]; /* (y: checked above) */
-    const int state = k < 7u - !lstm || k >= op->n_inputs, bn = !lstm && k == 6;
+    const int state = k < 6u + lstm || k >= op->n_inputs, bn = gru && k == 6;
     const uint32_t len = bn ? h : e == 2 ? 513u : 256u;
     MT_REQUIRE(state ? t->rank == 2 && t->shape[0] == b && t->shape[1] == h
                      : t->storage == MT_STORAGE_CONST && t->dtype == x->dtype && t->rank == 1 &&
@@ -528,10 +528,10 @@ static mt_status mt_check_op(const mt_model *m, uint32_t i)
   }
   MT_TRY(mt_check_alias(m, op, in));
   MT_TRY(mt_check_mac(m, op, in));
-  MT_TRY(op->opcode == MT_OP_GATHER                            ? mt_check_gather(m, op, in)
-         : op->opcode == MT_OP_MATMUL                          ? mt_check_matmul(m, op, in)
-         : op->opcode == MT_OP_LSTM || op->opcode == MT_OP_GRU ? mt_check_recurrent(m, op, in)
-                                                               : MT_STATUS_OK);
+  MT_TRY(op->opcode == MT_OP_GATHER                                 ? mt_check_gather(m, op, in)
+         : op->opcode == MT_OP_MATMUL                               ? mt_check_matmul(m, op, in)
+         : op->opcode >= MT_OP_LSTM && op->opcode <= MT_OP_RNN_RELU ? mt_check_recurrent(m, op, in)
+                                                                    : MT_STATUS_OK);
   return mt_check_ring(m, op, in);
 }
 

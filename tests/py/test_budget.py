@@ -92,7 +92,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # scalar, the int16 matmul's 2-byte scratch; +15 (6,647): the int16 matmul's TOSA lowering
 # (MATMUL i16 x i16 -> i48, its int48 / apply_scale_16 check) and the Ethos-U55/U65 rule that
 # keeps it on the CPU (Vela refuses it). The three: 6,948.
-BUDGET = 6948
+# +13 (6,961) with format 1.9's rnn_tanh / rnn_relu: passes/recurrent.py matching an unrolled
+# nn.RNN step (fc, add of the time slice, the tanh table or none), the readers' table index.
+BUDGET = 6961
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

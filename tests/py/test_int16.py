@@ -708,7 +708,8 @@ def test_a_program_with_int16_activations_is_refused_by_the_reference_as_by_c():
         "int16" in pair for pair in op.dtypes)} == {
         "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d",
         "add", "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut",
-        "ring_write", "reduce_sum", "matmul", "softmax", "norm", "where", "lstm", "gru"}
+        "ring_write", "reduce_sum", "matmul", "softmax", "norm", "where", "lstm", "gru",
+        "rnn_tanh", "rnn_relu"}
     x = torch.randn(4, 16)
 
     class Pool(nn.Module):

@@ -168,7 +168,7 @@ def test_save_load(tmp_path, program):
 def test_layout(blob):
     h = S.HEADER.unpack(blob)
     assert blob[:4] == b"MCUT" and h["file_size"] == len(blob)
-    assert (h["version_major"], h["version_minor"]) == (1, 8)
+    assert (h["version_major"], h["version_minor"]) == (1, 9)
     assert h["crc32"] == zlib.crc32(blob[16:])
     assert (S.HEADER.size, S.SECTION.size, S.TARGET.size, S.REGION.size, S.TENSOR.size,
             S.OP.size, S.IO.size, S.DELEGATE.size, S.BINDING.size, S.PERSISTENT.size) == (

@@ -30,7 +30,7 @@ OPCODE_HISTORY = ("conv2d", "depthwise_conv2d", "fully_connected", "add", "mul",
                   "pad", "copy", "delegate", "maximum", "minimum", "strided_slice", "gather",
                   "reduce_sum", "reduce_max", "reduce_min", "log_softmax", "reduce_var", "norm",
                   "sub", "div", "compare", "where", "conv_transpose2d", "resize", "matmul",
-                  "conv2d_add", "ring_write", "embedding", "lstm", "gru")
+                  "conv2d_add", "ring_write", "embedding", "lstm", "gru", "rnn_tanh", "rnn_relu")
 # The data flow, earliest first (DESIGN.md): a module may import its own stage or earlier ones.
 # ref/ holds the definitions every stage may use; its interpreter runs programs (after emit).
 STAGES = {"ops": 0, "ir": 0, "errors": 0, "quant": 0, "targets": 0, "ref": 0, "ui": 0,

@@ -1,13 +1,14 @@
 /*
- * mt_recurrent.h - what mt_lstm_s8 and mt_gru_s8 share: the operand checks, the state product
- * and calls of the element-wise kernels on views of one batch row.
+ * mt_recurrent.h - what mt_lstm_s8, mt_gru_s8, mt_rnn_tanh_s8 and mt_rnn_relu_s8 share: the
+ * operand checks, the state product and calls of the element-wise kernels on views of one batch
+ * row.
  *
  * Each op is the composition of the ops of one unrolled step (docs/numerics.md, lstm / gru), so
  * each of those ops runs here through its own kernel - mt_fully_connected_s8 (folded when in_zp
  * is 0: no per-call weight sums) with its MVE / DSP dot-product rows, mt_add_s8, mt_mul_s8,
  * mt_sub_s8 and mt_lut_s8 with theirs, and their int16 bodies for a16w8 - on views into the
  * operands, the state outputs and the planned scratch, with the attributes of each at its prefix
- * (ops/recurrent.py). Per step (G = 4 gates for an LSTM, 3 for a GRU):
+ * (ops/recurrent.py). Per step (G = 4 gates for an LSTM, 3 for a GRU, 1 for an RNN):
  *
  *   scratch [B, G*H] (elements of x's dtype):  s = fc(h)  for every row at once
  *   then per row n, in place in row n of the scratch (each kernel reads element i before it
@@ -130,6 +131,36 @@ static inline uint32_t mt_rnn_time(const mt_rnn *r, int32_t j)
 static inline uint32_t mt_rnn_column(const mt_rnn *r, int32_t j)
 {
   return (uint32_t)(r->reverse ? r->steps - 1 - j : j);
+}
+
+/* nn.RNN's steps (rnn_tanh with its table, rnn_relu with table NULL): per step s = fc(h) into
+ * the scratch [B, H], then per row a = add(x[n, t], s[n]) (its clamp: relu's ReLU) in place,
+ * h[n] = lut(a, table) or a, y[n, k] = h[n]. The attributes of both ops are in one order. */
+static inline mt_status mt_rnn_run(const mt_op_args *args, const mt_tensor *table)
+{
+  mt_rnn r;
+  if (!mt_rnn_init(&r, args, 1, MT_RNN_TANH_IN_H0)) {
+    return MT_STATUS_BAD_ARGUMENT;
+  }
+  uint8_t *h = (uint8_t *)args->out[MT_RNN_TANH_OUT_H].data, *q = (uint8_t *)args->scratch;
+  uint8_t *y = (uint8_t *)args->out[MT_RNN_TANH_OUT_Y].data;
+  const uint8_t *x = (const uint8_t *)args->in[MT_RNN_TANH_IN_X].data;
+  const size_t hb = (size_t)r.hidden * r.e;
+  memcpy(h, args->in[MT_RNN_TANH_IN_H0].data, r.b * hb);
+  for (int32_t j = 0; j < r.steps; j++) {
+    const uint32_t t = mt_rnn_time(&r, j), k = mt_rnn_column(&r, j);
+    MT_RNN_TRY(mt_rnn_product(&r, args, h, args->attrs + MT_RNN_TANH_IN_ZP));
+    for (uint32_t n = 0; n < r.b; n++) {
+      uint8_t *a = q + n * hb, *hn = h + n * hb;
+      MT_RNN_TRY(mt_rnn_add(&r, r.hidden, x + ((size_t)n * r.t + t) * hb, a, table ? a : hn,
+                            args->attrs + MT_RNN_TANH_X_A_ZP, MT_ADD_N_ATTRS));
+      if (table != NULL) {
+        MT_RNN_TRY(mt_rnn_lut(&r, a, table, hn));
+      }
+      memcpy(y + ((size_t)n * r.steps + k) * hb, hn, hb);
+    }
+  }
+  return MT_STATUS_OK;
 }
 
 #endif /* MT_RECURRENT_H */

@@ -1,12 +1,14 @@
 """Recurrent layers as one op per layer and direction (after passes/requant.py).
 
-capture unrolls nn.LSTM / nn.GRU (frontend/builders/recurrent.py): per time step a state
-product s = fc(h), a time slice of the input projection x[:, t], gate slices, tables, adds and
-muls. This pass finds those steps on the IR, chains them through their state (h, and c for an
-LSTM), and replaces every run of at least two consecutive steps that share every constant
-(bytes) and attribute by one `lstm` / `gru` op (ops/recurrent.py, ref/recurrent.py: the same
-ops composed, so the integers are the unrolled program's). Steps whose qparams differ (the first
-step from a zero state, or the second, whose c came from it) stay unrolled before the op. The
+capture unrolls nn.LSTM / nn.GRU / nn.RNN (frontend/builders/recurrent.py): per time step a
+state product s = fc(h), a time slice of the input projection x[:, t], gate slices, tables, adds
+and muls (nn.RNN: h = lut(add(x[:, t], s)) for tanh, h = add(x[:, t], s) for relu, whose ReLU
+is the add's clamp). This pass finds those steps on the IR, chains them through their state (h,
+and c for an LSTM), and replaces every run of at least two consecutive steps that share every
+constant (bytes) and attribute by one `lstm` / `gru` / `rnn_tanh` / `rnn_relu` op
+(ops/recurrent.py, ref/recurrent.py: the same ops composed, so the integers are the unrolled
+program's). Steps whose qparams differ (the first step from a zero state, or the second, whose c
+came from it) stay unrolled before the op. The
 op writes the run's h into one [B, steps, H] sequence, which replaces the steps' views in the
 layer's stack (a concat on the time axis), and its last h (and c) as the tensors the steps
 made. With a16w8 the state and gates stay int16. Anything else (a step's tensor used outside
@@ -133,6 +135,21 @@ def _gru(m: _Match, fc: Node):
                 outs=[h_add.outputs[0]], consts=[*fc.inputs[1:], *tables])
 
 
+def _rnn(m: _Match, fc: Node):
+    """nn.RNN's step: a = add(x[:, t], fc(h)); h = lut(a) (tanh) or a itself (relu)."""
+    h, s = fc.inputs[0], fc.outputs[0]
+    a_add = m.only(s, "add", 1)
+    tm = a_add and m.time(a_add.inputs[0])
+    if not tm or a_add.outputs[0].shape != h.shape:
+        return None
+    tanh = m.only(a_add.outputs[0], "lut", 0)
+    last = tanh or a_add
+    return dict(kind="rnn_tanh" if tanh else "rnn_relu", x=tm[0], t=tm[1],
+                nodes=[*tm[2], fc, *(n for n in (a_add, tanh) if n)], source=fc.source,
+                attrs=_roles({"fc": fc, "x": a_add}), h_in=h, c_in=None, outs=[last.outputs[0]],
+                consts=[*fc.inputs[1:], *([tanh.inputs[1]] if tanh else [])])
+
+
 def _closed(m: _Match, step: dict) -> bool:
     """No tensor of the step but its state outputs is read outside it."""
     inside = {id(n) for n in step["nodes"]}
@@ -240,7 +257,8 @@ def run(graph: Graph) -> Graph:
     m = _Match(graph)
     steps = [s for fc in graph.nodes if fc.op == "fully_connected"
              and all(t.is_const for t in fc.inputs[1:])
-             for s in [_lstm(m, fc) or _gru(m, fc)] if s is not None and _closed(m, s)]
+             for s in [_lstm(m, fc) or _gru(m, fc) or _rnn(m, fc)]
+             if s is not None and _closed(m, s)]
     for r in _runs(m, steps):
         stack = _stack(m, r)
         if stack is not None:

@@ -273,7 +273,7 @@ def _act_attrs(node: Node) -> None:
 
 def _no_attrs(node: Node) -> None:
     """Ops whose program record has no attributes (reshape, copy), or that are made after this
-    pass from requantized ops (ring_write, lstm, gru)."""
+    pass from requantized ops (ring_write, lstm, gru, rnn_tanh, rnn_relu)."""
 
 
 RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
@@ -286,7 +286,7 @@ RULES = {"conv2d": _mac, "depthwise_conv2d": _mac, "fully_connected": _mac,
          "reduce_min": _reduce, "log_softmax": _log_softmax, "reduce_var": _reduce,
          "norm": _norm, "sub": _add, "div": _div, "compare": _compare, "where": _where,
          "resize": _resize, "matmul": _mul, "embedding": _no_attrs,
-         "lstm": _no_attrs, "gru": _no_attrs}
+         **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu"), _no_attrs)}
 
 
 def _share_qparams(node: Node) -> list[Node]:

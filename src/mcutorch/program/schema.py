@@ -116,6 +116,9 @@ Version history:
     512-entry exp table, output (1/32768, 0)), `norm` (int16 x, Q20) and `where` (int16
     values) take int16 activations (docs/numerics.md section 6): a16w8 attention. No record
     changed: 1.7 programs load.
+  * 1.9: opcodes 38 `rnn_tanh` and 39 `rnn_relu`: the steps of an unrolled nn.RNN layer and
+    direction as one op of two outputs (the sequence, the last h), like `lstm` / `gru`
+    (docs/numerics.md, rnn_tanh / rnn_relu). No record changed: 1.8 programs load.
 
 Meaning of the records:
   * TARGET: what the compile decided: CPU / ISA level / NPU (ids in CPUS / ISAS / NPUS), the

@@ -308,14 +308,15 @@ def _check_gather(p: Program, what: str, op) -> None:
             f"{what}: an index outside [0, {x.shape[axis]})")
 
 
-RECURRENT = {"lstm": 4, "gru": 3}  # op -> gates
+RECURRENT = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}  # op -> gates
 
 
 def _check_recurrent(p: Program, what: str, op) -> None:
-    """lstm / gru (docs/numerics.md): x [B, T, G*H], weight [G*H, H], h0 (c0), h (c) [B, H], y
-    [B, steps, H], the steps inside T, constant tables of x's dtype (256 int8, 513 int16) and
-    bias_n [H], scratch for one step's gates (the C loader: the same, mt_check_recurrent)."""
-    g, lstm = RECURRENT[op.name], op.name == "lstm"
+    """lstm / gru / rnn_tanh / rnn_relu (docs/numerics.md): x [B, T, G*H], weight [G*H, H], h0
+    (c0), h (c) [B, H], y [B, steps, H], the steps inside T, constant tables of x's dtype (256
+    int8, 513 int16) and bias_n [H], scratch for one step's gates (the C loader: the same,
+    mt_check_recurrent)."""
+    g, lstm, gru = RECURRENT[op.name], op.name == "lstm", op.name == "gru"
     x, w, y = p.tensors[op.inputs[0]], p.tensors[op.inputs[1]], p.tensors[op.outputs[0]]
     b, hs = (x.shape[0] if len(x.shape) == 3 else 0), (w.shape[1] if len(w.shape) == 2 else 0)
     state = [p.tensors[t] for t in (*op.inputs[5:7 if lstm else 6], *op.outputs[1:])]
@@ -330,8 +331,8 @@ def _check_recurrent(p: Program, what: str, op) -> None:
             < x.shape[1], "bad_op", f"{what}: steps {steps} from start {start} (reverse {rev}) "
             f"leave the {x.shape[1]} time steps")
     n = 513 if x.dtype == "int16" else 256
-    consts = [(p.tensors[t], (n,)) for t in op.inputs[7:]]
-    consts += [] if lstm else [(p.tensors[op.inputs[6]], (hs,))]
+    consts = [(p.tensors[t], (n,)) for t in op.inputs[7 if lstm or gru else 6:]]
+    consts += [(p.tensors[op.inputs[6]], (hs,))] if gru else []
     require(all(t.storage == "const" and t.dtype == x.dtype and t.shape == shape
                 for t, shape in consts), "bad_op",
             f"{what}: tables must be constant {x.dtype}[{n}] (and bias_n [{hs}])")

@@ -22,7 +22,7 @@ from mcutorch.ref.movement import ring_position
 C_INT16_OPS: frozenset[str] = frozenset({
     "rescale", "concat", "copy", "pad", "fully_connected", "conv2d", "depthwise_conv2d", "add",
     "sub", "mul", "max_pool2d", "avg_pool2d", "transpose", "strided_slice", "lut", "ring_write",
-    "reduce_sum", "lstm", "gru", "matmul", "softmax", "norm", "where"})
+    "reduce_sum", "lstm", "gru", "rnn_tanh", "rnn_relu", "matmul", "softmax", "norm", "where"})
 
 
 class Interpreter:

@@ -1,4 +1,5 @@
-"""Recurrent layers: `lstm` and `gru`, the steps of one layer and direction as one op.
+"""Recurrent layers: `lstm`, `gru`, `rnn_tanh` and `rnn_relu`, the steps of one layer and
+direction as one op.
 
 Each is defined as the composition of the existing ops the unrolled step runs
 (frontend/builders/recurrent.py, docs/numerics.md "Recurrent layers"), in that order, with the
@@ -12,7 +13,7 @@ import inspect
 import numpy as np
 
 from mcutorch import ops
-from mcutorch.ops.recurrent import FC, GRU_ROLES, LSTM_ROLES
+from mcutorch.ops.recurrent import FC, GRU_ROLES, LSTM_ROLES, RNN_ROLES
 from mcutorch.ref._common import as_activation, as_array, check
 from mcutorch.ref.conv import fully_connected
 from mcutorch.ref.elementwise import add, lut, mul, sub
@@ -89,6 +90,29 @@ def gru(x, weight, bias, mult, shift, h0, bias_n, table_r, table_z, table_n, *, 
     return np.stack([ys[t] for t in sorted(ys)], 1), h
 
 
+def _rnn(x, weight, bias, mult, shift, h0, table, attrs):
+    """nn.RNN's steps: h = add(x[:, t], fc(h)) (clamped), then lut(., table) when given."""
+    # x: (B, T, H); weight: (H, H) int8; h0: (B, H) -> y: (B, steps, H), h: (B, H)
+    head = {k: attrs.pop(k) for k in ("steps", "start", "reverse")}
+    times, _ = _steps(x, h0, weight, 1, **head)
+    op = _ops(attrs, RNN_ROLES)
+    h, ys = h0, {}
+    for t in times:
+        a = op["x"](np.ascontiguousarray(x[:, t]), _fc(h, weight, bias, mult, shift, attrs))
+        h = ys[t] = a if table is None else lut(a, table)
+    return np.stack([ys[t] for t in sorted(ys)], 1), h
+
+
+def rnn_tanh(x, weight, bias, mult, shift, h0, table, **attrs):
+    """(y, h): `steps` nn.RNN (tanh) steps; y[:, k] is h at time min(times) + k."""
+    return _rnn(x, weight, bias, mult, shift, h0, table, attrs)
+
+
+def rnn_relu(x, weight, bias, mult, shift, h0, **attrs):
+    """(y, h): `steps` nn.RNN (relu) steps: the add's clamp is the ReLU."""
+    return _rnn(x, weight, bias, mult, shift, h0, None, attrs)
+
+
 def _declare(fn) -> None:
     """State fn's keyword-only attributes by name, in the registry's order (50 / 87: the
     prefixed attributes of each composed op arrive in **attrs)."""
@@ -98,5 +122,5 @@ def _declare(fn) -> None:
     fn.__signature__ = sig.replace(parameters=[*params, *kw])
 
 
-_declare(lstm)
-_declare(gru)
+for _fn in (lstm, gru, rnn_tanh, rnn_relu):
+    _declare(_fn)

@@ -47,8 +47,8 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT,
     of conv2d and conv_transpose2d, the latter's re-laid phase weights); only matmul without
     transpose_b needs scratch (b transposed, one batch), conv2d_add (a stage of whole output
     pixels: CONV_ADD_STAGE bytes, or 4 pixels or one output row above it, at most the output)
-    and lstm / gru (one step's gates, [B, 4H] / [B, 3H] in the gates' dtype: 1 B int8, 2 B int16;
-    both program readers check the same size).
+    and the recurrent ops (one step's gates, [B, G*H] in the gates' dtype: 1 B int8, 2 B int16;
+    G = 4 lstm, 3 gru, 1 rnn_tanh / rnn_relu; both program readers check the same size).
     `itemsize`: bytes per element of the activations (2 for an int16 matmul).
 
     >>> scratch_bytes("depthwise_conv2d", [(1, 25, 5, 64), (3, 3, 64)], {"depth_multiplier": 1})
@@ -58,7 +58,7 @@ def scratch_bytes(op: str, shapes, attrs, variant: str = DEFAULT_VARIANT,
         raise KeyError(f"no kernel variant {variant!r} for op {op!r}")
     if op == "matmul" and shapes and not attrs.get("transpose_b"):  # b^T of one batch: K * N
         return shapes[1][-2] * shapes[1][-1] * itemsize
-    if op in ("lstm", "gru") and shapes:  # the gates of one step: B * G * itemsize
+    if op in ("lstm", "gru", "rnn_tanh", "rnn_relu") and shapes:  # one step's gates: B * G * e
         return shapes[0][0] * shapes[0][2] * itemsize
     if op == "conv2d_add" and shapes:  # whole pixels of the conv before the add, >= one row
         n, ho, wo, cout = shapes[5]
