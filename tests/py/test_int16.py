@@ -167,6 +167,31 @@ def test_int16_activations_shrink_the_activation_error():
     assert s16 > s8 + 30  # 8 more bits: ~48 dB in theory
 
 
+def test_a_standalone_relu_of_an_int16_tensor_keeps_the_int16_range():
+    """A ReLU the producer cannot absorb (after a slice) is an int16 rescale clamped to
+    [0, 32767], not to int8's 127 (an unrolled nn.RNN(relu)'s first step is one)."""
+    class SliceRelu(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x):
+            return torch.relu(self.fc(x)[:, :4])
+
+    torch.manual_seed(0)
+    model, x = SliceRelu().eval(), 3 * torch.randn(16, 8)
+    gm = _quantize(model, x, [x], activations="int16")
+    compiled = mcutorch.compile(gm, (x,))
+    assert [(o.name, o.attrs["act_min"], o.attrs["act_max"]) for o in compiled.program.ops
+            if o.name == "rescale"] == [("rescale", 0, 32767)]
+    with torch.no_grad():
+        want = gm(x)
+    scale = compiled.program.tensors[compiled.program.outputs[0]].scale
+    got = compiled.run(x)
+    assert float(got.max()) / scale > 1000  # far above int8's 127, where it was clamped
+    assert float((got - want).abs().max()) < 0.01 * float(want.max())  # was 99.6 % off
+
+
 class Mlp3(nn.Module):
     def __init__(self):
         super().__init__()

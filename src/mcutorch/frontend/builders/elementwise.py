@@ -71,7 +71,7 @@ def binary(lf, n: FxNode, out: Tensor, act) -> None:
 
 def activation(lf, n: FxNode, out: Tensor, act) -> None:
     x = lf.operand(n.args[0], n)
-    act = compose_act(act_range(bounds(n), out.scale, out.zero_point), act)
+    act = compose_act(act_range(bounds(n), out.scale, out.zero_point, out.dtype), act)
     lf.emit("rescale", [x], out, {"act": act}, n)
 
 
