@@ -11,7 +11,7 @@ digits as calibration: "fake-q" is PyTorch's converted model, "program" the comp
 (cortex-m55, mps3-an547 memory map) run on the Python reference. "C == ref" is the host C
 runtime on every held-out digit against the reference; "M55 == ref" the -O3 firmware on
 mps3-an547 (QEMU) on the first 16 held-out digits, seed 0. M55 instr: the exact count (QEMU
-plugin) of one inference; RAM: planned arenas + C runtime state (40 B per operand and 28 B per
+plugin) of one inference; RAM: planned arenas + C runtime state (8 B per operand and 28 B per
 op, bound once) + worst-case stack; flash: runtime core + the program's kernels + the program
 file (`mcutorch.analyze`); "of which state" and "program" show what the unrolled op records cost.
 
@@ -193,7 +193,7 @@ def print_per_step(boards: bool) -> None:
         for label, r in (("8", a), ("16", b),
                          ("/step", {k: (b[k] - a[k]) / 8 for k in keys})):
             print(f"{name:<13} {label:>5} " + " ".join(f"{r[k]:>10,.0f}" for k in keys))
-    print("state: C runtime bytes bound at load (40 B per operand, 28 B per op); program: the "
+    print("state: C runtime bytes bound at load (8 B per operand, 28 B per op); program: the "
           "stripped program file; constants: weights, biases, multipliers, tables.")
 
 
