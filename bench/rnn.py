@@ -11,7 +11,7 @@ digits as calibration: "fake-q" is PyTorch's converted model, "program" the comp
 (cortex-m55, mps3-an547 memory map) run on the Python reference. "C == ref" is the host C
 runtime on every held-out digit against the reference; "M55 == ref" the -O3 firmware on
 mps3-an547 (QEMU) on the first 16 held-out digits, seed 0. M55 instr: the exact count (QEMU
-plugin) of one inference; RAM: planned arenas + C runtime state (40 B per operand and 28 B per
+plugin) of one inference; RAM: planned arenas + C runtime state (8 B per operand and 28 B per
 op, bound once) + worst-case stack; flash: runtime core + the program's kernels + the program
 file (`mcutorch.analyze`); "of which state" and "program" show what the unrolled op records cost.
 
@@ -190,7 +190,7 @@ def print_per_step(boards: bool) -> None:
     for kind in (nn.LSTM, nn.GRU, nn.RNN):
         for fuse in (True, False):
             _per_step_rows(kind, fuse, boards, keys)
-    print("state: C runtime bytes bound at load (40 B per operand, 28 B per op); program: the "
+    print("state: C runtime bytes bound at load (8 B per operand, 28 B per op); program: the "
           "stripped program file; constants: weights, biases, multipliers, tables.")
 
 

@@ -200,7 +200,7 @@ static int mt_run_inputs(mt_model *m, const mt_run_args *a, uint32_t set)
   }
   for (i = 0; i < mt_input_count(m); i++) {
     mt_tensor *x = mt_input(m, i);
-    if (mt_run_read(a->inputs[i], x->data, x->size, set, a->count) != 0) {
+    if (mt_run_read(a->inputs[i], x->data, x->rec->size, set, a->count) != 0) {
       return mt_run_fail("cannot read (or wrong size): ", a->inputs[i]);
     }
   }
@@ -214,7 +214,7 @@ static int mt_run_outputs(mt_model *m, const mt_run_args *a, uint32_t set)
   for (i = 0; i < mt_output_count(m); i++) {
     const mt_tensor *y = mt_output(m, i);
     const char *path = i < (uint32_t)a->n_outputs ? a->outputs[i] : i < 4u ? names[i] : NULL;
-    if (path == NULL || mt_run_write(path, y->data, y->size, set) != 0) {
+    if (path == NULL || mt_run_write(path, y->data, y->rec->size, set) != 0) {
       return mt_run_fail("cannot write output file ", path);
     }
   }

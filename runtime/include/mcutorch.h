@@ -8,7 +8,7 @@
  *   mt_bind_state(&m, state, n);                  n >= mt_state_size(&m)
  *   for (r = 0; r < mt_region_count(&m); r++)
  *       mt_bind_arena(&m, r, arena[r], n_r);      n_r >= mt_arena_size(&m, r)
- *   memcpy(mt_input(&m, 0)->data, x, mt_input(&m, 0)->size);
+ *   memcpy(mt_input(&m, 0)->data, x, mt_input(&m, 0)->rec->size);
  *   mt_invoke(&m);                                runs every op, in program order
  *   y = mt_output(&m, 0)->data;
  *
@@ -31,13 +31,14 @@
  *   |        | delegates, bindings        | 16-aligned, read by the kernels  |          |
  *   +--------+----------------------------+----------------------------------+----------+
  *
- *   state (RAM, pointer-aligned, mt_state_size(&m) bytes; 28 bytes per op + 40 per operand):
+ *   state (RAM, pointer-aligned, mt_state_size(&m) bytes; 28 bytes per op + 8 per operand):
  *   +----------------------+-------------------------+------------------+-------------------+
  *   | void *arena[regions] | mt_tensor per in/output | mt_tensor per op | mt_op_args per op |
  *   |                      | (the user's views)      | operand (views)  | (kernel args)     |
  *   +----------------------+-------------------------+------------------+-------------------+
- *     size = regions * sizeof(void *) + (inputs + outputs + operands) * 40 + ops * 28 on 32-bit
- *     (a conv: 188 bytes; mcutorch.device.crt.state_size(program) computes it on the host)
+ *     size = regions * sizeof(void *) + (inputs + outputs + operands) * 8 + ops * 28 on 32-bit
+ *     (a view is the data pointer and a pointer to the tensor's record in the program;
+ *     a conv: 76 bytes; mcutorch.device.crt.state_size(program) computes it on the host)
  *
  *   arena r (RAM, mt_arena_size(&m, r) bytes, aligned to mt_region(&m, r)->alignment):
  *   +---------+------+---------+------------------+------+--------------+

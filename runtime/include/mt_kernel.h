@@ -49,14 +49,14 @@ typedef enum {
   MT_STATUS_BAD_INPUT = 70 /* an input value outside the program's domain (a token id >= V) */
 } mt_status;
 
-/* A tensor as a kernel sees it: data pointer and logical shape (rank <= 6, NHWC for 4-D). */
+/* A tensor as a kernel sees it: its data and its record in the program (mt_program.h,
+ * mt_tensor_t: logical shape, rank <= 6, NHWC for 4-D; dtype; zero point; size in bytes), read
+ * in place. Only the data pointer is resolved at bind time, so a view costs two pointers of
+ * state. A kernel that needs a view of another shape (a block of rows, a row of a state) makes
+ * its own record on its stack (mt_view_of in mt_kernel_util.h). */
 typedef struct {
   void *data;
-  uint32_t shape[6];
-  uint8_t rank;
-  uint8_t dtype; /* mt_dtype */
-  int32_t zero_point;
-  uint32_t size; /* bytes */
+  const mt_tensor_t *rec;
 } mt_tensor;
 
 typedef struct {

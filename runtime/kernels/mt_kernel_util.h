@@ -90,31 +90,31 @@ static inline int mt_args_ok(const mt_op_args *a, uint16_t n_in, uint16_t n_out,
 /* t has this dtype and rank, and data unless it is empty. */
 static inline int mt_tensor_ok(const mt_tensor *t, uint8_t dtype, uint8_t rank)
 {
-  return t->dtype == dtype && t->rank == rank && (t->data != NULL || t->size == 0);
+  return t->rec->dtype == dtype && t->rec->rank == rank && (t->data != NULL || t->rec->size == 0);
 }
 
 /* An int32 vector of n entries (bias, mult, shift, tables). */
 static inline int mt_vec_ok(const mt_tensor *t, uint32_t n)
 {
-  return mt_tensor_ok(t, MT_DTYPE_INT32, 1) && t->shape[0] == n;
+  return mt_tensor_ok(t, MT_DTYPE_INT32, 1) && t->rec->shape[0] == n;
 }
 
 static inline uint32_t mt_numel(const mt_tensor *t)
 {
   uint32_t n = 1;
-  for (uint8_t i = 0; i < t->rank; i++) {
-    n *= t->shape[i];
+  for (uint8_t i = 0; i < t->rec->rank; i++) {
+    n *= t->rec->shape[i];
   }
   return n;
 }
 
 static inline int mt_same_shape(const mt_tensor *a, const mt_tensor *b)
 {
-  if (a->rank != b->rank) {
+  if (a->rec->rank != b->rec->rank) {
     return 0;
   }
-  for (uint8_t i = 0; i < a->rank; i++) {
-    if (a->shape[i] != b->shape[i]) {
+  for (uint8_t i = 0; i < a->rec->rank; i++) {
+    if (a->rec->shape[i] != b->rec->shape[i]) {
       return 0;
     }
   }
@@ -161,12 +161,12 @@ static inline int mt_scales_ok(const int32_t *mult, const int32_t *shift, uint32
  * movement ops' rank convention). Returns 4 - r, or -1 when the rank is not 1..4. */
 static inline int32_t mt_dims4(const mt_tensor *t, uint32_t d4[4])
 {
-  if (t->rank < 1 || t->rank > 4) {
+  if (t->rec->rank < 1 || t->rec->rank > 4) {
     return -1;
   }
-  const int32_t lead = 4 - t->rank;
+  const int32_t lead = 4 - t->rec->rank;
   for (int32_t i = 0; i < 4; i++) {
-    d4[i] = i < lead ? 1u : t->shape[i - lead];
+    d4[i] = i < lead ? 1u : t->rec->shape[i - lead];
   }
   return lead;
 }
@@ -243,10 +243,10 @@ static inline int mt_pool_axes(mt_axis *ah, mt_axis *aw, const mt_tensor *x, con
                                const int32_t *k)
 {
   return mt_tensor_ok(x, MT_DTYPE_INT8, 4) && mt_tensor_ok(y, MT_DTYPE_INT8, 4) &&
-         x->shape[0] == y->shape[0] && x->shape[3] == y->shape[3] && mt_dim(x->shape[0]) >= 0 &&
-         mt_dim(x->shape[3]) >= 0 &&
-         mt_axis_init(ah, x->shape[1], k[0], k[2], 1, k[4], k[6], y->shape[1]) &&
-         mt_axis_init(aw, x->shape[2], k[1], k[3], 1, k[5], k[7], y->shape[2]) &&
+         x->rec->shape[0] == y->rec->shape[0] && x->rec->shape[3] == y->rec->shape[3] &&
+         mt_dim(x->rec->shape[0]) >= 0 && mt_dim(x->rec->shape[3]) >= 0 &&
+         mt_axis_init(ah, x->rec->shape[1], k[0], k[2], 1, k[4], k[6], y->rec->shape[1]) &&
+         mt_axis_init(aw, x->rec->shape[2], k[1], k[3], 1, k[5], k[7], y->rec->shape[2]) &&
          mt_axis_windows_nonempty(ah) && mt_axis_windows_nonempty(aw);
 }
 

@@ -41,7 +41,6 @@ static void *mt_arena_at(const mt_model *m, uint32_t region, uint32_t offset)
 static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
 {
   const mt_tensor_t *t = &m->tensors[index];
-  uint32_t k;
   if (t->storage == MT_STORAGE_CONST) {
     v->data = (void *)(uintptr_t)(m->constants + t->offset); /* kernels only read it */
   } else if (t->storage == MT_STORAGE_PERSISTENT) {
@@ -49,13 +48,7 @@ static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
   } else {
     v->data = mt_arena_at(m, t->region, t->offset);
   }
-  for (k = 0; k < MT_MAX_RANK; k++) {
-    v->shape[k] = t->shape[k];
-  }
-  v->rank = t->rank;
-  v->dtype = t->dtype;
-  v->zero_point = t->zero_point;
-  v->size = t->size;
+  v->rec = t;
 }
 
 /* Every op's kernel args: its operand views (inputs then outputs) at its operand index (ops

@@ -101,7 +101,7 @@ static void fuzz_run(mt_model *m, uint32_t seed)
   for (r = 0; r < mt_input_count(m); r++) {
     mt_tensor *x = mt_input(m, r);
     uint8_t *p = (uint8_t *)x->data;
-    for (k = 0; k < x->size; k++) {
+    for (k = 0; k < x->rec->size; k++) {
       seed ^= seed << 13;
       seed ^= seed >> 17;
       seed ^= seed << 5;
@@ -114,7 +114,7 @@ static void fuzz_run(mt_model *m, uint32_t seed)
   }
   for (r = 0; r < mt_output_count(m); r++) {
     const mt_tensor *y = mt_output(m, r);
-    for (k = 0; k < y->size; k++) {
+    for (k = 0; k < y->rec->size; k++) {
       g_sink ^= ((const volatile uint8_t *)y->data)[k];
     }
   }

@@ -71,7 +71,7 @@ static int replay_write(const char *path, mt_model *m)
   int ok = f != NULL;
   for (i = 0; ok && i < mt_output_count(m); i++) {
     const mt_tensor *y = mt_output(m, i);
-    ok = y->size == 0 || fwrite(y->data, 1, y->size, f) == y->size;
+    ok = y->rec->size == 0 || fwrite(y->data, 1, y->rec->size, f) == y->rec->size;
   }
   if (f != NULL && fclose(f) != 0) {
     ok = 0;
@@ -86,13 +86,13 @@ static int replay_inputs(mt_model *m, const uint8_t *in, size_t in_size)
   uint32_t i;
   for (i = 0; i < mt_input_count(m); i++) {
     mt_tensor *x = mt_input(m, i);
-    if (x->size > in_size - at) {
+    if (x->rec->size > in_size - at) {
       return 0;
     }
-    if (x->size != 0) {
-      memcpy(x->data, in + at, x->size);
+    if (x->rec->size != 0) {
+      memcpy(x->data, in + at, x->rec->size);
     }
-    at += x->size;
+    at += x->rec->size;
   }
   return at == in_size;
 }

@@ -185,10 +185,10 @@ static mt_delegate_call g_last_call;
 static mt_status test_copy(const mt_op_args *a)
 {
   g_copies++;
-  if (a->n_in != 1 || a->n_out != 1 || a->in[0].size != a->out[0].size) {
+  if (a->n_in != 1 || a->n_out != 1 || a->in[0].rec->size != a->out[0].rec->size) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  memcpy(a->out[0].data, a->in[0].data, a->in[0].size);
+  memcpy(a->out[0].data, a->in[0].data, a->in[0].rec->size);
   return MT_STATUS_OK;
 }
 
@@ -201,7 +201,7 @@ mt_status mt_ethosu_invoke(const mt_delegate_call *call)
   g_npu_calls++;
   g_last_call = *call;
   if (g_npu_answer == MT_STATUS_OK) {
-    memset(call->outputs[0].data, 0x77, call->outputs[0].size);
+    memset(call->outputs[0].data, 0x77, call->outputs[0].rec->size);
   }
   return g_npu_answer;
 }
@@ -253,7 +253,7 @@ static void test_copy_program(void)
   CHECK(mt_state_size(&m) == sizeof(void *) + 4 * sizeof(mt_tensor) + sizeof(mt_op_args));
   CHECK(mt_invoke(&m) == MT_STATUS_OK && g_copies == 1);
   y = mt_output(&m, 0);
-  CHECK(y != NULL && y->data == g_arena + 16 && y->size == 4 && y->rank == 2);
+  CHECK(y != NULL && y->data == g_arena + 16 && y->rec->size == 4 && y->rec->rank == 2);
   CHECK(memcmp(g_arena + 16, "\1\2\3\4", 4) == 0);
   CHECK(g_begins == 1 && g_ends == 1);
   /* moving the arena rebuilds the op's bind-time views: the kernel runs in the new bytes */

@@ -33,9 +33,9 @@ static int conv_add_gathers(const mt_op_args *args)
 {
   const int32_t *at = args->attrs;
   const mt_tensor *w = &args->in[MT_CONV2D_ADD_IN_WEIGHT];
-  const uint64_t taps = (uint64_t)w->shape[1] * w->shape[2];
+  const uint64_t taps = (uint64_t)w->rec->shape[1] * w->rec->shape[2];
   return at[MT_CONV2D_ADD_GROUPS] == 1 && at[MT_CONV2D_ADD_DILATION_W] == 1 && taps > 1 &&
-         taps * w->shape[3] <= MT_CONV_WIN_MAX;
+         taps * w->rec->shape[3] <= MT_CONV_WIN_MAX;
 }
 
 /* Row blocks: the conv of `rows` output rows at a time into the scratch, then add's loop. */
@@ -45,18 +45,22 @@ static mt_status conv_add_blocks(const mt_op_args *args, uint32_t rows)
   const mt_tensor *y = &args->out[MT_CONV2D_ADD_OUT_Y];
   const int32_t *at = args->attrs;
   mt_tensor in[MT_CONV2D_N_INPUTS], out = *y;
+  mt_tensor_t x_rows = *x->rec, y_rows = *y->rec; /* one block of rows of x and of y */
   int32_t attrs[MT_CONV2D_N_ATTRS];
   __builtin_memcpy(in, args->in, sizeof in);
   __builtin_memcpy(attrs, at, sizeof attrs);
   const mt_op_args conv = {in, &out, attrs, NULL, 0, MT_CONV2D_N_INPUTS, 1, MT_CONV2D_N_ATTRS};
-  const size_t x_row = (size_t)x->shape[2] * x->shape[3], y_row = (size_t)y->shape[2] * y->shape[3];
-  const int64_t h = x->shape[1], sh = at[MT_CONV2D_ADD_STRIDE_H];
-  const int64_t reach = at[MT_CONV2D_ADD_DILATION_H] * ((int64_t)w->shape[1] - 1);
-  in[MT_CONV2D_IN_X].shape[0] = out.shape[0] = 1;
+  const size_t x_row = (size_t)x->rec->shape[2] * x->rec->shape[3],
+               y_row = (size_t)y->rec->shape[2] * y->rec->shape[3];
+  const int64_t h = x->rec->shape[1], sh = at[MT_CONV2D_ADD_STRIDE_H];
+  const int64_t reach = at[MT_CONV2D_ADD_DILATION_H] * ((int64_t)w->rec->shape[1] - 1);
+  x_rows.shape[0] = y_rows.shape[0] = 1;
+  in[MT_CONV2D_IN_X].rec = &x_rows;
+  out.rec = &y_rows;
   out.data = args->scratch;
-  for (uint32_t n = 0; n < y->shape[0]; n++) {
-    for (uint32_t oh = 0; oh < y->shape[1]; oh += rows) {
-      const uint32_t nr = y->shape[1] - oh < rows ? y->shape[1] - oh : rows;
+  for (uint32_t n = 0; n < y->rec->shape[0]; n++) {
+    for (uint32_t oh = 0; oh < y->rec->shape[1]; oh += rows) {
+      const uint32_t nr = y->rec->shape[1] - oh < rows ? y->rec->shape[1] - oh : rows;
       /* the x rows the block's windows reach, the padding re-derived */
       const int64_t span = (int64_t)(nr - 1) * sh + reach, start = oh * sh - at[MT_CONV2D_PAD_TOP];
       int64_t r0 = start < 0 ? 0 : start, r1 = start + span + 1 < h ? start + span + 1 : h;
@@ -64,20 +68,20 @@ static mt_status conv_add_blocks(const mt_op_args *args, uint32_t rows)
         r0 = r1 = 0;
       }
       in[MT_CONV2D_IN_X].data = (int8_t *)x->data + ((size_t)n * (size_t)h + (size_t)r0) * x_row;
-      in[MT_CONV2D_IN_X].shape[1] = (uint32_t)(r1 - r0);
-      in[MT_CONV2D_IN_X].size = (uint32_t)((size_t)(r1 - r0) * x_row);
+      x_rows.shape[1] = (uint32_t)(r1 - r0);
+      x_rows.size = (uint32_t)((size_t)(r1 - r0) * x_row);
       const int64_t top = r1 > r0 ? r0 - start : 0; /* in [0, pad_top] */
       attrs[MT_CONV2D_PAD_TOP] = (int32_t)top;
       attrs[MT_CONV2D_PAD_BOTTOM] = (int32_t)(span + 1 - (r1 - r0) - top);
-      out.shape[1] = nr;
-      out.size = (uint32_t)(nr * y_row);
+      y_rows.shape[1] = nr;
+      y_rows.size = (uint32_t)(nr * y_row);
       const mt_status s = mt_conv2d_s8(&conv);
       if (s != MT_STATUS_OK) {
         return s;
       }
-      const size_t off = ((size_t)n * y->shape[1] + oh) * y_row;
+      const size_t off = ((size_t)n * y->rec->shape[1] + oh) * y_row;
       mt_add_same_s8(args->scratch, (const int8_t *)args->in[MT_CONV2D_ADD_IN_SKIP].data + off,
-                     (int8_t *)y->data + off, out.size, at + MT_CONV2D_N_ATTRS);
+                     (int8_t *)y->data + off, out.rec->size, at + MT_CONV2D_N_ATTRS);
     }
   }
   return MT_STATUS_OK;
@@ -98,21 +102,22 @@ mt_status mt_conv2d_add_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   for (int d = 0; d < 4; d++) {
-    if (skip->shape[d] != y->shape[d]) {
+    if (skip->rec->shape[d] != y->rec->shape[d]) {
       return MT_STATUS_BAD_ARGUMENT;
     }
   }
   if (!conv_add_gathers(args)) { /* row blocks, when a row fits the scratch */
-    const uint64_t row = (uint64_t)y->shape[2] * y->shape[3];
+    const uint64_t row = (uint64_t)y->rec->shape[2] * y->rec->shape[3];
     const int32_t *at = args->attrs;
     mt_axis ah; /* the whole H axis; each block's conv checks its own rows and the W axis */
-    if ((MT_ADD_STAGED || (w->shape[1] == 1 && w->shape[2] == 1)) && args->scratch != NULL &&
-        row > 0 && row <= args->scratch_size && mt_tensor_ok(x, MT_DTYPE_INT8, 4) &&
-        mt_tensor_ok(w, MT_DTYPE_INT8, 4) && x->shape[0] == y->shape[0] &&
-        mt_dim(x->shape[2]) >= 0 && mt_dim(x->shape[3]) >= 0 &&
-        mt_axis_init(&ah, x->shape[1], mt_dim(w->shape[1]), at[MT_CONV2D_ADD_STRIDE_H],
+    if ((MT_ADD_STAGED || (w->rec->shape[1] == 1 && w->rec->shape[2] == 1)) &&
+        args->scratch != NULL && row > 0 && row <= args->scratch_size &&
+        mt_tensor_ok(x, MT_DTYPE_INT8, 4) && mt_tensor_ok(w, MT_DTYPE_INT8, 4) &&
+        x->rec->shape[0] == y->rec->shape[0] && mt_dim(x->rec->shape[2]) >= 0 &&
+        mt_dim(x->rec->shape[3]) >= 0 &&
+        mt_axis_init(&ah, x->rec->shape[1], mt_dim(w->rec->shape[1]), at[MT_CONV2D_ADD_STRIDE_H],
                      at[MT_CONV2D_ADD_DILATION_H], at[MT_CONV2D_ADD_PAD_TOP],
-                     at[MT_CONV2D_ADD_PAD_BOTTOM], y->shape[1])) { /* Armv6-M: 1x1 only */
+                     at[MT_CONV2D_ADD_PAD_BOTTOM], y->rec->shape[1])) { /* Armv6-M: 1x1 only */
       return conv_add_blocks(args, (uint32_t)(args->scratch_size / row));
     }
   }

@@ -37,36 +37,39 @@ static int conv16_init(conv16_ctx *c, const mt_op_args *a)
   const mt_tensor *y = &a->out[MT_CONV2D_OUT_Y];
   const int32_t groups = at[MT_CONV2D_GROUPS];
   if (!mt_tensor_ok(x, MT_DTYPE_INT16, 4) || !mt_tensor_ok(w, MT_DTYPE_INT8, 4) ||
-      !mt_tensor_ok(y, MT_DTYPE_INT16, 4) || groups < 1 || mt_dim(x->shape[3]) < 0 ||
-      mt_dim(w->shape[0]) < 0 || mt_dim(x->shape[0]) < 0 ||
-      (uint64_t)w->shape[3] * (uint32_t)groups != x->shape[3] ||
-      w->shape[0] % (uint32_t)groups != 0 || y->shape[0] != x->shape[0] ||
-      y->shape[3] != w->shape[0] || at[MT_CONV2D_IN_ZP] != 0 ||
+      !mt_tensor_ok(y, MT_DTYPE_INT16, 4) || groups < 1 || mt_dim(x->rec->shape[3]) < 0 ||
+      mt_dim(w->rec->shape[0]) < 0 || mt_dim(x->rec->shape[0]) < 0 ||
+      (uint64_t)w->rec->shape[3] * (uint32_t)groups != x->rec->shape[3] ||
+      w->rec->shape[0] % (uint32_t)groups != 0 || y->rec->shape[0] != x->rec->shape[0] ||
+      y->rec->shape[3] != w->rec->shape[0] || at[MT_CONV2D_IN_ZP] != 0 ||
       !mt_mac16_ok(&a->in[MT_CONV2D_IN_BIAS], &a->in[MT_CONV2D_IN_MULT], &a->in[MT_CONV2D_IN_SHIFT],
-                   w->shape[0], at[MT_CONV2D_OUT_ZP], at[MT_CONV2D_ACT_MIN],
+                   w->rec->shape[0], at[MT_CONV2D_OUT_ZP], at[MT_CONV2D_ACT_MIN],
                    at[MT_CONV2D_ACT_MAX])) {
     return 0;
   }
   c->x = (const int16_t *)x->data;
   c->w = (const int8_t *)w->data;
   c->y = (int16_t *)y->data;
-  c->batch = (int32_t)x->shape[0];
-  c->cin = (int32_t)x->shape[3];
-  c->cg = (int32_t)w->shape[3];
+  c->batch = (int32_t)x->rec->shape[0];
+  c->cin = (int32_t)x->rec->shape[3];
+  c->cg = (int32_t)w->rec->shape[3];
   c->groups = groups;
-  c->cout_g = (int32_t)w->shape[0] / groups;
-  c->kh = mt_dim(w->shape[1]);
-  c->kw = mt_dim(w->shape[2]);
-  const uint32_t k = w->shape[1] * w->shape[2] * w->shape[3]; /* the weight's size fits */
+  c->cout_g = (int32_t)w->rec->shape[0] / groups;
+  c->kh = mt_dim(w->rec->shape[1]);
+  c->kw = mt_dim(w->rec->shape[2]);
+  const uint32_t k =
+      w->rec->shape[1] * w->rec->shape[2] * w->rec->shape[3]; /* the weight's size fits */
   mt_stage16_init(&c->st, (const int64_t *)a->in[MT_CONV2D_IN_BIAS].data,
                   (const int32_t *)a->in[MT_CONV2D_IN_MULT].data,
                   (const int32_t *)a->in[MT_CONV2D_IN_SHIFT].data, at[MT_CONV2D_ACT_MIN],
-                  at[MT_CONV2D_ACT_MAX], c->w, k, w->shape[0], k,
-                  (uint64_t)y->shape[0] * y->shape[1] * y->shape[2] >= 8);
-  return mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H], at[MT_CONV2D_DILATION_H],
-                      at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM], y->shape[1]) &&
-         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W], at[MT_CONV2D_DILATION_W],
-                      at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT], y->shape[2]) &&
+                  at[MT_CONV2D_ACT_MAX], c->w, k, w->rec->shape[0], k,
+                  (uint64_t)y->rec->shape[0] * y->rec->shape[1] * y->rec->shape[2] >= 8);
+  return mt_axis_init(&c->ah, x->rec->shape[1], c->kh, at[MT_CONV2D_STRIDE_H],
+                      at[MT_CONV2D_DILATION_H], at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM],
+                      y->rec->shape[1]) &&
+         mt_axis_init(&c->aw, x->rec->shape[2], c->kw, at[MT_CONV2D_STRIDE_W],
+                      at[MT_CONV2D_DILATION_W], at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT],
+                      y->rec->shape[2]) &&
          (int64_t)c->batch * c->ah.out * c->aw.out <= INT32_MAX;
 }
 

@@ -41,16 +41,16 @@ static int conv_shapes_ok(const mt_op_args *a)
   const mt_tensor *x = &a->in[MT_CONV2D_IN_X], *w = &a->in[MT_CONV2D_IN_WEIGHT];
   const mt_tensor *y = &a->out[MT_CONV2D_OUT_Y];
   const int32_t groups = a->attrs[MT_CONV2D_GROUPS];
-  const uint32_t cout = w->shape[0];
+  const uint32_t cout = w->rec->shape[0];
   if (!mt_tensor_ok(x, MT_DTYPE_INT8, 4) || !mt_tensor_ok(w, MT_DTYPE_INT8, 4) ||
-      !mt_tensor_ok(y, MT_DTYPE_INT8, 4) || groups < 1 || mt_dim(x->shape[3]) < 0 ||
+      !mt_tensor_ok(y, MT_DTYPE_INT8, 4) || groups < 1 || mt_dim(x->rec->shape[3]) < 0 ||
       mt_dim(cout) < 0) {
     return 0;
   }
-  return (uint64_t)w->shape[3] * (uint32_t)groups == x->shape[3] && cout % (uint32_t)groups == 0 &&
-         y->shape[0] == x->shape[0] && y->shape[3] == cout &&
-         mt_vec_ok(&a->in[MT_CONV2D_IN_BIAS], cout) && mt_vec_ok(&a->in[MT_CONV2D_IN_MULT], cout) &&
-         mt_vec_ok(&a->in[MT_CONV2D_IN_SHIFT], cout);
+  return (uint64_t)w->rec->shape[3] * (uint32_t)groups == x->rec->shape[3] &&
+         cout % (uint32_t)groups == 0 && y->rec->shape[0] == x->rec->shape[0] &&
+         y->rec->shape[3] == cout && mt_vec_ok(&a->in[MT_CONV2D_IN_BIAS], cout) &&
+         mt_vec_ok(&a->in[MT_CONV2D_IN_MULT], cout) && mt_vec_ok(&a->in[MT_CONV2D_IN_SHIFT], cout);
 }
 
 static int conv_init(conv_ctx *c, const mt_op_args *a, const mt_add_stage *add)
@@ -70,16 +70,17 @@ static int conv_init(conv_ctx *c, const mt_op_args *a, const mt_add_stage *add)
   c->y = (int8_t *)y->data;
   c->add = add;
   c->stage = (int8_t *)a->scratch;
-  c->stage_px =
-      a->scratch == NULL || w->shape[0] == 0 ? 0 : (int32_t)(a->scratch_size / w->shape[0]);
+  c->stage_px = a->scratch == NULL || w->rec->shape[0] == 0
+                    ? 0
+                    : (int32_t)(a->scratch_size / w->rec->shape[0]);
   c->stage_px = MT_ADD_STAGED ? c->stage_px : 0;
-  c->batch = mt_dim(x->shape[0]);
-  c->cin = (int32_t)x->shape[3];
-  c->cg = (int32_t)w->shape[3];
+  c->batch = mt_dim(x->rec->shape[0]);
+  c->cin = (int32_t)x->rec->shape[3];
+  c->cg = (int32_t)w->rec->shape[3];
   c->groups = at[MT_CONV2D_GROUPS];
-  c->cout_g = (int32_t)w->shape[0] / c->groups;
-  c->kh = mt_dim(w->shape[1]);
-  c->kw = mt_dim(w->shape[2]);
+  c->cout_g = (int32_t)w->rec->shape[0] / c->groups;
+  c->kh = mt_dim(w->rec->shape[1]);
+  c->kw = mt_dim(w->rec->shape[2]);
   c->x_off = mt_zp_ok(at[MT_CONV2D_IN_ZP]) ? -at[MT_CONV2D_IN_ZP] : 0;
   c->out_zp = at[MT_CONV2D_OUT_ZP];
   c->act_min = at[MT_CONV2D_ACT_MIN];
@@ -88,12 +89,15 @@ static int conv_init(conv_ctx *c, const mt_op_args *a, const mt_add_stage *add)
   c->gather =
       c->groups == 1 && at[MT_CONV2D_DILATION_W] == 1 && c->k <= CONV_WIN_MAX && c->kh * c->kw > 1;
   return c->batch >= 0 &&
-         mt_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV2D_STRIDE_H], at[MT_CONV2D_DILATION_H],
-                      at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM], y->shape[1]) &&
-         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV2D_STRIDE_W], at[MT_CONV2D_DILATION_W],
-                      at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT], y->shape[2]) &&
+         mt_axis_init(&c->ah, x->rec->shape[1], c->kh, at[MT_CONV2D_STRIDE_H],
+                      at[MT_CONV2D_DILATION_H], at[MT_CONV2D_PAD_TOP], at[MT_CONV2D_PAD_BOTTOM],
+                      y->rec->shape[1]) &&
+         mt_axis_init(&c->aw, x->rec->shape[2], c->kw, at[MT_CONV2D_STRIDE_W],
+                      at[MT_CONV2D_DILATION_W], at[MT_CONV2D_PAD_LEFT], at[MT_CONV2D_PAD_RIGHT],
+                      y->rec->shape[2]) &&
          mt_zp_ok(at[MT_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
-         mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, w->shape[0]) &&
+         mt_act_ok(c->act_min, c->act_max) &&
+         mt_mac_scales_ok(c->mult, c->shift, w->rec->shape[0]) &&
          (int64_t)c->batch * c->ah.out * c->aw.out <= INT32_MAX; /* pixel loops count in 32 bits */
 }
 
@@ -186,7 +190,7 @@ mt_status mt_conv2d_stage_s8(const mt_op_args *args, const mt_add_stage *add)
   uint32_t base[CONV_CHUNK], acc[CONV_CHUNK];
   int8_t col[CONV_COL_MAX];
   if (mt_args_ok(args, MT_CONV2D_N_INPUTS, MT_CONV2D_N_OUTPUTS, MT_CONV2D_N_ATTRS) &&
-      args->in[MT_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
+      args->in[MT_CONV2D_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_conv2d_s16 != NULL ? mt_conv2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!conv_init(&c, args, add)) {

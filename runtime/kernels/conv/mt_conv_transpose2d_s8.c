@@ -35,13 +35,13 @@ static int ct_init(ct_ctx *c, const mt_op_args *a)
   const mt_tensor *x = &a->in[MT_CONV_TRANSPOSE2D_IN_X], *w = &a->in[MT_CONV_TRANSPOSE2D_IN_WEIGHT];
   const mt_tensor *y = &a->out[MT_CONV_TRANSPOSE2D_OUT_Y];
   const int32_t groups = at[MT_CONV_TRANSPOSE2D_GROUPS];
-  const uint32_t cout = w->shape[0];
+  const uint32_t cout = w->rec->shape[0];
   if (!mt_tensor_ok(x, MT_DTYPE_INT8, 4) || !mt_tensor_ok(w, MT_DTYPE_INT8, 4) ||
-      !mt_tensor_ok(y, MT_DTYPE_INT8, 4) || groups < 1 || mt_dim(x->shape[3]) < 0 ||
-      mt_dim(cout) < 0 || mt_dim(w->shape[3]) < 0 || mt_dim(x->shape[0]) < 0 ||
-      (uint64_t)w->shape[3] * (uint32_t)groups != x->shape[3] || cout % (uint32_t)groups != 0 ||
-      y->shape[0] != x->shape[0] || y->shape[3] != cout ||
-      !mt_vec_ok(&a->in[MT_CONV_TRANSPOSE2D_IN_BIAS], cout) ||
+      !mt_tensor_ok(y, MT_DTYPE_INT8, 4) || groups < 1 || mt_dim(x->rec->shape[3]) < 0 ||
+      mt_dim(cout) < 0 || mt_dim(w->rec->shape[3]) < 0 || mt_dim(x->rec->shape[0]) < 0 ||
+      (uint64_t)w->rec->shape[3] * (uint32_t)groups != x->rec->shape[3] ||
+      cout % (uint32_t)groups != 0 || y->rec->shape[0] != x->rec->shape[0] ||
+      y->rec->shape[3] != cout || !mt_vec_ok(&a->in[MT_CONV_TRANSPOSE2D_IN_BIAS], cout) ||
       !mt_vec_ok(&a->in[MT_CONV_TRANSPOSE2D_IN_MULT], cout) ||
       !mt_vec_ok(&a->in[MT_CONV_TRANSPOSE2D_IN_SHIFT], cout)) {
     return 0;
@@ -52,25 +52,25 @@ static int ct_init(ct_ctx *c, const mt_op_args *a)
   c->mult = (const int32_t *)a->in[MT_CONV_TRANSPOSE2D_IN_MULT].data;
   c->shift = (const int32_t *)a->in[MT_CONV_TRANSPOSE2D_IN_SHIFT].data;
   c->y = (int8_t *)y->data;
-  c->batch = (int32_t)x->shape[0];
-  c->cin = (int32_t)x->shape[3];
-  c->cg = (int32_t)w->shape[3];
+  c->batch = (int32_t)x->rec->shape[0];
+  c->cin = (int32_t)x->rec->shape[3];
+  c->cg = (int32_t)w->rec->shape[3];
   c->groups = groups;
   c->cout_g = (int32_t)cout / groups;
-  c->kh = mt_dim(w->shape[1]);
-  c->kw = mt_dim(w->shape[2]);
+  c->kh = mt_dim(w->rec->shape[1]);
+  c->kw = mt_dim(w->rec->shape[2]);
   c->x_off = mt_zp_ok(at[MT_CONV_TRANSPOSE2D_IN_ZP]) ? -at[MT_CONV_TRANSPOSE2D_IN_ZP] : 0;
   c->out_zp = at[MT_CONV_TRANSPOSE2D_OUT_ZP];
   c->act_min = at[MT_CONV_TRANSPOSE2D_ACT_MIN];
   c->act_max = at[MT_CONV_TRANSPOSE2D_ACT_MAX];
   c->k = (size_t)c->kh * (size_t)c->kw * (size_t)c->cg;
   return c->kh > 0 && c->kw > 0 &&
-         ct_axis_init(&c->ah, x->shape[1], c->kh, at[MT_CONV_TRANSPOSE2D_STRIDE_H],
+         ct_axis_init(&c->ah, x->rec->shape[1], c->kh, at[MT_CONV_TRANSPOSE2D_STRIDE_H],
                       at[MT_CONV_TRANSPOSE2D_DILATION_H], at[MT_CONV_TRANSPOSE2D_PAD_TOP],
-                      at[MT_CONV_TRANSPOSE2D_PAD_BOTTOM], y->shape[1]) &&
-         ct_axis_init(&c->aw, x->shape[2], c->kw, at[MT_CONV_TRANSPOSE2D_STRIDE_W],
+                      at[MT_CONV_TRANSPOSE2D_PAD_BOTTOM], y->rec->shape[1]) &&
+         ct_axis_init(&c->aw, x->rec->shape[2], c->kw, at[MT_CONV_TRANSPOSE2D_STRIDE_W],
                       at[MT_CONV_TRANSPOSE2D_DILATION_W], at[MT_CONV_TRANSPOSE2D_PAD_LEFT],
-                      at[MT_CONV_TRANSPOSE2D_PAD_RIGHT], y->shape[2]) &&
+                      at[MT_CONV_TRANSPOSE2D_PAD_RIGHT], y->rec->shape[2]) &&
          mt_zp_ok(at[MT_CONV_TRANSPOSE2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
          mt_act_ok(c->act_min, c->act_max) && mt_mac_scales_ok(c->mult, c->shift, cout) &&
          (int64_t)c->batch * c->ah.out * c->aw.out <= INT32_MAX;

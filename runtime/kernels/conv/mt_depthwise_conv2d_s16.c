@@ -34,13 +34,14 @@ static int dw16_init(dw16_ctx *c, const mt_op_args *a)
   const int32_t *at = a->attrs;
   const mt_tensor *x = &a->in[MT_DEPTHWISE_CONV2D_IN_X], *w = &a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT];
   const mt_tensor *y = &a->out[MT_DEPTHWISE_CONV2D_OUT_Y];
-  const uint32_t *wd = w->rank == 4 && w->shape[0] == 1 ? &w->shape[1] : w->shape;
+  const uint32_t *wd =
+      w->rec->rank == 4 && w->rec->shape[0] == 1 ? &w->rec->shape[1] : w->rec->shape;
   const int32_t m = at[MT_DEPTHWISE_CONV2D_DEPTH_MULTIPLIER];
   if (!mt_tensor_ok(x, MT_DTYPE_INT16, 4) || !mt_tensor_ok(y, MT_DTYPE_INT16, 4) ||
-      !mt_tensor_ok(w, MT_DTYPE_INT8, w->rank) || (w->rank != 3 && wd == w->shape) || m < 1 ||
-      mt_dim(wd[2]) < 0 || mt_dim(x->shape[0]) < 0 ||
-      (uint64_t)x->shape[3] * (uint32_t)m != wd[2] || y->shape[0] != x->shape[0] ||
-      y->shape[3] != wd[2] || at[MT_DEPTHWISE_CONV2D_IN_ZP] != 0 ||
+      !mt_tensor_ok(w, MT_DTYPE_INT8, w->rec->rank) || (w->rec->rank != 3 && wd == w->rec->shape) ||
+      m < 1 || mt_dim(wd[2]) < 0 || mt_dim(x->rec->shape[0]) < 0 ||
+      (uint64_t)x->rec->shape[3] * (uint32_t)m != wd[2] || y->rec->shape[0] != x->rec->shape[0] ||
+      y->rec->shape[3] != wd[2] || at[MT_DEPTHWISE_CONV2D_IN_ZP] != 0 ||
       !mt_mac16_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_BIAS], &a->in[MT_DEPTHWISE_CONV2D_IN_MULT],
                    &a->in[MT_DEPTHWISE_CONV2D_IN_SHIFT], wd[2], at[MT_DEPTHWISE_CONV2D_OUT_ZP],
                    at[MT_DEPTHWISE_CONV2D_ACT_MIN], at[MT_DEPTHWISE_CONV2D_ACT_MAX])) {
@@ -49,8 +50,8 @@ static int dw16_init(dw16_ctx *c, const mt_op_args *a)
   c->x = (const int16_t *)x->data;
   c->w = (const int8_t *)w->data;
   c->y = (int16_t *)y->data;
-  c->batch = (int32_t)x->shape[0];
-  c->c = (int32_t)x->shape[3];
+  c->batch = (int32_t)x->rec->shape[0];
+  c->c = (int32_t)x->rec->shape[3];
   c->m = m;
   c->kw = mt_dim(wd[1]);
   mt_stage16_init(&c->st, (const int64_t *)a->in[MT_DEPTHWISE_CONV2D_IN_BIAS].data,
@@ -58,12 +59,12 @@ static int dw16_init(dw16_ctx *c, const mt_op_args *a)
                   (const int32_t *)a->in[MT_DEPTHWISE_CONV2D_IN_SHIFT].data,
                   at[MT_DEPTHWISE_CONV2D_ACT_MIN], at[MT_DEPTHWISE_CONV2D_ACT_MAX], NULL, 0, wd[2],
                   wd[0] * wd[1], 0);
-  return mt_axis_init(&c->ah, x->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
+  return mt_axis_init(&c->ah, x->rec->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
                       at[MT_DEPTHWISE_CONV2D_DILATION_H], at[MT_DEPTHWISE_CONV2D_PAD_TOP],
-                      at[MT_DEPTHWISE_CONV2D_PAD_BOTTOM], y->shape[1]) &&
-         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_DEPTHWISE_CONV2D_STRIDE_W],
+                      at[MT_DEPTHWISE_CONV2D_PAD_BOTTOM], y->rec->shape[1]) &&
+         mt_axis_init(&c->aw, x->rec->shape[2], c->kw, at[MT_DEPTHWISE_CONV2D_STRIDE_W],
                       at[MT_DEPTHWISE_CONV2D_DILATION_W], at[MT_DEPTHWISE_CONV2D_PAD_LEFT],
-                      at[MT_DEPTHWISE_CONV2D_PAD_RIGHT], y->shape[2]);
+                      at[MT_DEPTHWISE_CONV2D_PAD_RIGHT], y->rec->shape[2]);
 }
 
 /* part[j] += x[tap, (o0 + j) / M] * w[tap, o0 + j] for j < nb (output channels o0..o0+nb). */

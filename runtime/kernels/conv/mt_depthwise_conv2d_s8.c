@@ -41,10 +41,10 @@ typedef struct {
 /* The weight as (KH, KW, C*M): rank 3, or rank 4 with a leading 1 ("1HWC"). */
 static const uint32_t *dw_weight_dims(const mt_tensor *w)
 {
-  if (w->rank == 4 && w->shape[0] == 1) {
-    return &w->shape[1];
+  if (w->rec->rank == 4 && w->rec->shape[0] == 1) {
+    return &w->rec->shape[1];
   }
-  return w->rank == 3 ? w->shape : NULL;
+  return w->rec->rank == 3 ? w->rec->shape : NULL;
 }
 
 static int dw_shapes_ok(const mt_op_args *a, const uint32_t *wd)
@@ -54,9 +54,9 @@ static int dw_shapes_ok(const mt_op_args *a, const uint32_t *wd)
   const int32_t m = a->attrs[MT_DEPTHWISE_CONV2D_DEPTH_MULTIPLIER];
   return wd != NULL && mt_tensor_ok(x, MT_DTYPE_INT8, 4) && mt_tensor_ok(y, MT_DTYPE_INT8, 4) &&
          mt_tensor_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT], MT_DTYPE_INT8,
-                      a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT].rank) &&
-         m >= 1 && mt_dim(wd[2]) >= 0 && (uint64_t)x->shape[3] * (uint32_t)m == wd[2] &&
-         y->shape[0] == x->shape[0] && y->shape[3] == wd[2] &&
+                      a->in[MT_DEPTHWISE_CONV2D_IN_WEIGHT].rec->rank) &&
+         m >= 1 && mt_dim(wd[2]) >= 0 && (uint64_t)x->rec->shape[3] * (uint32_t)m == wd[2] &&
+         y->rec->shape[0] == x->rec->shape[0] && y->rec->shape[3] == wd[2] &&
          mt_vec_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_BIAS], wd[2]) &&
          mt_vec_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_MULT], wd[2]) &&
          mt_vec_ok(&a->in[MT_DEPTHWISE_CONV2D_IN_SHIFT], wd[2]);
@@ -80,8 +80,8 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
   c->mult = (const int32_t *)a->in[MT_DEPTHWISE_CONV2D_IN_MULT].data;
   c->shift = (const int32_t *)a->in[MT_DEPTHWISE_CONV2D_IN_SHIFT].data;
   c->y = (int8_t *)y->data;
-  c->batch = mt_dim(x->shape[0]);
-  c->c = (int32_t)x->shape[3];
+  c->batch = mt_dim(x->rec->shape[0]);
+  c->c = (int32_t)x->rec->shape[3];
   c->m = at[MT_DEPTHWISE_CONV2D_DEPTH_MULTIPLIER];
   c->kw = mt_dim(wd[1]);
   c->x_off = mt_zp_ok(at[MT_DEPTHWISE_CONV2D_IN_ZP]) ? -at[MT_DEPTHWISE_CONV2D_IN_ZP] : 0;
@@ -89,7 +89,7 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
   c->act_min = at[MT_DEPTHWISE_CONV2D_ACT_MIN];
   c->act_max = at[MT_DEPTHWISE_CONV2D_ACT_MAX];
   c->x_tap = (size_t)at[MT_DEPTHWISE_CONV2D_DILATION_W] * (size_t)c->c;
-  c->x_row = (size_t)at[MT_DEPTHWISE_CONV2D_DILATION_H] * x->shape[2] * (size_t)c->c;
+  c->x_row = (size_t)at[MT_DEPTHWISE_CONV2D_DILATION_H] * x->rec->shape[2] * (size_t)c->c;
   c->w_row = (size_t)c->kw * wd[2];
   c->rq_hi_only = 1;
   for (uint32_t o = 0; o < wd[2]; o++) {
@@ -107,12 +107,12 @@ static int dw_init(dw_ctx *c, const mt_op_args *a)
   }
 #endif /* !MT_MVE && !MT_DSP */
   return c->batch >= 0 &&
-         mt_axis_init(&c->ah, x->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
+         mt_axis_init(&c->ah, x->rec->shape[1], mt_dim(wd[0]), at[MT_DEPTHWISE_CONV2D_STRIDE_H],
                       at[MT_DEPTHWISE_CONV2D_DILATION_H], at[MT_DEPTHWISE_CONV2D_PAD_TOP],
-                      at[MT_DEPTHWISE_CONV2D_PAD_BOTTOM], y->shape[1]) &&
-         mt_axis_init(&c->aw, x->shape[2], c->kw, at[MT_DEPTHWISE_CONV2D_STRIDE_W],
+                      at[MT_DEPTHWISE_CONV2D_PAD_BOTTOM], y->rec->shape[1]) &&
+         mt_axis_init(&c->aw, x->rec->shape[2], c->kw, at[MT_DEPTHWISE_CONV2D_STRIDE_W],
                       at[MT_DEPTHWISE_CONV2D_DILATION_W], at[MT_DEPTHWISE_CONV2D_PAD_LEFT],
-                      at[MT_DEPTHWISE_CONV2D_PAD_RIGHT], y->shape[2]) &&
+                      at[MT_DEPTHWISE_CONV2D_PAD_RIGHT], y->rec->shape[2]) &&
          mt_zp_ok(at[MT_DEPTHWISE_CONV2D_IN_ZP]) && mt_zp_ok(c->out_zp) &&
          mt_act_ok(c->act_min, c->act_max) && mt_scales_ok(c->mult, c->shift, wd[2]);
 }
@@ -258,7 +258,7 @@ mt_status mt_depthwise_conv2d_s8(const mt_op_args *args)
   dw_ctx c;
   if (mt_args_ok(args, MT_DEPTHWISE_CONV2D_N_INPUTS, MT_DEPTHWISE_CONV2D_N_OUTPUTS,
                  MT_DEPTHWISE_CONV2D_N_ATTRS) &&
-      args->in[MT_DEPTHWISE_CONV2D_IN_X].dtype == MT_DTYPE_INT16) {
+      args->in[MT_DEPTHWISE_CONV2D_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_depthwise_conv2d_s16 != NULL ? mt_depthwise_conv2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!dw_init(&c, args)) {

@@ -18,10 +18,10 @@ mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
   const mt_tensor *xt = &a->in[MT_FULLY_CONNECTED_IN_X], *wt = &a->in[MT_FULLY_CONNECTED_IN_WEIGHT];
   const mt_tensor *yt = &a->out[MT_FULLY_CONNECTED_OUT_Y];
   const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
-  const uint32_t n_out = wt->shape[0], n_in = xt->shape[1];
+  const uint32_t n_out = wt->rec->shape[0], n_in = xt->rec->shape[1];
   if (!mt_tensor_ok(xt, MT_DTYPE_INT16, 2) || !mt_tensor_ok(wt, MT_DTYPE_INT8, 2) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT16, 2) || n_in != wt->shape[1] ||
-      yt->shape[0] != xt->shape[0] || yt->shape[1] != n_out ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT16, 2) || n_in != wt->rec->shape[1] ||
+      yt->rec->shape[0] != xt->rec->shape[0] || yt->rec->shape[1] != n_out ||
       !mt_mac16_ok(&a->in[MT_FULLY_CONNECTED_IN_BIAS], &a->in[MT_FULLY_CONNECTED_IN_MULT],
                    &a->in[MT_FULLY_CONNECTED_IN_SHIFT], n_out, at[MT_FULLY_CONNECTED_OUT_ZP], lo,
                    hi) ||
@@ -35,13 +35,15 @@ mt_status mt_fully_connected_s16(const mt_op_args *a, int folded)
   mt_stage16_init(&st, (const int64_t *)a->in[MT_FULLY_CONNECTED_IN_BIAS].data,
                   (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_MULT].data,
                   (const int32_t *)a->in[MT_FULLY_CONNECTED_IN_SHIFT].data, lo, hi, w, n_in, n_out,
-                  n_in, xt->shape[0] >= 8);
-  for (uint32_t n = 0; n < xt->shape[0]; n += 2) { /* rows in pairs: each weight load feeds two */
+                  n_in, xt->rec->shape[0] >= 8);
+  for (uint32_t n = 0; n < xt->rec->shape[0];
+       n += 2) { /* rows in pairs: each weight load feeds two */
     const int16_t *xa = x + (size_t)n * n_in;
     int16_t *ya = y + (size_t)n * n_out;
-    if (!(n + 1 < xt->shape[0] ? mt_mac16_channels2(&st, xa, xa + n_in, w, n_in, n_in,
-                                                    (int32_t)n_out, ya, ya + n_out)
-                               : mt_mac16_channels(&st, xa, w, n_in, n_in, (int32_t)n_out, ya))) {
+    if (!(n + 1 < xt->rec->shape[0]
+              ? mt_mac16_channels2(&st, xa, xa + n_in, w, n_in, n_in, (int32_t)n_out, ya,
+                                   ya + n_out)
+              : mt_mac16_channels(&st, xa, w, n_in, n_in, (int32_t)n_out, ya))) {
       return MT_STATUS_BAD_ARGUMENT; /* the loader bounds both: only direct kernel calls */
     }
   }

@@ -27,10 +27,10 @@ static int fc_args_ok(const mt_op_args *a)
   const int32_t *at = a->attrs;
   const mt_tensor *x = &a->in[MT_FULLY_CONNECTED_IN_X], *w = &a->in[MT_FULLY_CONNECTED_IN_WEIGHT];
   const mt_tensor *y = &a->out[MT_FULLY_CONNECTED_OUT_Y];
-  const uint32_t n_out = w->shape[0];
+  const uint32_t n_out = w->rec->shape[0];
   return mt_tensor_ok(x, MT_DTYPE_INT8, 2) && mt_tensor_ok(w, MT_DTYPE_INT8, 2) &&
-         mt_tensor_ok(y, MT_DTYPE_INT8, 2) && x->shape[1] == w->shape[1] &&
-         y->shape[0] == x->shape[0] && y->shape[1] == n_out &&
+         mt_tensor_ok(y, MT_DTYPE_INT8, 2) && x->rec->shape[1] == w->rec->shape[1] &&
+         y->rec->shape[0] == x->rec->shape[0] && y->rec->shape[1] == n_out &&
          mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_BIAS], n_out) &&
          mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_MULT], n_out) &&
          mt_vec_ok(&a->in[MT_FULLY_CONNECTED_IN_SHIFT], n_out) &&
@@ -46,7 +46,7 @@ static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
 {
   if (mt_args_ok(args, MT_FULLY_CONNECTED_N_INPUTS, MT_FULLY_CONNECTED_N_OUTPUTS,
                  MT_FULLY_CONNECTED_N_ATTRS) &&
-      args->in[MT_FULLY_CONNECTED_IN_X].dtype == MT_DTYPE_INT16) {
+      args->in[MT_FULLY_CONNECTED_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_fully_connected_s16 != NULL ? mt_fully_connected_s16(args, folded)
                                           : MT_STATUS_BAD_ARGUMENT;
   }
@@ -61,7 +61,7 @@ static MT_ALWAYS_INLINE mt_status fc_run(const mt_op_args *args, int folded)
   const int32_t *mult = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_MULT].data;
   const int32_t *shift = (const int32_t *)args->in[MT_FULLY_CONNECTED_IN_SHIFT].data;
   int8_t *y = (int8_t *)args->out[MT_FULLY_CONNECTED_OUT_Y].data;
-  const uint32_t batch = xt->shape[0], n_in = xt->shape[1], n_out = wt->shape[0];
+  const uint32_t batch = xt->rec->shape[0], n_in = xt->rec->shape[1], n_out = wt->rec->shape[0];
   const int32_t x_off = -at[MT_FULLY_CONNECTED_IN_ZP], out_zp = at[MT_FULLY_CONNECTED_OUT_ZP];
   const int32_t lo = at[MT_FULLY_CONNECTED_ACT_MIN], hi = at[MT_FULLY_CONNECTED_ACT_MAX];
   uint32_t sums[MT_MAC_CHUNK], acc[MT_MAC_CHUNK];

@@ -42,7 +42,7 @@ mt_status mt_fully_connected_s16(const mt_op_args *args, int folded) MT_WEAK16;
 static inline int mt_mac16_ok(const mt_tensor *bias, const mt_tensor *mult, const mt_tensor *shift,
                               uint32_t n, int32_t out_zp, int32_t lo, int32_t hi)
 {
-  if (!mt_tensor_ok(bias, MT_DTYPE_INT64, 1) || bias->shape[0] != n || !mt_vec_ok(mult, n) ||
+  if (!mt_tensor_ok(bias, MT_DTYPE_INT64, 1) || bias->rec->shape[0] != n || !mt_vec_ok(mult, n) ||
       !mt_vec_ok(shift, n) || out_zp != 0 || lo < -MT_S16_MAX || lo > hi || hi > MT_S16_MAX) {
     return 0;
   }

@@ -95,7 +95,7 @@ static int mm16_args_ok(const mt_op_args *args, uint32_t *m, uint32_t *n, uint32
   const int32_t *at = args->attrs, tb = at[MT_MATMUL_TRANSPOSE_B];
   const int32_t mult = at[MT_MATMUL_MULT], shift = at[MT_MATMUL_SHIFT];
   const int32_t lo = at[MT_MATMUL_ACT_MIN], hi = at[MT_MATMUL_ACT_MAX];
-  const uint8_t r = y->rank;
+  const uint8_t r = y->rec->rank;
   if (r < 2 || r > MT_MAX_RANK || !mt_tensor_ok(a, MT_DTYPE_INT16, r) ||
       !mt_tensor_ok(b, MT_DTYPE_INT16, r) || !mt_tensor_ok(y, MT_DTYPE_INT16, r) ||
       (tb != 0 && tb != 1) || at[MT_MATMUL_A_ZP] != 0 || at[MT_MATMUL_B_ZP] != 0 ||
@@ -104,19 +104,20 @@ static int mm16_args_ok(const mt_op_args *args, uint32_t *m, uint32_t *n, uint32
     return 0;
   }
   for (uint8_t i = 0; i + 2 < r; i++) {
-    const uint32_t da = a->shape[i], db = b->shape[i];
-    if (y->shape[i] != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
+    const uint32_t da = a->rec->shape[i], db = b->rec->shape[i];
+    if (y->rec->shape[i] != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
       return 0;
     }
   }
-  *m = a->shape[r - 2], *k = a->shape[r - 1], *n = tb ? b->shape[r - 2] : b->shape[r - 1];
+  *m = a->rec->shape[r - 2], *k = a->rec->shape[r - 1],
+  *n = tb ? b->rec->shape[r - 2] : b->rec->shape[r - 1];
   if (*k > MM16_MAX_K) {
     return 0;
   }
   const int64_t bound = (int64_t)*k << 30, half = (int64_t)1 << (shift - 1); /* < 2^47 */
   const int64_t top = (bound * mult + half) >> shift, bot = (-bound * mult + half) >> shift;
-  return (tb ? b->shape[r - 1] : b->shape[r - 2]) == *k && y->shape[r - 2] == *m &&
-         y->shape[r - 1] == *n && top <= INT32_MAX && bot >= INT32_MIN &&
+  return (tb ? b->rec->shape[r - 1] : b->rec->shape[r - 2]) == *k && y->rec->shape[r - 2] == *m &&
+         y->rec->shape[r - 1] == *n && top <= INT32_MAX && bot >= INT32_MIN &&
          (tb || (args->scratch != NULL && args->scratch_size >= (uint64_t)*k * *n * 2u));
 }
 
@@ -148,10 +149,10 @@ mt_status mt_matmul_s16(const mt_op_args *args)
   const mt_tensor *at_ = &args->in[MT_MATMUL_IN_A], *bt_ = &args->in[MT_MATMUL_IN_B];
   const mt_tensor *yt = &args->out[MT_MATMUL_OUT_Y];
   const int tb = args->attrs[MT_MATMUL_TRANSPOSE_B] != 0;
-  const uint8_t r = yt->rank;
+  const uint8_t r = yt->rec->rank;
   uint32_t batches = 1;
   for (uint8_t i = 0; i + 2 < r; i++) {
-    batches *= yt->shape[i];
+    batches *= yt->rec->shape[i];
   }
   if (mt_numel(yt) == 0) {
     return MT_STATUS_OK;
@@ -160,12 +161,12 @@ mt_status mt_matmul_s16(const mt_op_args *args)
   for (uint32_t q = 0; q < batches; q++) {
     uint32_t rest = q, oa = 0, ob = 0, sa = 1, sb = 1; /* q's batch offsets of a and b */
     for (uint8_t i = (uint8_t)(r - 2); i-- > 0;) {
-      const uint32_t d = yt->shape[i], c = rest % d;
+      const uint32_t d = yt->rec->shape[i], c = rest % d;
       rest /= d;
-      oa += (at_->shape[i] == 1 ? 0 : c) * sa;
-      ob += (bt_->shape[i] == 1 ? 0 : c) * sb;
-      sa *= at_->shape[i];
-      sb *= bt_->shape[i];
+      oa += (at_->rec->shape[i] == 1 ? 0 : c) * sa;
+      ob += (bt_->rec->shape[i] == 1 ? 0 : c) * sb;
+      sa *= at_->rec->shape[i];
+      sb *= bt_->rec->shape[i];
     }
     const int16_t *a = (const int16_t *)at_->data + (size_t)oa * m * k;
     const int16_t *b = (const int16_t *)bt_->data + (size_t)ob * k * n;

@@ -79,22 +79,23 @@ static int mm_args_ok(const mt_op_args *args, uint32_t *m, uint32_t *n, uint32_t
   const mt_tensor *a = &args->in[MT_MATMUL_IN_A], *b = &args->in[MT_MATMUL_IN_B];
   const mt_tensor *y = &args->out[MT_MATMUL_OUT_Y];
   const int32_t *at = args->attrs, tb = at[MT_MATMUL_TRANSPOSE_B];
-  const uint8_t r = y->rank;
+  const uint8_t r = y->rec->rank;
   if (r < 2 || r > MT_MAX_RANK || !mt_tensor_ok(a, MT_DTYPE_INT8, r) ||
       !mt_tensor_ok(b, MT_DTYPE_INT8, r) || !mt_tensor_ok(y, MT_DTYPE_INT8, r) ||
       (tb != 0 && tb != 1)) {
     return 0;
   }
   for (uint8_t i = 0; i + 2 < r; i++) {
-    const uint32_t da = a->shape[i], db = b->shape[i];
-    if (y->shape[i] != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
+    const uint32_t da = a->rec->shape[i], db = b->rec->shape[i];
+    if (y->rec->shape[i] != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
       return 0;
     }
   }
-  *m = a->shape[r - 2], *k = a->shape[r - 1], *n = tb ? b->shape[r - 2] : b->shape[r - 1];
+  *m = a->rec->shape[r - 2], *k = a->rec->shape[r - 1],
+  *n = tb ? b->rec->shape[r - 2] : b->rec->shape[r - 1];
   const int64_t bound = (int64_t)*k * 255 * 255;
-  return (tb ? b->shape[r - 1] : b->shape[r - 2]) == *k && y->shape[r - 2] == *m &&
-         y->shape[r - 1] == *n && *k <= MM_MAX_K && mt_zp_ok(at[MT_MATMUL_A_ZP]) &&
+  return (tb ? b->rec->shape[r - 1] : b->rec->shape[r - 2]) == *k && y->rec->shape[r - 2] == *m &&
+         y->rec->shape[r - 1] == *n && *k <= MM_MAX_K && mt_zp_ok(at[MT_MATMUL_A_ZP]) &&
          mt_zp_ok(at[MT_MATMUL_B_ZP]) && mt_zp_ok(at[MT_MATMUL_OUT_ZP]) &&
          mt_act_ok(at[MT_MATMUL_ACT_MIN], at[MT_MATMUL_ACT_MAX]) &&
          mt_rq_range_ok((int32_t)-bound, (int32_t)bound, at[MT_MATMUL_MULT], at[MT_MATMUL_SHIFT]) &&
@@ -106,7 +107,7 @@ mt_status mt_matmul_s8(const mt_op_args *args)
 {
   uint32_t m, n, k;
   if (mt_args_ok(args, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS) &&
-      args->in[MT_MATMUL_IN_A].dtype == MT_DTYPE_INT16) {
+      args->in[MT_MATMUL_IN_A].rec->dtype == MT_DTYPE_INT16) {
     return mt_matmul_s16 != NULL ? mt_matmul_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!mm_args_ok(args, &m, &n, &k)) {
@@ -123,10 +124,10 @@ mt_status mt_matmul_s8(const mt_op_args *args)
   }
   const mt_out_stage proto = {
       mult, shift, at[MT_MATMUL_OUT_ZP], at[MT_MATMUL_ACT_MIN], at[MT_MATMUL_ACT_MAX], NULL, NULL};
-  const uint8_t r = yt->rank;
+  const uint8_t r = yt->rec->rank;
   uint32_t batches = 1;
   for (uint8_t i = 0; i + 2 < r; i++) {
-    batches *= yt->shape[i];
+    batches *= yt->rec->shape[i];
   }
   if (mt_numel(yt) == 0) {
     return MT_STATUS_OK;
@@ -136,12 +137,12 @@ mt_status mt_matmul_s8(const mt_op_args *args)
   for (uint32_t q = 0; q < batches; q++) {
     uint32_t rest = q, oa = 0, ob = 0, sa = 1, sb = 1; /* q's batch offsets of a and b */
     for (uint8_t i = (uint8_t)(r - 2); i-- > 0;) {
-      const uint32_t d = yt->shape[i], c = rest % d;
+      const uint32_t d = yt->rec->shape[i], c = rest % d;
       rest /= d;
-      oa += (at_->shape[i] == 1 ? 0 : c) * sa;
-      ob += (bt_->shape[i] == 1 ? 0 : c) * sb;
-      sa *= at_->shape[i];
-      sb *= bt_->shape[i];
+      oa += (at_->rec->shape[i] == 1 ? 0 : c) * sa;
+      ob += (bt_->rec->shape[i] == 1 ? 0 : c) * sb;
+      sa *= at_->rec->shape[i];
+      sb *= bt_->rec->shape[i];
     }
     p.a = (const int8_t *)at_->data + (size_t)oa * m * k;
     p.bt = (const int8_t *)bt_->data + (size_t)ob * k * n;

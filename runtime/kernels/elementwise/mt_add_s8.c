@@ -185,14 +185,15 @@ mt_status mt_add_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_ADD_N_INPUTS, MT_ADD_N_OUTPUTS, MT_ADD_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  if (args->in[MT_ADD_IN_A].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_ADD_IN_A].rec->dtype == MT_DTYPE_INT16) {
     return mt_add_s16 != NULL ? mt_add_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at_ = &args->in[MT_ADD_IN_A], *bt = &args->in[MT_ADD_IN_B];
   const mt_tensor *yt = &args->out[MT_ADD_OUT_Y];
   mt_bcast bc;
-  if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at_, bt, yt) ||
+  if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_bcast_init(&bc, at_, bt, yt) ||
       !mt_addsub_attrs_ok(args->attrs, 0)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

@@ -35,7 +35,7 @@ typedef struct {
 /* Dim i of y (0 = outermost) as seen from t, right-aligned: 1 where t has no such dim. */
 static inline uint32_t mt_bcast_dim(const mt_tensor *t, uint8_t y_rank, uint8_t i)
 {
-  return i + t->rank < y_rank ? 1u : t->shape[i + t->rank - y_rank];
+  return i + t->rec->rank < y_rank ? 1u : t->rec->shape[i + t->rec->rank - y_rank];
 }
 
 /* 1 when y is the numpy broadcast of a and b (rank = the larger rank, at most MT_MAX_RANK),
@@ -43,14 +43,14 @@ static inline uint32_t mt_bcast_dim(const mt_tensor *t, uint8_t y_rank, uint8_t 
 static inline int mt_bcast_init(mt_bcast *bc, const mt_tensor *a, const mt_tensor *b,
                                 const mt_tensor *y)
 {
-  const uint8_t r = y->rank;
-  if (r > MT_MAX_RANK || r != (a->rank > b->rank ? a->rank : b->rank)) {
+  const uint8_t r = y->rec->rank;
+  if (r > MT_MAX_RANK || r != (a->rec->rank > b->rec->rank ? a->rec->rank : b->rec->rank)) {
     return 0;
   }
   uint32_t size[MT_MAX_RANK], a_size = 1, b_size = 1;
   uint8_t pat[MT_MAX_RANK], n = 0; /* merged dims, innermost first; pat: bit 0 a, bit 1 b */
   for (uint8_t k = r; k-- > 0;) {
-    const uint32_t da = mt_bcast_dim(a, r, k), db = mt_bcast_dim(b, r, k), dy = y->shape[k];
+    const uint32_t da = mt_bcast_dim(a, r, k), db = mt_bcast_dim(b, r, k), dy = y->rec->shape[k];
     if (dy != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
       return 0;
     }

@@ -109,8 +109,9 @@ static mt_status bin16_op(const mt_op_args *args, int kind)
   const mt_tensor *at = &args->in[0], *bt = &args->in[1], *yt = &args->out[0];
   mt_bcast bc;
   bin16 b = {0, 0, 0, 0, 0, 0, 0, 0, 0};
-  if (!mt_tensor_ok(at, MT_DTYPE_INT16, at->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT16, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
+  if (!mt_tensor_ok(at, MT_DTYPE_INT16, at->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT16, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rec->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
       !bin16_init(&b, args->attrs, kind)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

@@ -12,8 +12,9 @@ mt_status mt_clamp_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_CLAMP_IN_X], *yt = &args->out[MT_CLAMP_OUT_Y];
   const int32_t lo = args->attrs[MT_CLAMP_ACT_MIN], hi = args->attrs[MT_CLAMP_ACT_MAX];
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
-      !mt_same_shape(xt, yt) || !mt_act_ok(lo, hi)) {
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_same_shape(xt, yt) ||
+      !mt_act_ok(lo, hi)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const int8_t *x = (const int8_t *)xt->data;

@@ -88,8 +88,9 @@ mt_status mt_compare_s8(const mt_op_args *args)
   const mt_tensor *yt = &args->out[MT_COMPARE_OUT_Y];
   const int32_t *attrs = args->attrs;
   mt_bcast bc;
-  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_UINT8, yt->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
+  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_UINT8, yt->rec->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
       attrs[MT_COMPARE_KIND] < 0 || attrs[MT_COMPARE_KIND] > 5 ||
       !mt_compare_side_ok(attrs[MT_COMPARE_A_ZP], attrs[MT_COMPARE_A_MULT],
                           attrs[MT_COMPARE_A_SHIFT]) ||

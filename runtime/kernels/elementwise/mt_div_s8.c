@@ -48,8 +48,9 @@ mt_status mt_div_s8(const mt_op_args *args)
   const mt_tensor *yt = &args->out[MT_DIV_OUT_Y];
   const int32_t *k = args->attrs;
   mt_bcast bc;
-  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
+  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
       !mt_zp_ok(k[MT_DIV_A_ZP]) || !mt_zp_ok(k[MT_DIV_B_ZP]) || !mt_zp_ok(k[MT_DIV_OUT_ZP]) ||
       !mt_scale_ok(k[MT_DIV_MULT], k[MT_DIV_SHIFT]) ||
       !mt_act_ok(k[MT_DIV_ACT_MIN], k[MT_DIV_ACT_MAX])) {

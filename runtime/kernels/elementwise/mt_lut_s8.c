@@ -15,8 +15,8 @@
 // x: (...) int16; table: (513,) int16  ->  y: (...) int16, same shape (y may alias x)
 static mt_status lut_run16(const mt_tensor *xt, const mt_tensor *tt, const mt_tensor *yt)
 {
-  if (!mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rank) || !mt_same_shape(xt, yt) ||
-      !mt_tensor_ok(tt, MT_DTYPE_INT16, 1) || tt->shape[0] != MT_LUT16_SIZE) {
+  if (!mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rec->rank) || !mt_same_shape(xt, yt) ||
+      !mt_tensor_ok(tt, MT_DTYPE_INT16, 1) || tt->rec->shape[0] != MT_LUT16_SIZE) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const int16_t *table = (const int16_t *)tt->data;
@@ -41,11 +41,12 @@ mt_status mt_lut_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_LUT_IN_X], *tt = &args->in[MT_LUT_IN_TABLE];
   const mt_tensor *yt = &args->out[MT_LUT_OUT_Y];
-  if (xt->dtype == MT_DTYPE_INT16 && mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rank)) {
+  if (xt->rec->dtype == MT_DTYPE_INT16 && mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rec->rank)) {
     return lut_run16(xt, tt, yt);
   }
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
-      !mt_same_shape(xt, yt) || !mt_tensor_ok(tt, MT_DTYPE_INT8, 1) || tt->shape[0] != 256) {
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_same_shape(xt, yt) ||
+      !mt_tensor_ok(tt, MT_DTYPE_INT8, 1) || tt->rec->shape[0] != 256) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   const int8_t *x = (const int8_t *)xt->data;

@@ -86,8 +86,9 @@ static MT_ALWAYS_INLINE mt_status mt_minmax_s8(const mt_op_args *args, int take_
   const mt_tensor *at = &args->in[MT_MAXIMUM_IN_A], *bt = &args->in[MT_MAXIMUM_IN_B];
   const mt_tensor *yt = &args->out[MT_MAXIMUM_OUT_Y];
   mt_bcast bc;
-  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
+  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
       !mt_act_ok(args->attrs[MT_MAXIMUM_ACT_MIN], args->attrs[MT_MAXIMUM_ACT_MAX])) {
     return MT_STATUS_BAD_ARGUMENT;
   }

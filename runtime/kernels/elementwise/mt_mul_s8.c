@@ -181,7 +181,7 @@ mt_status mt_mul_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_MUL_N_INPUTS, MT_MUL_N_OUTPUTS, MT_MUL_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  if (args->in[MT_MUL_IN_A].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_MUL_IN_A].rec->dtype == MT_DTYPE_INT16) {
     return mt_mul_s16 != NULL ? mt_mul_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at_ = &args->in[MT_MUL_IN_A], *bt = &args->in[MT_MUL_IN_B];
@@ -190,8 +190,9 @@ mt_status mt_mul_s8(const mt_op_args *args)
   const int32_t a_zp = at[MT_MUL_A_ZP], b_zp = at[MT_MUL_B_ZP], out_zp = at[MT_MUL_OUT_ZP];
   const int32_t mult = at[MT_MUL_MULT], shift = at[MT_MUL_SHIFT];
   mt_bcast bc;
-  if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at_, bt, yt) ||
+  if (!mt_tensor_ok(at_, MT_DTYPE_INT8, at_->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_bcast_init(&bc, at_, bt, yt) ||
       !mt_zp_ok(a_zp) || !mt_zp_ok(b_zp) || !mt_zp_ok(out_zp) ||
       !mt_act_ok(at[MT_MUL_ACT_MIN], at[MT_MUL_ACT_MAX])) {
     return MT_STATUS_BAD_ARGUMENT;

@@ -11,13 +11,14 @@
  * element size, so the same bytes). */
 static mt_status mt_rescale_wide(const mt_tensor *xt, const mt_tensor *yt, const int32_t *at)
 {
-  const int x16 = xt->dtype == MT_DTYPE_INT16, y16 = yt->dtype == MT_DTYPE_INT16;
+  const int x16 = xt->rec->dtype == MT_DTYPE_INT16, y16 = yt->rec->dtype == MT_DTYPE_INT16;
   const int32_t in_zp = at[MT_RESCALE_IN_ZP], out_zp = at[MT_RESCALE_OUT_ZP];
   const int32_t mult = at[MT_RESCALE_MULT], shift = at[MT_RESCALE_SHIFT];
   const int32_t lo = at[MT_RESCALE_ACT_MIN], hi = at[MT_RESCALE_ACT_MAX];
   const int32_t x_lo = x16 ? -32768 : MT_S8_MIN, x_hi = x16 ? 32767 : MT_S8_MAX;
-  if (!mt_tensor_ok(xt, xt->dtype, xt->rank) || !mt_tensor_ok(yt, yt->dtype, yt->rank) ||
-      !mt_same_shape(xt, yt) || (x16 ? in_zp != 0 : !mt_zp_ok(in_zp)) ||
+  if (!mt_tensor_ok(xt, xt->rec->dtype, xt->rec->rank) ||
+      !mt_tensor_ok(yt, yt->rec->dtype, yt->rec->rank) || !mt_same_shape(xt, yt) ||
+      (x16 ? in_zp != 0 : !mt_zp_ok(in_zp)) ||
       (y16 ? out_zp != 0 || lo < -32767 || lo > hi || hi > 32767
            : !mt_zp_ok(out_zp) || !mt_act_ok(lo, hi)) ||
       !mt_rq_range_ok(x_lo - in_zp, x_hi - in_zp, mult, shift)) {
@@ -45,16 +46,17 @@ mt_status mt_rescale_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_RESCALE_IN_X], *yt = &args->out[MT_RESCALE_OUT_Y];
   const int32_t *at = args->attrs;
-  if ((xt->dtype == MT_DTYPE_INT16 || yt->dtype == MT_DTYPE_INT16) &&
-      (xt->dtype == MT_DTYPE_INT8 || xt->dtype == MT_DTYPE_INT16) &&
-      (yt->dtype == MT_DTYPE_INT8 || yt->dtype == MT_DTYPE_INT16)) {
+  if ((xt->rec->dtype == MT_DTYPE_INT16 || yt->rec->dtype == MT_DTYPE_INT16) &&
+      (xt->rec->dtype == MT_DTYPE_INT8 || xt->rec->dtype == MT_DTYPE_INT16) &&
+      (yt->rec->dtype == MT_DTYPE_INT8 || yt->rec->dtype == MT_DTYPE_INT16)) {
     return mt_rescale_wide(xt, yt, at);
   }
   const int32_t in_zp = at[MT_RESCALE_IN_ZP], out_zp = at[MT_RESCALE_OUT_ZP];
   const int32_t mult = at[MT_RESCALE_MULT], shift = at[MT_RESCALE_SHIFT];
   const int32_t lo = at[MT_RESCALE_ACT_MIN], hi = at[MT_RESCALE_ACT_MAX];
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
-      !mt_same_shape(xt, yt) || !mt_zp_ok(in_zp) || !mt_zp_ok(out_zp) ||
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_same_shape(xt, yt) ||
+      !mt_zp_ok(in_zp) || !mt_zp_ok(out_zp) ||
       !mt_rq_range_ok(MT_S8_MIN - in_zp, MT_S8_MAX - in_zp, mult, shift) || !mt_act_ok(lo, hi)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

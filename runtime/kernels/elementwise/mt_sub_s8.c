@@ -24,14 +24,15 @@ mt_status mt_sub_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_SUB_N_INPUTS, MT_SUB_N_OUTPUTS, MT_SUB_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  if (args->in[MT_SUB_IN_A].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_SUB_IN_A].rec->dtype == MT_DTYPE_INT16) {
     return mt_sub_s16 != NULL ? mt_sub_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *at = &args->in[MT_SUB_IN_A], *bt = &args->in[MT_SUB_IN_B];
   const mt_tensor *yt = &args->out[MT_SUB_OUT_Y];
   mt_bcast bc;
-  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rank) || !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
+  if (!mt_tensor_ok(at, MT_DTYPE_INT8, at->rec->rank) ||
+      !mt_tensor_ok(bt, MT_DTYPE_INT8, bt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || !mt_bcast_init(&bc, at, bt, yt) ||
       !mt_addsub_attrs_ok(args->attrs, 1)) {
     return MT_STATUS_BAD_ARGUMENT;
   }

@@ -77,12 +77,13 @@ static void mt_where_run(const mt_where_run_t *r, int8_t *y, uint32_t n, const i
 static int mt_where_strides(const mt_tensor *t, const mt_tensor *y, uint32_t st[MT_MAX_RANK])
 {
   uint32_t s = 1;
-  if (t->rank > y->rank) {
+  if (t->rec->rank > y->rec->rank) {
     return 0;
   }
-  for (uint8_t k = y->rank; k-- > 0;) {
-    const uint32_t d = k + t->rank < y->rank ? 1u : t->shape[k + t->rank - y->rank];
-    if (d != y->shape[k] && d != 1) {
+  for (uint8_t k = y->rec->rank; k-- > 0;) {
+    const uint32_t d =
+        k + t->rec->rank < y->rec->rank ? 1u : t->rec->shape[k + t->rec->rank - y->rec->rank];
+    if (d != y->rec->shape[k] && d != 1) {
       return 0;
     }
     st[k] = d == 1 ? 0 : s;
@@ -98,13 +99,14 @@ static int mt_where_ok(const mt_op_args *args, int wide)
   const int32_t *at = args->attrs;
   const mt_tensor *m = &args->in[MT_WHERE_IN_MASK], *a = &args->in[MT_WHERE_IN_A];
   const mt_tensor *b = &args->in[MT_WHERE_IN_B], *y = &args->out[MT_WHERE_OUT_Y];
-  const uint8_t r = m->rank > a->rank ? m->rank : a->rank,
+  const uint8_t r = m->rec->rank > a->rec->rank ? m->rec->rank : a->rec->rank,
                 dt = wide ? MT_DTYPE_INT16 : MT_DTYPE_INT8;
   const int32_t lo = wide ? -MT_S16_MAX - 1 : MT_S8_MIN, hi = wide ? MT_S16_MAX : MT_S8_MAX;
-  return mt_tensor_ok(m, MT_DTYPE_UINT8, m->rank) && mt_tensor_ok(a, dt, a->rank) &&
-         mt_tensor_ok(b, dt, b->rank) && mt_tensor_ok(y, dt, y->rank) && y->rank <= MT_MAX_RANK &&
-         y->rank == (r > b->rank ? r : b->rank) && mt_zp_ok(at[MT_WHERE_A_ZP]) &&
-         mt_zp_ok(at[MT_WHERE_B_ZP]) && mt_zp_ok(at[MT_WHERE_OUT_ZP]) &&
+  return mt_tensor_ok(m, MT_DTYPE_UINT8, m->rec->rank) && mt_tensor_ok(a, dt, a->rec->rank) &&
+         mt_tensor_ok(b, dt, b->rec->rank) && mt_tensor_ok(y, dt, y->rec->rank) &&
+         y->rec->rank <= MT_MAX_RANK && y->rec->rank == (r > b->rec->rank ? r : b->rec->rank) &&
+         mt_zp_ok(at[MT_WHERE_A_ZP]) && mt_zp_ok(at[MT_WHERE_B_ZP]) &&
+         mt_zp_ok(at[MT_WHERE_OUT_ZP]) &&
          (!wide ||
           (at[MT_WHERE_A_ZP] == 0 && at[MT_WHERE_B_ZP] == 0 && at[MT_WHERE_OUT_ZP] == 0)) &&
          mt_rq_range_ok(lo - at[MT_WHERE_A_ZP], hi - at[MT_WHERE_A_ZP], at[MT_WHERE_A_MULT],
@@ -130,7 +132,7 @@ mt_status mt_where_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_WHERE_N_INPUTS, MT_WHERE_N_OUTPUTS, MT_WHERE_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  const int wide = args->in[MT_WHERE_IN_A].dtype == MT_DTYPE_INT16; /* int16 a, b, y */
+  const int wide = args->in[MT_WHERE_IN_A].rec->dtype == MT_DTYPE_INT16; /* int16 a, b, y */
   if (!mt_where_ok(args, wide)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
@@ -146,9 +148,9 @@ mt_status mt_where_s8(const mt_op_args *args)
                                    attrs[MT_WHERE_A_SHIFT], attrs[MT_WHERE_OUT_ZP]) &&
                     mt_where_ident(attrs[MT_WHERE_B_ZP], attrs[MT_WHERE_B_MULT],
                                    attrs[MT_WHERE_B_SHIFT], attrs[MT_WHERE_OUT_ZP]);
-  const uint8_t r = yt->rank;
+  const uint8_t r = yt->rec->rank;
   const uint32_t total = mt_numel(yt), nm = mt_numel(mt), na = mt_numel(at), nb = mt_numel(bt);
-  uint32_t run = r > 0 ? yt->shape[r - 1] : 1, om = 0, oa = 0, ob = 0;
+  uint32_t run = r > 0 ? yt->rec->shape[r - 1] : 1, om = 0, oa = 0, ob = 0;
   int8_t *y = (int8_t *)yt->data;
   if (total == 0) {
     return MT_STATUS_OK;
@@ -177,13 +179,13 @@ mt_status mt_where_s8(const mt_op_args *args)
       om += sm[k];
       oa += sa[k];
       ob += sb[k];
-      if (++idx[k] < yt->shape[k]) {
+      if (++idx[k] < yt->rec->shape[k]) {
         break;
       }
       idx[k] = 0;
-      om -= sm[k] * yt->shape[k];
-      oa -= sa[k] * yt->shape[k];
-      ob -= sb[k] * yt->shape[k];
+      om -= sm[k] * yt->rec->shape[k];
+      oa -= sa[k] * yt->rec->shape[k];
+      ob -= sb[k] * yt->rec->shape[k];
     }
   }
   return MT_STATUS_OK;

@@ -14,13 +14,14 @@ static int concat_shapes_ok(const mt_op_args *a, int32_t axis, uint32_t yd[4])
   const mt_tensor *yt = &a->out[MT_CONCAT_OUT_Y];
   const int32_t lead = mt_dims4(yt, yd);
   uint64_t total = 0;
-  if (lead < 0 || axis < lead || axis > 3 || !mt_tensor_ok(yt, yt->dtype, yt->rank) ||
-      (yt->dtype != MT_DTYPE_INT8 && yt->dtype != MT_DTYPE_INT16)) {
+  if (lead < 0 || axis < lead || axis > 3 || !mt_tensor_ok(yt, yt->rec->dtype, yt->rec->rank) ||
+      (yt->rec->dtype != MT_DTYPE_INT8 && yt->rec->dtype != MT_DTYPE_INT16)) {
     return 0;
   }
   for (uint16_t k = 0; k < a->n_in; k++) {
     uint32_t xd[4];
-    if (mt_dims4(&a->in[k], xd) != lead || !mt_tensor_ok(&a->in[k], yt->dtype, yt->rank)) {
+    if (mt_dims4(&a->in[k], xd) != lead ||
+        !mt_tensor_ok(&a->in[k], yt->rec->dtype, yt->rec->rank)) {
       return 0;
     }
     for (int32_t i = 0; i < 4; i++) {
@@ -45,7 +46,8 @@ mt_status mt_concat_s8(const mt_op_args *args)
   if (!concat_shapes_ok(args, axis, yd)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  size_t outer = 1, inner = args->out[MT_CONCAT_OUT_Y].dtype == MT_DTYPE_INT16 ? 2 : 1; /* bytes */
+  size_t outer = 1,
+         inner = args->out[MT_CONCAT_OUT_Y].rec->dtype == MT_DTYPE_INT16 ? 2 : 1; /* bytes */
   for (int32_t i = 0; i < 4; i++) {
     if (i < axis) {
       outer *= yd[i];
@@ -57,7 +59,7 @@ mt_status mt_concat_s8(const mt_op_args *args)
   for (size_t o = 0; o < outer; o++) {
     for (uint16_t k = 0; k < args->n_in; k++) {
       const mt_tensor *xt = &args->in[k];
-      const size_t block = (size_t)xt->shape[xt->rank - 4 + axis] * inner;
+      const size_t block = (size_t)xt->rec->shape[xt->rec->rank - 4 + axis] * inner;
       memcpy(y, (const int8_t *)xt->data + o * block, block);
       y += block;
     }

@@ -15,9 +15,9 @@ mt_status mt_copy_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_COPY_IN_X], *yt = &args->out[MT_COPY_OUT_Y];
-  const uint8_t dt = xt->dtype;
-  if ((dt != MT_DTYPE_INT8 && dt != MT_DTYPE_INT16) || !mt_tensor_ok(xt, dt, xt->rank) ||
-      !mt_tensor_ok(yt, dt, yt->rank) || mt_numel(xt) != mt_numel(yt)) {
+  const uint8_t dt = xt->rec->dtype;
+  if ((dt != MT_DTYPE_INT8 && dt != MT_DTYPE_INT16) || !mt_tensor_ok(xt, dt, xt->rec->rank) ||
+      !mt_tensor_ok(yt, dt, yt->rec->rank) || mt_numel(xt) != mt_numel(yt)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   if (xt->data != yt->data) {

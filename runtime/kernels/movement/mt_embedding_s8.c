@@ -18,13 +18,14 @@ static int embedding_shapes_ok(const mt_op_args *a, uint32_t *n_ids)
 {
   const mt_tensor *ids = &a->in[MT_EMBEDDING_IN_IDS], *tab = &a->in[MT_EMBEDDING_IN_TABLE];
   const mt_tensor *y = &a->out[MT_EMBEDDING_OUT_Y];
-  if (ids->rank < 1 || ids->rank > EMBED_RANK || !mt_tensor_ok(ids, MT_DTYPE_INT32, ids->rank) ||
-      !mt_tensor_ok(tab, MT_DTYPE_INT8, 2) || !mt_tensor_ok(y, MT_DTYPE_INT8, ids->rank + 1) ||
-      y->shape[ids->rank] != tab->shape[1]) {
+  if (ids->rec->rank < 1 || ids->rec->rank > EMBED_RANK ||
+      !mt_tensor_ok(ids, MT_DTYPE_INT32, ids->rec->rank) || !mt_tensor_ok(tab, MT_DTYPE_INT8, 2) ||
+      !mt_tensor_ok(y, MT_DTYPE_INT8, ids->rec->rank + 1) ||
+      y->rec->shape[ids->rec->rank] != tab->rec->shape[1]) {
     return 0;
   }
-  for (uint8_t k = 0; k < ids->rank; k++) {
-    if (y->shape[k] != ids->shape[k]) {
+  for (uint8_t k = 0; k < ids->rec->rank; k++) {
+    if (y->rec->shape[k] != ids->rec->shape[k]) {
       return 0;
     }
   }
@@ -42,8 +43,8 @@ mt_status mt_embedding_s8(const mt_op_args *args)
   }
   const int32_t *ids = (const int32_t *)args->in[MT_EMBEDDING_IN_IDS].data;
   const int8_t *table = (const int8_t *)args->in[MT_EMBEDDING_IN_TABLE].data;
-  const uint32_t rows = args->in[MT_EMBEDDING_IN_TABLE].shape[0];
-  const size_t d = args->in[MT_EMBEDDING_IN_TABLE].shape[1];
+  const uint32_t rows = args->in[MT_EMBEDDING_IN_TABLE].rec->shape[0];
+  const size_t d = args->in[MT_EMBEDDING_IN_TABLE].rec->shape[1];
   int8_t *y = (int8_t *)args->out[MT_EMBEDDING_OUT_Y].data;
   for (uint32_t i = 0; i < n_ids; i++) { /* all ids first: nothing is written on a bad one */
     if (ids[i] < 0 || (uint32_t)ids[i] >= rows) {

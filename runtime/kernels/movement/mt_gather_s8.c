@@ -17,30 +17,31 @@ static int gather_plan(const mt_op_args *a, size_t *outer, uint32_t *n, size_t *
 {
   const mt_tensor *xt = &a->in[MT_GATHER_IN_X], *it = &a->in[MT_GATHER_IN_INDICES];
   const mt_tensor *yt = &a->out[MT_GATHER_OUT_Y];
-  if (xt->rank < 1 || xt->rank > GATHER_RANK || !mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) ||
-      !mt_tensor_ok(yt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(it, MT_DTYPE_INT32, 1) ||
-      it->shape[0] < 1) {
+  if (xt->rec->rank < 1 || xt->rec->rank > GATHER_RANK ||
+      !mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, xt->rec->rank) || !mt_tensor_ok(it, MT_DTYPE_INT32, 1) ||
+      it->rec->shape[0] < 1) {
     return 0;
   }
-  const int32_t axis = a->attrs[MT_GATHER_AXIS] - (GATHER_RANK - (int32_t)xt->rank);
-  if (axis < 0 || axis >= (int32_t)xt->rank) { /* the dim of x that axis names */
+  const int32_t axis = a->attrs[MT_GATHER_AXIS] - (GATHER_RANK - (int32_t)xt->rec->rank);
+  if (axis < 0 || axis >= (int32_t)xt->rec->rank) { /* the dim of x that axis names */
     return 0;
   }
   *outer = 1;
   *inner = 1;
-  for (int32_t k = 0; k < (int32_t)xt->rank; k++) {
-    if (yt->shape[k] != (k == axis ? it->shape[0] : xt->shape[k])) {
+  for (int32_t k = 0; k < (int32_t)xt->rec->rank; k++) {
+    if (yt->rec->shape[k] != (k == axis ? it->rec->shape[0] : xt->rec->shape[k])) {
       return 0;
     }
     if (k < axis) {
-      *outer *= xt->shape[k];
+      *outer *= xt->rec->shape[k];
     } else if (k > axis) {
-      *inner *= xt->shape[k];
+      *inner *= xt->rec->shape[k];
     }
   }
-  *n = xt->shape[axis];
+  *n = xt->rec->shape[axis];
   const int32_t *idx = (const int32_t *)it->data;
-  for (uint32_t j = 0; j < it->shape[0]; j++) {
+  for (uint32_t j = 0; j < it->rec->shape[0]; j++) {
     if (idx[j] < 0 || (uint32_t)idx[j] >= *n) {
       return 0;
     }
@@ -59,7 +60,7 @@ mt_status mt_gather_s8(const mt_op_args *args)
   }
   const int8_t *x = (const int8_t *)args->in[MT_GATHER_IN_X].data;
   const int32_t *idx = (const int32_t *)args->in[MT_GATHER_IN_INDICES].data;
-  const uint32_t w = args->in[MT_GATHER_IN_INDICES].shape[0];
+  const uint32_t w = args->in[MT_GATHER_IN_INDICES].rec->shape[0];
   int8_t *y = (int8_t *)args->out[MT_GATHER_OUT_Y].data;
   for (size_t o = 0; o < outer; o++) {
     const int8_t *xo = x + o * n * inner;

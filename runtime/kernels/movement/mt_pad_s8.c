@@ -13,11 +13,12 @@ static int pad_plan(const mt_op_args *a, uint32_t xd[4], uint32_t yd[4])
 {
   const mt_tensor *xt = &a->in[MT_PAD_IN_X], *yt = &a->out[MT_PAD_OUT_Y];
   const int32_t *at = a->attrs;
-  const int32_t lead = mt_dims4(xt, xd), wide = xt->dtype == MT_DTYPE_INT16;
+  const int32_t lead = mt_dims4(xt, xd), wide = xt->rec->dtype == MT_DTYPE_INT16;
   const int32_t lo = wide ? -32767 : MT_S8_MIN, hi = wide ? 32767 : MT_S8_MAX;
-  if (lead < 0 || mt_dims4(yt, yd) != lead || (xt->dtype != MT_DTYPE_INT8 && !wide) ||
-      !mt_tensor_ok(xt, xt->dtype, xt->rank) || !mt_tensor_ok(yt, xt->dtype, yt->rank) ||
-      at[MT_PAD_VALUE] < lo || at[MT_PAD_VALUE] > hi) {
+  if (lead < 0 || mt_dims4(yt, yd) != lead || (xt->rec->dtype != MT_DTYPE_INT8 && !wide) ||
+      !mt_tensor_ok(xt, xt->rec->dtype, xt->rec->rank) ||
+      !mt_tensor_ok(yt, xt->rec->dtype, yt->rec->rank) || at[MT_PAD_VALUE] < lo ||
+      at[MT_PAD_VALUE] > hi) {
     return 0;
   }
   for (int32_t i = 0; i < 4; i++) {
@@ -39,7 +40,8 @@ mt_status mt_pad_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const int32_t *b = &args->attrs[MT_PAD_BEFORE0];
-  const size_t es = args->in[MT_PAD_IN_X].dtype == MT_DTYPE_INT16 ? 2 : 1, n = mt_numel(args->out);
+  const size_t es = args->in[MT_PAD_IN_X].rec->dtype == MT_DTYPE_INT16 ? 2 : 1,
+               n = mt_numel(args->out);
   const int8_t *x = (const int8_t *)args->in[MT_PAD_IN_X].data;
   int8_t *y = (int8_t *)args->out[MT_PAD_OUT_Y].data;
   if (es == 1) {

@@ -24,13 +24,14 @@ mt_status mt_ring_write_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_RING_WRITE_IN_X], *yt = &args->out[MT_RING_WRITE_OUT_Y];
   const int32_t n = args->attrs[MT_RING_WRITE_SLOTS];
-  const uint8_t dt = xt->dtype;
-  if ((dt != MT_DTYPE_INT8 && dt != MT_DTYPE_INT16) || !mt_tensor_ok(xt, dt, xt->rank) ||
-      !mt_tensor_ok(yt, dt, yt->rank) || n < 2 || (uint64_t)xt->size * (uint32_t)n != yt->size) {
+  const uint8_t dt = xt->rec->dtype;
+  if ((dt != MT_DTYPE_INT8 && dt != MT_DTYPE_INT16) || !mt_tensor_ok(xt, dt, xt->rec->rank) ||
+      !mt_tensor_ok(yt, dt, yt->rec->rank) || n < 2 ||
+      (uint64_t)xt->rec->size * (uint32_t)n != yt->rec->size) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   uint8_t *block = (uint8_t *)yt->data, *slots = block + MT_RING_HEAD;
-  const uint32_t s = xt->size;
+  const uint32_t s = xt->rec->size;
   int32_t p;
   memcpy(&p, block, sizeof p);
   if (p < 0 || p >= n) { /* a corrupt position: nothing is written */

@@ -19,13 +19,13 @@
 /* x's and y's dims as 6-D (unit dims prepended); the number prepended, or -1. */
 static int32_t dims6(const mt_tensor *t, uint8_t dtype, uint32_t d6[SLICE_RANK])
 {
-  if (t->rank < 1 || t->rank > SLICE_RANK || !mt_tensor_ok(t, dtype, t->rank) ||
+  if (t->rec->rank < 1 || t->rec->rank > SLICE_RANK || !mt_tensor_ok(t, dtype, t->rec->rank) ||
       (dtype != MT_DTYPE_INT8 && dtype != MT_DTYPE_INT16)) {
     return -1;
   }
-  const int32_t lead = SLICE_RANK - t->rank;
+  const int32_t lead = SLICE_RANK - t->rec->rank;
   for (int32_t i = 0; i < SLICE_RANK; i++) {
-    d6[i] = i < lead ? 1u : t->shape[i - lead];
+    d6[i] = i < lead ? 1u : t->rec->shape[i - lead];
   }
   return lead;
 }
@@ -35,7 +35,7 @@ static int32_t dims6(const mt_tensor *t, uint8_t dtype, uint32_t d6[SLICE_RANK])
 static int slice_plan(const mt_op_args *a, uint32_t yd[SLICE_RANK], size_t xs[SLICE_RANK])
 {
   uint32_t xd[SLICE_RANK];
-  const uint8_t dtype = a->in[MT_STRIDED_SLICE_IN_X].dtype;
+  const uint8_t dtype = a->in[MT_STRIDED_SLICE_IN_X].rec->dtype;
   const int32_t lead = dims6(&a->in[MT_STRIDED_SLICE_IN_X], dtype, xd);
   if (lead < 0 || dims6(&a->out[MT_STRIDED_SLICE_OUT_Y], dtype, yd) != lead) {
     return 0;
@@ -70,7 +70,7 @@ mt_status mt_strided_slice_s8(const mt_op_args *args)
   }
   const int32_t *start = &args->attrs[MT_STRIDED_SLICE_START0];
   const int32_t *step = &args->attrs[MT_STRIDED_SLICE_STEP0];
-  const size_t es = args->in[MT_STRIDED_SLICE_IN_X].dtype == MT_DTYPE_INT16 ? 2 : 1;
+  const size_t es = args->in[MT_STRIDED_SLICE_IN_X].rec->dtype == MT_DTYPE_INT16 ? 2 : 1;
   const int8_t *x = (const int8_t *)args->in[MT_STRIDED_SLICE_IN_X].data;
   int8_t *y = (int8_t *)args->out[MT_STRIDED_SLICE_OUT_Y].data;
   uint32_t idx[SLICE_RANK - 1], pos[SLICE_RANK - 1];

@@ -25,8 +25,9 @@ static int transpose_plan(const mt_op_args *a, uint32_t yd[4], size_t step[4])
   const int32_t lead = mt_dims4(xt, xd);
   size_t stride[4];
   uint32_t seen = 0;
-  if (lead < 0 || mt_dims4(yt, yd) != lead || !mt_tensor_ok(yt, xt->dtype, yt->rank) ||
-      (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) && !mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rank))) {
+  if (lead < 0 || mt_dims4(yt, yd) != lead || !mt_tensor_ok(yt, xt->rec->dtype, yt->rec->rank) ||
+      (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) &&
+       !mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rec->rank))) {
     return 0;
   }
   stride[3] = 1;
@@ -162,7 +163,7 @@ mt_status mt_transpose_s8(const mt_op_args *args)
   if (yd[3] == 0) {
     return MT_STATUS_OK;
   }
-  if (args->in[MT_TRANSPOSE_IN_X].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_TRANSPOSE_IN_X].rec->dtype == MT_DTYPE_INT16) {
     transpose_s16((int16_t *)(void *)y, (const int16_t *)(const void *)x, yd, step);
     return MT_STATUS_OK;
   }

@@ -223,7 +223,7 @@ mt_status mt_avg_pool2d_s8(const mt_op_args *args)
 {
   avg_ctx c;
   if (mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) &&
-      args->in[MT_AVG_POOL2D_IN_X].dtype == MT_DTYPE_INT16) {
+      args->in[MT_AVG_POOL2D_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_avg_pool2d_s16 != NULL ? mt_avg_pool2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   if (!mt_args_ok(args, MT_AVG_POOL2D_N_INPUTS, MT_AVG_POOL2D_N_OUTPUTS, MT_AVG_POOL2D_N_ATTRS) ||
@@ -231,10 +231,10 @@ mt_status mt_avg_pool2d_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_AVG_POOL2D_IN_X];
-  const size_t ch_n = xt->shape[3], x_img = (size_t)c.ah.size * (size_t)c.aw.size * ch_n;
+  const size_t ch_n = xt->rec->shape[3], x_img = (size_t)c.ah.size * (size_t)c.aw.size * ch_n;
   const int8_t *x = (const int8_t *)xt->data;
   int8_t *y = (int8_t *)args->out[MT_AVG_POOL2D_OUT_Y].data;
-  for (uint32_t n = 0; n < xt->shape[0]; n++) {
+  for (uint32_t n = 0; n < xt->rec->shape[0]; n++) {
     for (int32_t oh = 0; oh < c.ah.out; oh++) {
       for (int32_t ow = 0; ow < c.aw.out; ow++, y += ch_n) {
         avg_pixel(&c, x + n * x_img, oh, ow, ch_n, y);

@@ -199,7 +199,7 @@ mt_status mt_max_pool2d_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_MAX_POOL2D_N_INPUTS, MT_MAX_POOL2D_N_OUTPUTS, MT_MAX_POOL2D_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  if (args->in[MT_MAX_POOL2D_IN_X].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_MAX_POOL2D_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_max_pool2d_s16 != NULL ? mt_max_pool2d_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_MAX_POOL2D_IN_X], *yt = &args->out[MT_MAX_POOL2D_OUT_Y];
@@ -207,10 +207,10 @@ mt_status mt_max_pool2d_s8(const mt_op_args *args)
   if (!mt_pool_axes(&ah, &aw, xt, yt, args->attrs) || !mt_act_ok(lo, hi)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  const size_t c = xt->shape[3], x_img = (size_t)ah.size * (size_t)aw.size * c;
+  const size_t c = xt->rec->shape[3], x_img = (size_t)ah.size * (size_t)aw.size * c;
   const int8_t *x = (const int8_t *)xt->data;
   int8_t *y = (int8_t *)yt->data;
-  for (uint32_t n = 0; n < xt->shape[0]; n++) {
+  for (uint32_t n = 0; n < xt->rec->shape[0]; n++) {
     for (int32_t oh = 0; oh < ah.out && c == 1; oh++, y += aw.out) {
       max_row_c1(&ah, &aw, x + n * x_img, oh, lo, hi, y);
     }

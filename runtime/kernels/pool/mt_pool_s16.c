@@ -24,10 +24,10 @@ static int pool16_axes(mt_axis *ah, mt_axis *aw, const mt_op_args *a, int32_t lo
   const mt_tensor *x = &a->in[0], *y = &a->out[0];
   const int32_t *k = a->attrs;
   return mt_tensor_ok(x, MT_DTYPE_INT16, 4) && mt_tensor_ok(y, MT_DTYPE_INT16, 4) &&
-         x->shape[0] == y->shape[0] && x->shape[3] == y->shape[3] && mt_dim(x->shape[0]) >= 0 &&
-         mt_dim(x->shape[3]) >= 0 &&
-         mt_axis_init(ah, x->shape[1], k[0], k[2], 1, k[4], k[6], y->shape[1]) &&
-         mt_axis_init(aw, x->shape[2], k[1], k[3], 1, k[5], k[7], y->shape[2]) &&
+         x->rec->shape[0] == y->rec->shape[0] && x->rec->shape[3] == y->rec->shape[3] &&
+         mt_dim(x->rec->shape[0]) >= 0 && mt_dim(x->rec->shape[3]) >= 0 &&
+         mt_axis_init(ah, x->rec->shape[1], k[0], k[2], 1, k[4], k[6], y->rec->shape[1]) &&
+         mt_axis_init(aw, x->rec->shape[2], k[1], k[3], 1, k[5], k[7], y->rec->shape[2]) &&
          mt_axis_windows_nonempty(ah) && mt_axis_windows_nonempty(aw) && -POOL16_MAX <= lo &&
          lo <= hi && hi <= POOL16_MAX;
 }
@@ -37,11 +37,11 @@ static void pool16_run(const mt_op_args *a, const mt_axis *ah, const mt_axis *aw
                        int32_t fixed, int32_t lo, int32_t hi)
 {
   const mt_tensor *xt = &a->in[0];
-  const size_t ch = xt->shape[3];
+  const size_t ch = xt->rec->shape[3];
   const int16_t *x = (const int16_t *)xt->data;
   int16_t *y = (int16_t *)a->out[0].data;
   int32_t mult = 0, shift = 2, last = 0;
-  for (uint32_t n = 0; n < xt->shape[0]; n++) {
+  for (uint32_t n = 0; n < xt->rec->shape[0]; n++) {
     for (int32_t oh = 0; oh < ah->out; oh++) {
       for (int32_t ow = 0; ow < aw->out; ow++, y += ch) {
         int32_t ky0, ky1, kx0, kx1;

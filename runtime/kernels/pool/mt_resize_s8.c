@@ -165,18 +165,18 @@ static int rs_init(rs_ctx *s, rs_axis *ay, rs_axis *ax, const mt_op_args *a)
   const mt_tensor *xt = &a->in[MT_RESIZE_IN_X], *yt = &a->out[MT_RESIZE_OUT_Y];
   const int32_t *at = a->attrs;
   if (!mt_tensor_ok(xt, MT_DTYPE_INT8, 4) || !mt_tensor_ok(yt, MT_DTYPE_INT8, 4) ||
-      xt->shape[0] != yt->shape[0] || xt->shape[3] != yt->shape[3] ||
-      !rs_axis_init(ay, xt->shape[1], yt->shape[1], at + MT_RESIZE_SCALE_Y_N) ||
-      !rs_axis_init(ax, xt->shape[2], yt->shape[2], at + MT_RESIZE_SCALE_X_N)) {
+      xt->rec->shape[0] != yt->rec->shape[0] || xt->rec->shape[3] != yt->rec->shape[3] ||
+      !rs_axis_init(ay, xt->rec->shape[1], yt->rec->shape[1], at + MT_RESIZE_SCALE_Y_N) ||
+      !rs_axis_init(ax, xt->rec->shape[2], yt->rec->shape[2], at + MT_RESIZE_SCALE_X_N)) {
     return 0;
   }
   s->x = (const int8_t *)xt->data;
   s->y = (int8_t *)yt->data;
-  s->h = xt->shape[1];
-  s->w = xt->shape[2];
-  s->c = xt->shape[3];
-  s->oh = yt->shape[1];
-  s->ow = yt->shape[2];
+  s->h = xt->rec->shape[1];
+  s->w = xt->rec->shape[2];
+  s->c = xt->rec->shape[3];
+  s->oh = yt->rec->shape[1];
+  s->ow = yt->rec->shape[2];
   s->mult = at[MT_RESIZE_MULT];
   s->shift = at[MT_RESIZE_SHIFT];
   s->lo = at[MT_RESIZE_ACT_MIN];
@@ -202,7 +202,7 @@ mt_status mt_resize_s8(const mt_op_args *args)
   }
   const int nearest = args->attrs[MT_RESIZE_MODE] == 0;
   const size_t in_image = (size_t)s.h * s.w * s.c, out_image = (size_t)s.oh * s.ow * s.c;
-  for (uint32_t b = 0; b < args->in[MT_RESIZE_IN_X].shape[0]; b++) {
+  for (uint32_t b = 0; b < args->in[MT_RESIZE_IN_X].rec->shape[0]; b++) {
     const int8_t *x = s.x + b * in_image;
     int8_t *y = s.y + b * out_image;
     if (nearest) {

@@ -38,7 +38,7 @@ mt_status mt_gru_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *bn = &args->in[MT_GRU_IN_BIAS_N];
-  if (!mt_tensor_ok(bn, r.dtype, 1) || bn->shape[0] != r.hidden) {
+  if (!mt_tensor_ok(bn, r.dtype, 1) || bn->rec->shape[0] != r.hidden) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   uint8_t *h = (uint8_t *)args->out[MT_GRU_OUT_H].data, *q = (uint8_t *)args->scratch;

@@ -35,8 +35,8 @@ mt_status mt_lstm_s8(const mt_op_args *args)
     return MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *c0 = &args->in[MT_LSTM_IN_C0], *ct = &args->out[MT_LSTM_OUT_C];
-  if (!mt_tensor_ok(c0, r.dtype, 2) || !mt_tensor_ok(ct, r.dtype, 2) || c0->shape[0] != r.b ||
-      c0->shape[1] != r.hidden || ct->shape[0] != r.b || ct->shape[1] != r.hidden) {
+  if (!mt_tensor_ok(c0, r.dtype, 2) || !mt_tensor_ok(ct, r.dtype, 2) || c0->rec->shape[0] != r.b ||
+      c0->rec->shape[1] != r.hidden || ct->rec->shape[0] != r.b || ct->rec->shape[1] != r.hidden) {
     return MT_STATUS_BAD_ARGUMENT;
   }
   uint8_t *h = (uint8_t *)args->out[MT_LSTM_OUT_H].data, *c = (uint8_t *)ct->data;

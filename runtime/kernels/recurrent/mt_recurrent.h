@@ -41,11 +41,24 @@ typedef struct {
   int32_t steps, start, reverse;
 } mt_rnn;
 
-/* A [rows, cols] view of x's dtype at data. */
-static inline mt_tensor mt_rnn_view(const mt_rnn *r, const void *data, uint32_t rows, uint32_t cols)
+/* The record of a [rows, cols] tensor of x's dtype (zero point 0), for views of a row, the
+ * state or the gates. */
+static inline mt_tensor_t mt_rnn_rec(const mt_rnn *r, uint32_t rows, uint32_t cols)
 {
-  mt_tensor v = {(void *)(uintptr_t)data, {rows, cols, 1, 1, 1, 1}, 2, r->dtype, 0,
-                 rows * cols * r->e};
+  mt_tensor_t t;
+  memset(&t, 0, sizeof t);
+  t.dtype = r->dtype;
+  t.rank = 2;
+  t.shape[0] = rows;
+  t.shape[1] = cols;
+  t.size = rows * cols * r->e;
+  return t;
+}
+
+/* A view of data with the record rec. */
+static inline mt_tensor mt_rnn_view(const mt_tensor_t *rec, const void *data)
+{
+  const mt_tensor v = {(void *)(uintptr_t)data, rec};
   return v;
 }
 
@@ -56,28 +69,29 @@ static inline int mt_rnn_init(mt_rnn *r, const mt_op_args *a, uint32_t gates, in
 {
   const mt_tensor *x = &a->in[0], *w = &a->in[1], *h = &a->in[h0];
   const mt_tensor *y = &a->out[0], *hn = &a->out[1];
-  const uint8_t dt = x->dtype;
+  const uint8_t dt = x->rec->dtype;
   if ((dt != MT_DTYPE_INT8 && dt != MT_DTYPE_INT16) || !mt_tensor_ok(x, dt, 3) ||
       !mt_tensor_ok(w, MT_DTYPE_INT8, 2) || !mt_tensor_ok(h, dt, 2) || !mt_tensor_ok(y, dt, 3) ||
       !mt_tensor_ok(hn, dt, 2)) {
     return 0;
   }
-  r->b = x->shape[0];
-  r->t = x->shape[1];
-  r->g = x->shape[2];
-  r->hidden = h->shape[1];
+  r->b = x->rec->shape[0];
+  r->t = x->rec->shape[1];
+  r->g = x->rec->shape[2];
+  r->hidden = h->rec->shape[1];
   r->e = dt == MT_DTYPE_INT16 ? 2u : 1u;
   r->dtype = dt;
   r->steps = a->attrs[0];
   r->start = a->attrs[1];
   r->reverse = a->attrs[2];
   const int64_t end = (int64_t)r->start + (r->reverse ? 1 - (int64_t)r->steps : r->steps - 1);
-  return r->hidden >= 1 && r->g == gates * r->hidden && w->shape[0] == r->g &&
-         w->shape[1] == r->hidden && h->shape[0] == r->b && hn->shape[0] == r->b &&
-         hn->shape[1] == r->hidden && y->shape[0] == r->b && (int64_t)y->shape[1] == r->steps &&
-         y->shape[2] == r->hidden && r->steps >= 1 && (r->reverse == 0 || r->reverse == 1) &&
-         r->start >= 0 && (uint32_t)r->start < r->t && end >= 0 && end < (int64_t)r->t &&
-         a->scratch != NULL && (uint64_t)a->scratch_size >= (uint64_t)r->b * r->g * r->e;
+  return r->hidden >= 1 && r->g == gates * r->hidden && w->rec->shape[0] == r->g &&
+         w->rec->shape[1] == r->hidden && h->rec->shape[0] == r->b && hn->rec->shape[0] == r->b &&
+         hn->rec->shape[1] == r->hidden && y->rec->shape[0] == r->b &&
+         (int64_t)y->rec->shape[1] == r->steps && y->rec->shape[2] == r->hidden && r->steps >= 1 &&
+         (r->reverse == 0 || r->reverse == 1) && r->start >= 0 && (uint32_t)r->start < r->t &&
+         end >= 0 && end < (int64_t)r->t && a->scratch != NULL &&
+         (uint64_t)a->scratch_size >= (uint64_t)r->b * r->g * r->e;
 }
 
 /* y = fn(a, b) on n elements (add, sub, mul with their n_attrs attributes at at). Inlined into
@@ -87,8 +101,9 @@ static MT_ALWAYS_INLINE mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r
                                                 const void *a, const void *b, void *y,
                                                 const int32_t *at, uint16_t n_attrs)
 {
-  const mt_tensor in[2] = {mt_rnn_view(r, a, 1, n), mt_rnn_view(r, b, 1, n)};
-  mt_tensor out = mt_rnn_view(r, y, 1, n);
+  const mt_tensor_t row = mt_rnn_rec(r, 1, n);
+  const mt_tensor in[2] = {mt_rnn_view(&row, a), mt_rnn_view(&row, b)};
+  mt_tensor out = mt_rnn_view(&row, y);
   const mt_op_args args = {in, &out, at, NULL, 0, 2, 1, n_attrs};
   return fn(&args);
 }
@@ -106,8 +121,9 @@ MT_RNN_BINARY(mt_rnn_sub, mt_sub_s8)
 /* y = lut(x, table) on H elements. */
 static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tensor *table, void *y)
 {
-  const mt_tensor in[2] = {mt_rnn_view(r, x, 1, r->hidden), *table};
-  mt_tensor out = mt_rnn_view(r, y, 1, r->hidden);
+  const mt_tensor_t row = mt_rnn_rec(r, 1, r->hidden);
+  const mt_tensor in[2] = {mt_rnn_view(&row, x), *table};
+  mt_tensor out = mt_rnn_view(&row, y);
   const mt_op_args args = {in, &out, NULL, NULL, 0, 2, 1, 0};
   return mt_lut_s8(&args);
 }
@@ -116,8 +132,9 @@ static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tens
 static inline mt_status mt_rnn_product(const mt_rnn *r, const mt_op_args *a, const void *h,
                                        const int32_t *at)
 {
-  mt_tensor in[5] = {mt_rnn_view(r, h, r->b, r->hidden), a->in[1], a->in[2], a->in[3], a->in[4]};
-  mt_tensor out = mt_rnn_view(r, a->scratch, r->b, r->g);
+  const mt_tensor_t state = mt_rnn_rec(r, r->b, r->hidden), gates = mt_rnn_rec(r, r->b, r->g);
+  mt_tensor in[5] = {mt_rnn_view(&state, h), a->in[1], a->in[2], a->in[3], a->in[4]};
+  mt_tensor out = mt_rnn_view(&gates, a->scratch);
   const mt_op_args args = {in, &out, at, NULL, 0, 5, 1, MT_FULLY_CONNECTED_N_ATTRS};
   return at[0] == 0 ? mt_fully_connected_folded_s8(&args) : mt_fully_connected_s8(&args);
 }

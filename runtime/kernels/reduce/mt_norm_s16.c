@@ -61,13 +61,15 @@ mt_status mt_norm_s16(const mt_op_args *args)
   const int32_t *at = args->attrs;
   const int32_t eps = at[MT_NORM_EPS], inner = at[MT_NORM_INNER];
   const int32_t lo = at[MT_NORM_ACT_MIN], hi = at[MT_NORM_ACT_MAX];
-  const uint32_t a = st->shape[0];
+  const uint32_t a = st->rec->shape[0];
   mt_reduce_geom g;
-  mt_tensor kept = *yt; /* the geometry's y: x with the reduced dims 1 */
-  for (uint8_t i = 0; i < xt->rank && i < 6; i++) {
-    kept.shape[i] = ((at[MT_NORM_AXES] >> i) & 1) ? 1u : xt->shape[i];
+  mt_tensor_t kept_rec = *yt->rec; /* the geometry's y: x with the reduced dims 1 */
+  const mt_tensor kept = {yt->data, &kept_rec};
+  for (uint8_t i = 0; i < xt->rec->rank && i < 6; i++) {
+    kept_rec.shape[i] = ((at[MT_NORM_AXES] >> i) & 1) ? 1u : xt->rec->shape[i];
   }
-  if (xt->dtype != MT_DTYPE_INT16 || yt->dtype != MT_DTYPE_INT16 || !mt_same_shape(xt, yt) ||
+  if (xt->rec->dtype != MT_DTYPE_INT16 || yt->rec->dtype != MT_DTYPE_INT16 ||
+      !mt_same_shape(xt, yt) ||
       !mt_reduce_geom_init_t(&g, xt, &kept, at[MT_NORM_AXES], MT_DTYPE_INT16) ||
       g.count > MT_NORM16_MAX_COUNT || !mt_tensor_ok(st, MT_DTYPE_INT8, 1) || a < 1 ||
       !mt_vec_ok(&args->in[MT_NORM_IN_BETA], a) || !mt_vec_ok(&args->in[MT_NORM_IN_MULT], a) ||

@@ -39,7 +39,7 @@ mt_status mt_norm_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_NORM_N_INPUTS, MT_NORM_N_OUTPUTS, MT_NORM_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  if (args->in[MT_NORM_IN_X].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_NORM_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_norm_s16 != NULL ? mt_norm_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const mt_tensor *xt = &args->in[MT_NORM_IN_X], *yt = &args->out[MT_NORM_OUT_Y];
@@ -47,11 +47,12 @@ mt_status mt_norm_s8(const mt_op_args *args)
   const int32_t *at = args->attrs;
   const int32_t eps = at[MT_NORM_EPS], inner = at[MT_NORM_INNER], zp = at[MT_NORM_OUT_ZP];
   const int32_t lo = at[MT_NORM_ACT_MIN], hi = at[MT_NORM_ACT_MAX];
-  const uint32_t a = st->shape[0];
+  const uint32_t a = st->rec->shape[0];
   mt_reduce_geom g;
-  mt_tensor kept = *yt; /* the geometry's y: x with the reduced dims 1 */
-  for (uint8_t i = 0; i < xt->rank && i < 6; i++) {
-    kept.shape[i] = ((at[MT_NORM_AXES] >> i) & 1) ? 1u : xt->shape[i];
+  mt_tensor_t kept_rec = *yt->rec; /* the geometry's y: x with the reduced dims 1 */
+  const mt_tensor kept = {yt->data, &kept_rec};
+  for (uint8_t i = 0; i < xt->rec->rank && i < 6; i++) {
+    kept_rec.shape[i] = ((at[MT_NORM_AXES] >> i) & 1) ? 1u : xt->rec->shape[i];
   }
   if (!mt_same_shape(xt, yt) || !mt_reduce_geom_init(&g, xt, &kept, at[MT_NORM_AXES]) ||
       g.count > MT_REDUCE_MAX_COUNT || !mt_tensor_ok(st, MT_DTYPE_INT8, 1) || a < 1 ||

@@ -38,18 +38,18 @@ typedef struct {
 static inline int mt_reduce_geom_init_t(mt_reduce_geom *g, const mt_tensor *x, const mt_tensor *y,
                                         int32_t axes, uint8_t dtype)
 {
-  if (x->rank < 1 || x->rank > 6 || !mt_tensor_ok(x, dtype, x->rank) ||
-      !mt_tensor_ok(y, dtype, x->rank) || axes < 1 || axes >= (1 << x->rank)) {
+  if (x->rec->rank < 1 || x->rec->rank > 6 || !mt_tensor_ok(x, dtype, x->rec->rank) ||
+      !mt_tensor_ok(y, dtype, x->rec->rank) || axes < 1 || axes >= (1 << x->rec->rank)) {
     return 0;
   }
   uint64_t numel = 1, count = 1;
   g->n = 0;
-  for (uint8_t i = 0; i < x->rank; i++) {
-    const uint32_t d = x->shape[i];
+  for (uint8_t i = 0; i < x->rec->rank; i++) {
+    const uint32_t d = x->rec->shape[i];
     const uint8_t red = (uint8_t)((axes >> i) & 1);
     numel *= d;
     count *= red ? d : 1u;
-    if (d == 0 || y->shape[i] != (red ? 1u : d) || numel > 0xFFFFFFFFu) {
+    if (d == 0 || y->rec->shape[i] != (red ? 1u : d) || numel > 0xFFFFFFFFu) {
       return 0;
     }
     if (g->n > 0 && g->reduced[g->n - 1] == red) {

@@ -115,7 +115,7 @@ mt_status mt_reduce_sum_s8(const mt_op_args *args)
   if (!mt_args_ok(args, MT_REDUCE_SUM_N_INPUTS, MT_REDUCE_SUM_N_OUTPUTS, MT_REDUCE_SUM_N_ATTRS)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  if (args->in[MT_REDUCE_SUM_IN_X].dtype == MT_DTYPE_INT16) {
+  if (args->in[MT_REDUCE_SUM_IN_X].rec->dtype == MT_DTYPE_INT16) {
     return mt_reduce_sum_s16 != NULL ? mt_reduce_sum_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
   const int32_t *a = args->attrs;

@@ -50,13 +50,13 @@ mt_status mt_log_softmax_s8(const mt_op_args *args)
   const mt_tensor *lt = &args->in[MT_LOG_SOFTMAX_IN_LOG_TABLE];
   const int32_t in_mult = args->attrs[MT_LOG_SOFTMAX_IN_MULT];
   const int32_t ln2 = args->attrs[MT_LOG_SOFTMAX_LN2], zp = args->attrs[MT_LOG_SOFTMAX_OUT_ZP];
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
-      xt->rank < 1 || !mt_same_shape(xt, yt) || !mt_vec_ok(et, 256) || !mt_vec_ok(lt, 256) ||
-      in_mult < 0 || in_mult > LOG_SOFTMAX_MAX_MULT || ln2 < 0 || ln2 > LOG_SOFTMAX_MAX_LN2 ||
-      !mt_zp_ok(zp)) {
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || xt->rec->rank < 1 ||
+      !mt_same_shape(xt, yt) || !mt_vec_ok(et, 256) || !mt_vec_ok(lt, 256) || in_mult < 0 ||
+      in_mult > LOG_SOFTMAX_MAX_MULT || ln2 < 0 || ln2 > LOG_SOFTMAX_MAX_LN2 || !mt_zp_ok(zp)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  const uint32_t len = xt->shape[xt->rank - 1];
+  const uint32_t len = xt->rec->shape[xt->rec->rank - 1];
   const int32_t *exp_table = (const int32_t *)et->data, *log_table = (const int32_t *)lt->data;
   if (len < 1 || len > LOG_SOFTMAX_MAX_ROW || exp_table[0] < 1 ||
       !log_softmax_table_ok(exp_table, 0, LOG_SOFTMAX_EXP_ONE) ||

@@ -66,11 +66,12 @@ mt_status mt_softmax_s16(const mt_op_args *args)
 {
   const mt_tensor *xt = &args->in[MT_SOFTMAX_IN_X], *yt = &args->out[MT_SOFTMAX_OUT_Y];
   const mt_tensor *tt = &args->in[MT_SOFTMAX_IN_EXP_TABLE];
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rank) ||
-      xt->rank < 1 || !mt_same_shape(xt, yt) || !mt_vec_ok(tt, 512)) {
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT16, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT16, yt->rec->rank) || xt->rec->rank < 1 ||
+      !mt_same_shape(xt, yt) || !mt_vec_ok(tt, 512)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  const uint32_t len = xt->shape[xt->rank - 1];
+  const uint32_t len = xt->rec->shape[xt->rec->rank - 1];
   const uint32_t *table = (const uint32_t *)tt->data;
   if (len < 1 || len > SOFTMAX16_MAX_ROW || !softmax16_table_ok(table)) {
     return MT_STATUS_BAD_ARGUMENT;

@@ -80,14 +80,15 @@ mt_status mt_softmax_s8(const mt_op_args *args)
   }
   const mt_tensor *xt = &args->in[MT_SOFTMAX_IN_X], *yt = &args->out[MT_SOFTMAX_OUT_Y];
   const mt_tensor *tt = &args->in[MT_SOFTMAX_IN_EXP_TABLE];
-  if (xt->dtype == MT_DTYPE_INT16) {
+  if (xt->rec->dtype == MT_DTYPE_INT16) {
     return mt_softmax_s16 != NULL ? mt_softmax_s16(args) : MT_STATUS_BAD_ARGUMENT;
   }
-  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rank) || !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rank) ||
-      xt->rank < 1 || !mt_same_shape(xt, yt) || !mt_vec_ok(tt, 256)) {
+  if (!mt_tensor_ok(xt, MT_DTYPE_INT8, xt->rec->rank) ||
+      !mt_tensor_ok(yt, MT_DTYPE_INT8, yt->rec->rank) || xt->rec->rank < 1 ||
+      !mt_same_shape(xt, yt) || !mt_vec_ok(tt, 256)) {
     return MT_STATUS_BAD_ARGUMENT;
   }
-  const uint32_t len = xt->shape[xt->rank - 1];
+  const uint32_t len = xt->rec->shape[xt->rec->rank - 1];
   const int32_t *table = (const int32_t *)tt->data;
   if (len < 1 || len > SOFTMAX_MAX_ROW || !softmax_table_ok(table)) {
     return MT_STATUS_BAD_ARGUMENT;

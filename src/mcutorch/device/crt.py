@@ -287,8 +287,9 @@ def state_size(program: Program, pointer_size: int = 4) -> int:
     """Bytes of C runtime state (mt_state_size) for `program` on a CPU with `pointer_size`-byte
     pointers: a pointer per region, an mt_tensor per program input and output and per operand
     of every op, an mt_op_args per op (the kernel arguments mt_bind_state builds once;
-    mt_tensor: 40 bytes with 4-byte pointers, 48 with 8; mt_op_args: 28, 48)."""
-    tensor, args = (40, 28) if pointer_size == 4 else (48, 48)
+    mt_tensor: two pointers, the data and the tensor's record in the program, 8 bytes with
+    4-byte pointers, 16 with 8; mt_op_args: 28, 48)."""
+    tensor, args = (2 * pointer_size, 28 if pointer_size == 4 else 48)
     operands = sum(len(op.inputs) + len(op.outputs) for op in program.ops)
     n_views = len(program.inputs) + len(program.outputs) + operands
     return len(program.regions) * pointer_size + n_views * tensor + len(program.ops) * args

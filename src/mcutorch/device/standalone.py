@@ -82,9 +82,9 @@ static void print_output(uint32_t k, const mt_tensor *y)
     const int8_t *v = (const int8_t *)y->data;
     mt_console_write("mt_output ");
     print_int((int32_t)k, " ");
-    print_int((int32_t)y->size, "\\n");
-    for (size_t i = 0; i < y->size; i++) {
-        print_int(v[i], (i %% 16u == 15u || i + 1u == y->size) ? "\\n" : " ");
+    print_int((int32_t)y->rec->size, "\\n");
+    for (size_t i = 0; i < y->rec->size; i++) {
+        print_int(v[i], (i %% 16u == 15u || i + 1u == y->rec->size) ? "\\n" : " ");
     }
 }
 
@@ -92,7 +92,7 @@ int main(void)
 {
 %(load)s    for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_input_count(&m); k++) {
         mt_tensor *x = mt_input(&m, k);
-        %(name)s_input(k, (int8_t *)x->data, x->size);
+        %(name)s_input(k, (int8_t *)x->data, x->rec->size);
     }
     if (s == MT_STATUS_OK) {
         s = mt_invoke(&m);

@@ -75,6 +75,7 @@ typedef struct {
   uint32_t head[H_WORDS];
   int32_t attrs[RK_MAX_ATTRS];
   mt_tensor in[RK_MAX_TENSORS], out[RK_MAX_TENSORS];
+  mt_tensor_t in_rec[RK_MAX_TENSORS], out_rec[RK_MAX_TENSORS]; /* the views' records */
   const uint8_t *expected[RK_MAX_TENSORS];
   const uint8_t *buffer[RK_MAX_TENSORS]; /* output allocation: misalign + nbytes + guard */
 } rk_case;
@@ -129,9 +130,10 @@ static int rk_read_exact(int32_t fd, void *buf, uint32_t n)
   return rk_read(fd, buf, n) == (int32_t)n;
 }
 
-/* Reads one tensor record into t; returns the allocation holding its data (NULL on error).
- * Inputs get their data in place; outputs get a filled buffer + guard, data in *expected. */
-static uint8_t *rk_load_tensor(int32_t fd, mt_tensor *t, const uint8_t **expected)
+/* Reads one tensor record into rec and points t at it; returns the allocation holding its data
+ * (NULL on error). Inputs get their data in place; outputs get a filled buffer + guard, data in
+ * *expected. */
+static uint8_t *rk_load_tensor(int32_t fd, mt_tensor *t, mt_tensor_t *rec, const uint8_t **expected)
 {
   uint32_t w[T_WORDS], pad = 0;
   if (!rk_read_exact(fd, w, sizeof w) || w[T_RANK] > MT_MAX_RANK || w[T_MISALIGN] > 15u) {
@@ -144,12 +146,13 @@ static uint8_t *rk_load_tensor(int32_t fd, mt_tensor *t, const uint8_t **expecte
       !rk_read_exact(fd, &pad, (4u - n % 4u) % 4u)) {
     return NULL;
   }
-  memset(t, 0, sizeof *t);
-  t->dtype = (uint8_t)w[T_DTYPE];
-  t->rank = (uint8_t)w[T_RANK];
-  memcpy(t->shape, &w[T_SHAPE], sizeof t->shape);
-  t->zero_point = (int32_t)w[T_ZP];
-  t->size = n;
+  memset(rec, 0, sizeof *rec);
+  rec->dtype = (uint8_t)w[T_DTYPE];
+  rec->rank = (uint8_t)w[T_RANK];
+  memcpy(rec->shape, &w[T_SHAPE], sizeof rec->shape);
+  rec->zero_point = (int32_t)w[T_ZP];
+  rec->size = n;
+  t->rec = rec;
   t->data = buf + misalign;
   if (expected) {
     *expected = data;
@@ -173,17 +176,18 @@ static const char *rk_load(int32_t fd, rk_case *c)
     return "bad attribute or operand count";
   }
   for (uint32_t k = 0; k < h[H_N_IN]; k++) {
-    if (rk_load_tensor(fd, &c->in[k], NULL) == NULL) {
+    if (rk_load_tensor(fd, &c->in[k], &c->in_rec[k], NULL) == NULL) {
       return "bad input tensor (or out of memory)";
     }
   }
   for (uint32_t k = 0; k < h[H_N_OUT]; k++) {
-    if ((c->buffer[k] = rk_load_tensor(fd, &c->out[k], &c->expected[k])) == NULL) {
+    if ((c->buffer[k] = rk_load_tensor(fd, &c->out[k], &c->out_rec[k], &c->expected[k])) == NULL) {
       return "bad output tensor (or out of memory)";
     }
   }
   if (h[H_ALIAS] != RK_NONE) { /* in place: output 0 over input `alias` */
-    if (h[H_ALIAS] >= h[H_N_IN] || h[H_N_OUT] < 1 || c->in[h[H_ALIAS]].size != c->out[0].size) {
+    if (h[H_ALIAS] >= h[H_N_IN] || h[H_N_OUT] < 1 ||
+        c->in[h[H_ALIAS]].rec->size != c->out[0].rec->size) {
       return "bad alias";
     }
     c->out[0].data = c->in[h[H_ALIAS]].data;
@@ -198,7 +202,7 @@ static int rk_check_output(const char *path, const rk_case *c, uint32_t k)
   const mt_tensor *t = &c->out[k];
   const int8_t *got = (const int8_t *)t->data, *want = (const int8_t *)c->expected[k];
   uint32_t diffs = 0;
-  for (uint32_t i = 0; i < t->size; i++) {
+  for (uint32_t i = 0; i < t->rec->size; i++) {
     if (got[i] != want[i] && diffs++ < RK_MAX_DIFFS) {
       rk_print("  out");
       rk_print_int(k);
@@ -219,10 +223,10 @@ static int rk_check_output(const char *path, const rk_case *c, uint32_t k)
     rk_print(" output bytes differ (the first ones listed above)\n");
     return 1;
   }
-  const uint8_t *guard = (const uint8_t *)t->data + t->size;
+  const uint8_t *guard = (const uint8_t *)t->data + t->rec->size;
   for (uint32_t i = 0; c->head[H_ALIAS] == RK_NONE && i < RK_GUARD; i++) {
     if (guard[i] != RK_FILL) {
-      return rk_fail_values(path, "wrote past the output, at byte", t->size + i, t->size);
+      return rk_fail_values(path, "wrote past the output, at byte", t->rec->size + i, t->rec->size);
     }
   }
   return 0;
