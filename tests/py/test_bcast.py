@@ -14,7 +14,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import torch
-from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, add_case, any_pair, minmax_case,
+from test_kernels_c import (BAD_ARGUMENT, BOARD_PARAMS, Case, add_case, any_pair, minmax_case,
                             mul_case, pick_act, pick_zp, rng_for, run_board, run_host, s8)
 
 from torch import nn
@@ -257,7 +257,7 @@ def test_bcast_kernels_host(cases, tmp_path):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+@pytest.mark.parametrize("board,cpu", BOARD_PARAMS)
 def test_bcast_kernels_qemu(cases, tmp_path, board, cpu):
     run_board(cases, tmp_path, board, cpu)
 

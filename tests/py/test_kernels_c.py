@@ -41,6 +41,11 @@ BOARD_BUILDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an385", "cortex-m3"),
                 ("mps2-an386", "cortex-m4"), ("mps2-an500", "cortex-m7"),
                 ("mps2-an505", "cortex-m23"), ("mps2-an505", "cortex-m33"),
                 ("mps3-an547", "cortex-m55")]
+# make test runs the kernel tables on one core per ISA level (Scalar M0+, DSP M33, MVE/Helium
+# M55); make test-all on every emulated core
+ISA_LEVELS = ("cortex-m0plus", "cortex-m33", "cortex-m55")
+BOARD_PARAMS = [pytest.param(b, c, id=f"{b}-{c}", marks=() if c in ISA_LEVELS else pytest.mark.slow)
+                for b, c in BOARD_BUILDS]
 KWS_OPS = ("conv2d", "depthwise_conv2d", "fully_connected", "avg_pool2d", "softmax")
 # bytes of kernel code for KWS, -Os, Cortex-M55; 15,340 (was 14,278): conv2d_add's add stage and
 # staged spans live in the conv paths conv2d shares (mt_dot_px_add_s8, c1x1_row_add, ...);
@@ -1553,7 +1558,7 @@ def test_kernels_host(fast_cases, tmp_path):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+@pytest.mark.parametrize("board,cpu", BOARD_PARAMS)
 def test_kernels_qemu(fast_cases, tmp_path, board, cpu):
     run_board(fast_cases, tmp_path, board, cpu)
 

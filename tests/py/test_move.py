@@ -14,7 +14,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
-from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, reference_output, rng_for,
+from test_kernels_c import (BAD_ARGUMENT, BOARD_PARAMS, Case, reference_output, rng_for,
                             run_board, run_host, s8)
 
 import mcutorch
@@ -167,7 +167,7 @@ def test_strided_slice_kernel_host(tmp_path):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+@pytest.mark.parametrize("board,cpu", BOARD_PARAMS)
 def test_strided_slice_kernel_qemu(tmp_path, board, cpu):
     run_board(slice_cases(), tmp_path, board, cpu)
 

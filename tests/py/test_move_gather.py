@@ -10,7 +10,7 @@ import needs
 import pytest
 import torch
 from torch import nn
-from test_kernels_c import BAD_ARGUMENT, BOARD_BUILDS, Case, i32, rng_for, run_board, run_host, s8
+from test_kernels_c import BAD_ARGUMENT, BOARD_PARAMS, Case, i32, rng_for, run_board, run_host, s8
 
 import mcutorch
 from mcutorch.device import crt
@@ -117,7 +117,7 @@ def test_gather_kernel_host(tmp_path):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+@pytest.mark.parametrize("board,cpu", BOARD_PARAMS)
 def test_gather_kernel_qemu(tmp_path, board, cpu):
     run_board(gather_cases(), tmp_path, board, cpu)
 

@@ -23,7 +23,7 @@ from mcutorch.ref import KERNELS
 from mcutorch.ref.reduce import MAX_COUNT, norm_constants, var_attrs, var_bound
 from mcutorch.ref.softmax import log_softmax_tables
 
-from test_kernels_c import (BAD_ARGUMENT, BOARD_BUILDS, Case, bad, i32, pick_act, pick_zp,
+from test_kernels_c import (BAD_ARGUMENT, BOARD_PARAMS, Case, bad, i32, pick_act, pick_zp,
                             rng_for, run_board, run_host, s8)
 
 INT32_MAX = (1 << 31) - 1
@@ -311,7 +311,7 @@ def test_reduce_kernels_host(cases, tmp_path):
 
 
 @pytest.mark.qemu
-@pytest.mark.parametrize("board,cpu", BOARD_BUILDS, ids=[f"{b}-{c}" for b, c in BOARD_BUILDS])
+@pytest.mark.parametrize("board,cpu", BOARD_PARAMS)
 def test_reduce_kernels_qemu(cases, tmp_path, board, cpu):
     run_board(cases, tmp_path, board, cpu)
 
