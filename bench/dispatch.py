@@ -15,7 +15,8 @@ firmware (no MT_PROFILE hooks linked) is counted with mcutorch's QEMU plugin
   firmware has no profiling hooks, the measure holds no hook cost at all.
 
 state B is the C runtime's bind-time buffer (`mcutorch.device.crt.state_size`, 32-bit): the
-prebuilt views and args that keep dispatch this low cost 8 B per operand (data pointer and record pointer) and 28 B per op.
+prebuilt views and args that keep dispatch this low cost 8 B per operand (data pointer and
+record pointer) and 28 B per op.
 """
 from __future__ import annotations
 
