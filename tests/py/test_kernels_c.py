@@ -1564,6 +1564,7 @@ def test_kernels_qemu(fast_cases, tmp_path, board, cpu):
 
 
 @pytest.mark.qemu
+@pytest.mark.slow
 @pytest.mark.parametrize("board,cpu", [("mps3-an547", "cortex-m55+nomve"),
                                        ("mps2-an505", "cortex-m33+nodsp")])
 def test_conv_add_isa_switches(tmp_path, board, cpu):
