@@ -10,8 +10,10 @@ run_kernel.c); one runner binary runs all of them, on the host (gcc, ASan + UBSa
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
+import os
 import shutil
 import struct
 import subprocess
@@ -1508,20 +1510,46 @@ def kernel_sources():
     return sorted({s for k in ck.KERNELS.values() for s in k.sources}) + [ck.ALL_TABLE_SOURCE]
 
 
-def build_host_runner(out: Path) -> Path:
+RUNNER_CACHE = ROOT / "build" / "kernel-runner"  # built runners, keyed by their inputs
+
+
+def cached_runner(name: str, sources, flags, build) -> Path:
+    """The runner `build(out)` makes from `sources` (every kernel: the same for every case table
+    of a session), built once per distinct input: the key hashes the flags and the bytes of the
+    sources and of every header they can include, so a changed kernel is rebuilt. Written
+    beside its final name and renamed into place, so parallel test workers never see half."""
+    headers = sorted(h for d in (*ck.INCLUDE_DIRS, RUNNER_DIR) for h in Path(d).rglob("*.h"))
+    key = hashlib.sha256(repr((name, list(flags), [(str(f), f.read_bytes())
+                                                   for f in [*sources, *headers]])).encode())
+    out = RUNNER_CACHE / key.hexdigest()[:16] / name
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        part = out.with_name(f"{name}.{os.getpid()}.part")
+        build(part)
+        os.replace(part, out)
+    return out
+
+
+def build_host_runner(out: Path | None = None) -> Path:
+    """The host runner (ASan + UBSan); cached by content unless `out` is given."""
     if shutil.which("gcc") is None:
         pytest.fail("gcc not found: run `make toolchain`")
     includes = [f"-I{d}" for d in (*ck.INCLUDE_DIRS, RUNNER_DIR)]
     sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_host.c", *kernel_sources()]
-    cmd = ["gcc", *HOST_FLAGS, *includes, *map(str, sources), "-o", str(out)]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return out
+
+    def build(path: Path) -> Path:
+        cmd = ["gcc", *HOST_FLAGS, *includes, *map(str, sources), "-o", str(path)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        return path
+
+    return build(out) if out is not None else cached_runner("run_kernel", sources, HOST_FLAGS,
+                                                            build)
 
 
 def run_host(cases, tmp: Path):
     listing = write_cases(cases, tmp / "cases")
-    exe = build_host_runner(tmp / "run_kernel")
+    exe = build_host_runner()
     proc = subprocess.run([str(exe), "@cases.lst"], cwd=listing.parent, capture_output=True,
                           text=True, timeout=600)
     if proc.returncode != 0 and "run_kernel:" not in proc.stdout:  # crashed: name the case
@@ -1537,8 +1565,9 @@ def run_board(cases, tmp: Path, board: str, cpu: str):
         pytest.fail("arm-none-eabi-gcc or qemu-system-arm not found: run `make toolchain`")
     listing = write_cases(cases, tmp / "cases", max_bytes=ARENA_LIMIT)
     sources = [RUNNER_DIR / "run_kernel.c", RUNNER_DIR / "rk_io_board.c", *kernel_sources()]
-    elf = toolchain.build_elf(sources, [*ck.INCLUDE_DIRS, RUNNER_DIR], board, cpu,
-                           tmp / f"run_kernel_{cpu}.elf", extra_flags=["-Werror"])
+    elf = cached_runner(f"run_kernel_{board}_{cpu}.elf", sources, ["-Werror"],
+                        lambda out: toolchain.build_elf(sources, [*ck.INCLUDE_DIRS, RUNNER_DIR],
+                                                        board, cpu, out, extra_flags=["-Werror"]))
     result = qemu.run_elf(elf, board, ["@cases.lst"], cwd=listing.parent, timeout=300,
                             target=cpu)
     assert result.fault is None, result.fault + "\n" + result.stdout[-3000:]
