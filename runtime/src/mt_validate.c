@@ -621,6 +621,218 @@ static mt_status mt_check_persistent(const mt_model *m)
   return MT_STATUS_OK;
 }
 
+/* Lifetimes (validate.py check_lifetimes; schema.py, "Validation"). In each run order (the
+ * NPU's: every op outside the CPU versions; and, when a delegate has one, the fallback's: each
+ * such delegate op replaced by its CPU version, as mt_invoke runs them) an arena tensor is live
+ * from its first writer (program start: an input) to its last reader (program end: an output),
+ * an op's scratch and a delegate's Vela scratch during their op. A tensor no op of the run writes
+ * and no input is a view: a tensor of exactly its bytes was written (or is an input) before its
+ * first read, and it is live from the latest such write. Two live ranges whose bytes meet share
+ * at most the op where one ends and the other begins (mt_check_alias judged that op) unless they
+ * are a view and what it views (the same bytes and start); no tensor is read before its writer.
+ * No memory to hold every range: arena tensors are taken MT_LIFE_SLOTS at a time, one pass over
+ * the run filling a chunk. Cost per run, for T tensors (A in arenas), E operands, O ops and the
+ * io lists: ((A / 16 + 1)^2 / 2 + A / 16 + 1) passes of O(T + E + 16 (O + io)), plus A^2 / 2
+ * pairs; 2 x 212 bytes of stack, no recursion. */
+#define MT_LIFE_SLOTS   16
+#define MT_LIFE_NONE    UINT32_MAX
+#define MT_LIFE_WRITTEN 1u
+#define MT_LIFE_VIEW    2u
+
+typedef struct {
+  uint32_t n; /* slots used */
+  uint32_t tensor[MT_LIFE_SLOTS]; /* ascending tensor indices */
+  uint32_t first[MT_LIFE_SLOTS]; /* step: 0 program start, 1..N the run's ops, N + 1 its end */
+  uint32_t last[MT_LIFE_SLOTS];
+  uint8_t flags[MT_LIFE_SLOTS]; /* 0: not live in this run */
+} mt_life;
+
+typedef struct {
+  uint32_t i, j, end; /* the next program op; ops [j, end) of a CPU version still to run */
+} mt_cursor;
+
+/* The next op of the run (validated: CPU versions in range, never delegates, SUBGRAPH flags). */
+static int mt_next_op(const mt_model *m, int fallback, mt_cursor *c, uint32_t *op)
+{
+  while (c->j >= c->end && c->i < m->n_ops) {
+    const mt_op_t *o = &m->ops[c->i++];
+    const mt_delegate_t *d = o->opcode == MT_OP_DELEGATE
+                                 ? &m->delegates[m->attrs[o->first_attr + MT_DELEGATE_INDEX]]
+                                 : NULL;
+    if (o->flags & MT_OP_FLAG_SUBGRAPH) {
+      continue;
+    }
+    if (!fallback || d == NULL || d->cpu_first_op == MT_NONE32) {
+      *op = c->i - 1;
+      return 1;
+    }
+    c->j = d->cpu_first_op;
+    c->end = d->cpu_first_op + d->cpu_n_ops;
+  }
+  if (c->j < c->end) {
+    *op = c->j++;
+    return 1;
+  }
+  return 0;
+}
+
+static int mt_same_bytes(const mt_tensor_t *a, const mt_tensor_t *b) /* two arena tensors */
+{
+  return a->region == b->region && a->offset == b->offset && a->size == b->size;
+}
+
+/* Tensor t read at `step`: a view when nothing wrote it yet, if something wrote its bytes. */
+static mt_status mt_life_read(mt_life *l, uint32_t t, uint32_t step)
+{
+  uint32_t k;
+  for (k = 0; k < l->n; k++) {
+    if (l->tensor[k] == t) {
+      MT_REQUIRE(l->flags[k] != 0 || l->first[k] != MT_LIFE_NONE, MT_ERR_BAD_OP);
+      l->flags[k] |= l->flags[k] == 0 ? MT_LIFE_VIEW : 0u;
+      l->last[k] = step;
+    }
+  }
+  return MT_STATUS_OK;
+}
+
+/* Tensor t written at `step` (step 0: a program input): its own first write (never after a read
+ * as a view), or the latest write of the bytes of an untouched tensor. */
+static mt_status mt_life_write(const mt_model *m, mt_life *l, uint32_t t, uint32_t step)
+{
+  uint32_t k;
+  for (k = 0; m->tensors[t].storage == MT_STORAGE_ARENA && k < l->n; k++) {
+    if (l->tensor[k] == t) {
+      MT_REQUIRE(!(l->flags[k] & MT_LIFE_VIEW), MT_ERR_BAD_OP);
+      l->first[k] = l->flags[k] != 0 ? l->first[k] : step;
+      l->flags[k] = MT_LIFE_WRITTEN;
+      l->last[k] = step;
+    } else if (l->flags[k] == 0 && mt_same_bytes(&m->tensors[t], &m->tensors[l->tensor[k]])) {
+      l->first[k] = step;
+    }
+  }
+  return MT_STATUS_OK;
+}
+
+/* Fill `l` with the ranges of the first MT_LIFE_SLOTS arena tensors from index `from` (`*next`:
+ * the index after them) in one pass over the run. */
+static mt_status mt_life_fill(const mt_model *m, int fallback, uint32_t from, mt_life *l,
+                              uint32_t *next)
+{
+  mt_cursor c = {0, 0, 0};
+  uint32_t t, k, i, step = 0;
+  for (l->n = 0, t = from; t < m->n_tensors && l->n < MT_LIFE_SLOTS; t++) {
+    if (m->tensors[t].storage == MT_STORAGE_ARENA) {
+      l->tensor[l->n] = t;
+      l->first[l->n] = MT_LIFE_NONE;
+      l->last[l->n] = 0;
+      l->flags[l->n++] = 0;
+    }
+  }
+  *next = t;
+  for (k = 0; k < m->n_inputs; k++) {
+    MT_TRY(mt_life_write(m, l, (uint32_t)m->io[k], 0));
+  }
+  while (mt_next_op(m, fallback, &c, &i)) {
+    const mt_op_t *op = &m->ops[i];
+    const int32_t *in = m->operands + op->first_operand;
+    step++;
+    for (k = 0; k < op->n_inputs; k++) {
+      MT_TRY(mt_life_read(l, (uint32_t)in[k], step));
+    }
+    for (k = op->n_inputs; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
+      MT_TRY(mt_life_write(m, l, (uint32_t)in[k], step));
+    }
+  }
+  for (k = 0; k < m->n_outputs; k++) {
+    MT_TRY(mt_life_read(l, (uint32_t)m->io[m->n_inputs + k], step + 1));
+  }
+  return MT_STATUS_OK;
+}
+
+/* An area [offset, +size) of `region` written during `step` meets no tensor live across it. */
+static mt_status mt_life_area(const mt_model *m, const mt_life *l, uint32_t step, uint32_t region,
+                              uint32_t offset, uint32_t size)
+{
+  uint32_t k;
+  for (k = 0; region != MT_NONE16 && k < l->n; k++) {
+    MT_REQUIRE(l->flags[k] == 0 || l->first[k] >= step || step >= l->last[k] ||
+                   !mt_meet(&m->tensors[l->tensor[k]], MT_STORAGE_ARENA, region, offset, size),
+               MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
+static mt_status mt_life_areas(const mt_model *m, int fallback, const mt_life *l)
+{
+  mt_cursor c = {0, 0, 0};
+  uint32_t i, step = 0;
+  while (mt_next_op(m, fallback, &c, &i)) {
+    const mt_op_t *op = &m->ops[i];
+    step++;
+    MT_TRY(mt_life_area(m, l, step, op->scratch_region, op->scratch_offset, op->scratch_size));
+    if (op->opcode == MT_OP_DELEGATE) {
+      const mt_delegate_t *d = &m->delegates[m->attrs[op->first_attr + MT_DELEGATE_INDEX]];
+      MT_TRY(mt_life_area(m, l, step, d->scratch_region, d->scratch_offset, d->scratch_size));
+      MT_TRY(mt_life_area(m, l, step, d->fast_scratch_region, d->fast_scratch_offset,
+                          d->fast_scratch_size));
+    }
+  }
+  return MT_STATUS_OK;
+}
+
+/* Slot i of a and slot j of b: live at a common op other than a handover, bytes meeting, and
+ * not a view beside what it views. */
+static int mt_life_clash(const mt_model *m, const mt_life *a, uint32_t i, const mt_life *b,
+                         uint32_t j)
+{
+  const mt_tensor_t *x = &m->tensors[a->tensor[i]], *y = &m->tensors[b->tensor[j]];
+  const uint32_t fa = a->first[i], la = a->last[i], fb = b->first[j], lb = b->last[j];
+  if (a->flags[i] == 0 || b->flags[j] == 0 || fa > lb || fb > la || la == fb || lb == fa) {
+    return 0;
+  }
+  if (fa == fb && mt_same_bytes(x, y) && ((a->flags[i] | b->flags[j]) & MT_LIFE_VIEW)) {
+    return 0;
+  }
+  return mt_meet(x, y->storage, y->region, y->offset, y->size);
+}
+
+/* Chunk a against itself and every chunk before it (b). */
+static mt_status mt_check_run(const mt_model *m, int fallback)
+{
+  mt_life a, b;
+  const mt_life *o;
+  uint32_t from, next, at, after, k, j;
+  for (from = 0; from < m->n_tensors; from = next) {
+    MT_TRY(mt_life_fill(m, fallback, from, &a, &next));
+    MT_TRY(mt_life_areas(m, fallback, &a));
+    for (at = 0, o = &b; o == &b; at = after) {
+      if (at < from) {
+        MT_TRY(mt_life_fill(m, fallback, at, &b, &after));
+      } else {
+        o = &a;
+        after = from;
+      }
+      for (k = 0; k < a.n; k++) {
+        for (j = 0; j < (o == &a ? k : o->n); j++) {
+          MT_REQUIRE(!mt_life_clash(m, &a, k, o, j), MT_ERR_BAD_OP);
+        }
+      }
+    }
+  }
+  return MT_STATUS_OK;
+}
+
+static mt_status mt_check_lifetimes(const mt_model *m)
+{
+  uint32_t k;
+  int fallback = 0;
+  for (k = 0; k < m->n_delegates; k++) {
+    fallback |= m->delegates[k].cpu_first_op != MT_NONE32;
+  }
+  MT_TRY(mt_check_run(m, 0));
+  return fallback ? mt_check_run(m, 1) : MT_STATUS_OK;
+}
+
 /* Switches the CPU takes and its ISA level without switches (mt_program.h, from targets.py). */
 static const uint8_t mt_cpu_switches[MT_CPU_COUNT] = {
 #define MT_CPU_SWITCHES(name, id, switches, isa) [id] = (uint8_t)(switches),
@@ -669,5 +881,6 @@ mt_status mt_validate_program(const mt_model *m)
   MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
   MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
   MT_TRY(mt_check_persistent(m));
-  return mt_check_op_flags(m);
+  MT_TRY(mt_check_op_flags(m));
+  return mt_check_lifetimes(m); /* runs by the SUBGRAPH flags just checked */
 }
