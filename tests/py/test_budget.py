@@ -92,7 +92,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # scalar, the int16 matmul's 2-byte scratch; +15 (6,647): the int16 matmul's TOSA lowering
 # (MATMUL i16 x i16 -> i48, its int48 / apply_scale_16 check) and the Ethos-U55/U65 rule that
 # keeps it on the CPU (Vela refuses it). The three: 6,948.
-BUDGET = 6948
+# +60 (7,008): the readers' lifetime check across ops (validate.py check_lifetimes: the run orders
+# with and without the NPU, live ranges, views, the handover op, op and Vela scratch areas).
+BUDGET = 7008
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
