@@ -98,9 +98,12 @@ enum { MT_STAGE_EMPTY = 0, MT_STAGE_LOADED = 1, MT_STAGE_READY = 2 };
 
 /* 1. Validate `program` (size bytes, 16-aligned) and remember where its records are.
  * Checks everything the Python reader checks, in the same order (same MT_ERR_* for the same
- * bytes; METADATA excepted, which is skipped), then that `kernels` has a function for every
- * (opcode, variant) of the program's non-delegate ops (else MT_STATUS_NO_KERNEL). `kernels`
- * may be NULL to validate only. MT_STATUS_BAD_ARGUMENT: NULL or misaligned pointers. */
+ * bytes; METADATA excepted, which is skipped): records, ranges, counts, each op's operands and
+ * aliasing, and lifetimes across ops (MT_ERR_BAD_OP: no op, scratch or Vela scratch writes over
+ * a tensor still to be read, no tensor is read before its writer; quadratic in the arena
+ * tensors, 16 at a time: mt_validate.c mt_check_lifetimes), then that `kernels` has a function
+ * for every (opcode, variant) of the program's non-delegate ops (else MT_STATUS_NO_KERNEL).
+ * `kernels` may be NULL to validate only. MT_STATUS_BAD_ARGUMENT: NULL or misaligned pointers. */
 mt_status mt_load(mt_model *m, const void *program, size_t size, const mt_kernel_table *kernels);
 
 /* 2. Bytes of state the loaded program needs (see the picture); 0 before mt_load. */

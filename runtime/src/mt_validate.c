@@ -621,6 +621,165 @@ static mt_status mt_check_persistent(const mt_model *m)
   return MT_STATUS_OK;
 }
 
+/* Lifetimes (validate.py check_lifetimes; schema.py, "Validation"). In each run order (the
+ * NPU's: every op outside the CPU versions; and, when a delegate has one, the fallback's: each
+ * such delegate op replaced by its CPU version, as mt_invoke runs them) an arena tensor is live
+ * from its first writer (an input: program start) to its last reader (an output: program end),
+ * an op's scratch and a delegate's Vela scratch during their op. A tensor no op of the run writes
+ * nor the caller is a view: live from the latest write of exactly its bytes before its first
+ * read (none: refused). Live ranges whose bytes meet share at most the op where one ends and the
+ * other begins (mt_check_alias judged it), or are a view and what it views (same bytes, same
+ * start); no tensor is read before its writer. With no memory for every range, MT_LIFE_SLOTS
+ * arena tensors at a time: per run, for A arena tensors, (A / 16 + 1) (A / 32 + 2) passes of
+ * O(tensors + operands + 16 (ops + io)) and A^2 / 2 pairs; 2 x 212 B of stack. */
+#define MT_LIFE_SLOTS   16
+#define MT_LIFE_WRITTEN 1u
+#define MT_LIFE_VIEW    2u
+
+typedef struct {
+  uint32_t n, tensor[MT_LIFE_SLOTS]; /* ascending tensor indices */
+  uint32_t first[MT_LIFE_SLOTS], last[MT_LIFE_SLOTS]; /* steps: 0 start, 1..N ops, N + 1 end */
+  uint8_t flags[MT_LIFE_SLOTS]; /* 0: not live (yet) */
+} mt_life;
+
+/* The next op of the run (validated: CPU versions in range, not delegates, SUBGRAPH flags);
+ * c[0]: the next program op, [c[1], c[2]): CPU version ops still to run. */
+static int mt_next_op(const mt_model *m, int fallback, uint32_t c[3], uint32_t *op)
+{
+  while (c[1] == c[2] && c[0] < m->n_ops) {
+    const mt_op_t *o = &m->ops[c[0]++];
+    const mt_delegate_t *d = o->opcode == MT_OP_DELEGATE
+                                 ? &m->delegates[m->attrs[o->first_attr + MT_DELEGATE_INDEX]]
+                                 : NULL;
+    if (o->flags & MT_OP_FLAG_SUBGRAPH) {
+      continue;
+    }
+    if (!fallback || d == NULL || d->cpu_first_op == MT_NONE32) {
+      *op = c[0] - 1;
+      return 1;
+    }
+    c[1] = d->cpu_first_op;
+    c[2] = d->cpu_first_op + d->cpu_n_ops;
+  }
+  if (c[1] == c[2]) {
+    return 0;
+  }
+  *op = c[1]++;
+  return 1;
+}
+
+/* Tensor t read (write = 0) or written at `step`: a read of a tensor not yet written makes it a
+ * view of the latest write of its bytes; a write of an untouched tensor's bytes is that write. */
+static mt_status mt_life_event(const mt_model *m, mt_life *l, uint32_t t, uint32_t step, int write)
+{
+  const mt_tensor_t *x = &m->tensors[t];
+  uint32_t k;
+  for (k = 0; k < l->n && x->storage == MT_STORAGE_ARENA; k++) {
+    const mt_tensor_t *y = &m->tensors[l->tensor[k]];
+    if (l->tensor[k] == t) {
+      MT_REQUIRE(write ? !(l->flags[k] & MT_LIFE_VIEW) : l->flags[k] || l->first[k] != UINT32_MAX,
+                 MT_ERR_BAD_OP);
+      l->first[k] = l->flags[k] == 0 && write ? step : l->first[k];
+      l->flags[k] = l->flags[k] != 0 ? l->flags[k] : write ? MT_LIFE_WRITTEN : MT_LIFE_VIEW;
+      l->last[k] = step;
+    } else if (write && l->flags[k] == 0 && x->region == y->region && x->offset == y->offset &&
+               x->size == y->size) {
+      l->first[k] = step;
+    }
+  }
+  return MT_STATUS_OK;
+}
+
+/* An area of `region` written during `step` meets no tensor of l live across it. */
+static mt_status mt_life_area(const mt_model *m, const mt_life *l, uint32_t step, uint32_t region,
+                              uint32_t offset, uint32_t size)
+{
+  uint32_t k;
+  for (k = 0; region != MT_NONE16 && k < l->n; k++) {
+    MT_REQUIRE(l->flags[k] == 0 || l->first[k] >= step || step >= l->last[k] ||
+                   !mt_meet(&m->tensors[l->tensor[k]], MT_STORAGE_ARENA, region, offset, size),
+               MT_ERR_BAD_OP);
+  }
+  return MT_STATUS_OK;
+}
+
+/* One pass over the run: l's ranges from arena tensor `from` on (areas = 0; `*next`: the index
+ * after them), or (areas = 1) every op's and Vela's scratch against them. */
+static mt_status mt_life_pass(const mt_model *m, int fallback, mt_life *l, uint32_t from,
+                              uint32_t *next, int areas)
+{
+  uint32_t c[3] = {0, 0, 0}, i, k, step = 0;
+  for (l->n = areas ? l->n : 0; !areas && from < m->n_tensors && l->n < MT_LIFE_SLOTS; from++) {
+    l->tensor[l->n] = from;
+    l->first[l->n] = UINT32_MAX;
+    l->flags[l->n] = 0;
+    l->n += m->tensors[from].storage == MT_STORAGE_ARENA;
+  }
+  *next = from;
+  for (k = 0; k < m->n_inputs && !areas; k++) {
+    MT_TRY(mt_life_event(m, l, (uint32_t)m->io[k], 0, 1));
+  }
+  while (mt_next_op(m, fallback, c, &i)) {
+    const mt_op_t *op = &m->ops[i];
+    step++;
+    for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs && !areas; k++) {
+      MT_TRY(mt_life_event(m, l, (uint32_t)m->operands[op->first_operand + k], step,
+                           k >= op->n_inputs));
+    }
+    if (areas) {
+      MT_TRY(mt_life_area(m, l, step, op->scratch_region, op->scratch_offset, op->scratch_size));
+    }
+    if (areas && op->opcode == MT_OP_DELEGATE) {
+      const mt_delegate_t *d = &m->delegates[m->attrs[op->first_attr + MT_DELEGATE_INDEX]];
+      MT_TRY(mt_life_area(m, l, step, d->scratch_region, d->scratch_offset, d->scratch_size));
+      MT_TRY(mt_life_area(m, l, step, d->fast_scratch_region, d->fast_scratch_offset,
+                          d->fast_scratch_size));
+    }
+  }
+  for (k = 0; k < m->n_outputs && !areas; k++) {
+    MT_TRY(mt_life_event(m, l, (uint32_t)m->io[m->n_inputs + k], step + 1, 0));
+  }
+  return MT_STATUS_OK;
+}
+
+/* Slot i of a and slot j of b: live at a common op other than a handover, their bytes meeting,
+ * and not a view beside what it views. */
+static int mt_life_clash(const mt_model *m, const mt_life *a, uint32_t i, const mt_life *b,
+                         uint32_t j)
+{
+  const mt_tensor_t *x = &m->tensors[a->tensor[i]], *y = &m->tensors[b->tensor[j]];
+  const uint32_t fa = a->first[i], la = a->last[i], fb = b->first[j], lb = b->last[j];
+  return a->flags[i] != 0 && b->flags[j] != 0 && fa <= lb && fb <= la && la != fb && lb != fa &&
+         !(fa == fb && ((a->flags[i] | b->flags[j]) & MT_LIFE_VIEW) && x->region == y->region &&
+           x->offset == y->offset && x->size == y->size) &&
+         mt_meet(x, y->storage, y->region, y->offset, y->size);
+}
+
+/* Each chunk a of the run's ranges against itself and every chunk before it (b). */
+static mt_status mt_check_lifetimes(const mt_model *m, int fallback)
+{
+  mt_life a, b;
+  const mt_life *o;
+  uint32_t from, next, at, after, k, j;
+  for (from = 0; from < m->n_tensors; from = next) {
+    MT_TRY(mt_life_pass(m, fallback, &a, from, &next, 0));
+    MT_TRY(mt_life_pass(m, fallback, &a, from, &at, 1));
+    for (at = 0, o = &b; o == &b; at = after) {
+      o = at < from ? &b : &a;
+      after = from;
+      if (o == &b) {
+        MT_TRY(mt_life_pass(m, fallback, &b, at, &after, 0));
+      }
+      for (k = 0; k < a.n; k++) {
+        for (j = 0; j < (o == &a ? k : b.n); j++) {
+          MT_REQUIRE(!mt_life_clash(m, &a, k, o, j), MT_ERR_BAD_OP);
+        }
+      }
+    }
+  }
+  return MT_STATUS_OK;
+}
+
 /* Switches the CPU takes and its ISA level without switches (mt_program.h, from targets.py). */
 static const uint8_t mt_cpu_switches[MT_CPU_COUNT] = {
 #define MT_CPU_SWITCHES(name, id, switches, isa) [id] = (uint8_t)(switches),
@@ -654,6 +813,7 @@ static mt_status mt_check_target(const mt_target_t *t)
 mt_status mt_validate_program(const mt_model *m)
 {
   uint32_t i;
+  int fallback;
   MT_TRY(mt_check_target(m->target));
   MT_TRY(mt_check_regions(m));
   for (i = 0; i < m->n_tensors; i++) {
@@ -669,5 +829,10 @@ mt_status mt_validate_program(const mt_model *m)
   MT_TRY(mt_check_io_list(m, m->io, m->n_inputs));
   MT_TRY(mt_check_io_list(m, m->io + m->n_inputs, m->n_outputs));
   MT_TRY(mt_check_persistent(m));
-  return mt_check_op_flags(m);
+  MT_TRY(mt_check_op_flags(m)); /* the run orders below follow the SUBGRAPH flags */
+  for (i = 0, fallback = 0; i < m->n_delegates; i++) {
+    fallback |= m->delegates[i].cpu_first_op != MT_NONE32;
+  }
+  MT_TRY(mt_check_lifetimes(m, 0));
+  return fallback ? mt_check_lifetimes(m, 1) : MT_STATUS_OK;
 }

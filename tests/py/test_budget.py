@@ -94,7 +94,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # keeps it on the CPU (Vela refuses it). The three: 6,948.
 # +13 (6,961) with format 1.9's rnn_tanh / rnn_relu: passes/recurrent.py matching an unrolled
 # nn.RNN step (fc, add of the time slice, the tanh table or none), the readers' table index.
-BUDGET = 6961
+# +60 (7,021): the readers' lifetime check across ops (validate.py check_lifetimes: the run orders
+# with and without the NPU, live ranges, views, the handover op, op and Vela scratch areas).
+BUDGET = 7021
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 

@@ -51,7 +51,10 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # +6 (1,691 alone; 1,791 with the two above): mt_check_matmul bounds an int16 matmul too
 # (K * 2^30 within int48, zero points 0, a 16-bit multiplier; format 1.8, a16w8 attention);
 # +4 (1,795): mt_lead's quotients in 32-bit divisions (no 64-bit division routine in the loader).
-CORE_LINE_BUDGET = 1795
+# +168 (1,963): lifetimes across ops checked at load (mt_check_lifetimes: the run orders with and
+# without the NPU, live ranges 16 arena tensors at a time with no memory of its own, views, the
+# handover op, op and Vela scratch areas), the same rule as validate.py's check_lifetimes.
+CORE_LINE_BUDGET = 1963
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
 

@@ -436,7 +436,8 @@ def regions_program(n: int) -> Program:
 
 def io_program(n_in: int, n_out: int, n_concat: int) -> Program:
     """`n_in` program inputs, `n_out` outputs and one concat of `n_concat` (1, 1) inputs (in
-    turn) into y (1, n_concat), which is the first output."""
+    turn) into y (1, n_concat), which is the first output; the others are tensors 0, 1, ...
+    (inputs when n_out <= n_in + 1: an output no op writes nor the caller is refused)."""
     n = max(n_in, n_out, n_concat)
     tensors = [TensorInfo.arena("int8", (1, 1), 0, k, 0.5) for k in range(n)]
     tensors.append(TensorInfo.arena("int8", (1, n_concat), 0, n, 0.5))
@@ -448,7 +449,8 @@ def io_program(n_in: int, n_out: int, n_concat: int) -> Program:
 
 def delegates_program(n_delegates: int, n_bindings: int) -> Program:
     """`n_delegates` delegates (no ops run them), each binding `n_bindings` (1, 1) inputs and
-    one output in the same scratch area."""
+    one output in the same scratch area; the program's output is its input (no op writes the
+    delegates' output)."""
     pool = ConstantPool()
     command = pool.add(b"\x01" * 16)
     tensors = [TensorInfo.arena("int8", (1, 1), 0, k, 0.5) for k in range(n_bindings + 1)]
@@ -459,7 +461,7 @@ def delegates_program(n_delegates: int, n_bindings: int) -> Program:
                  for _ in range(n_delegates)]
     return Program(_target_info("cortex-m55+ethos-u55-128"),
                    [RegionInfo("sram", n_bindings + 1, npu=True)], tensors, [], [0],
-                   [n_bindings], pool.to_bytes(), delegates)
+                   [0], pool.to_bytes(), delegates)
 
 
 # (name, program at the bound, program one past it, reason)
@@ -468,8 +470,8 @@ LIMITS = [
      "bad_region"),
     ("inputs", lambda: io_program(S.MAX_IO, 1, 1), lambda: io_program(S.MAX_IO + 1, 1, 1),
      "bad_io"),
-    ("outputs", lambda: io_program(1, S.MAX_IO, 1), lambda: io_program(1, S.MAX_IO + 1, 1),
-     "bad_io"),
+    ("outputs", lambda: io_program(S.MAX_IO - 1, S.MAX_IO, 1),
+     lambda: io_program(S.MAX_IO, S.MAX_IO + 1, 1), "bad_io"),
     ("concat_inputs", lambda: io_program(1, 1, S.MAX_VARIADIC),
      lambda: io_program(1, 1, S.MAX_VARIADIC + 1), "bad_op"),
     ("delegates", lambda: delegates_program(S.MAX_DELEGATES, 1),
@@ -549,6 +551,13 @@ def _add(a: int, b: int, y: int, y_shape=(1, 4), region: int = 0) -> Program:
     return one_op_program("add", [((1, 4), a), ((1, 4), b)], (y_shape, y), ADD, out_region=region)
 
 
+def _add_self(y: int) -> Program:
+    """add(x, x): one program input read twice (tensor 1 is left unused)."""
+    p = _add(0, 8, y)
+    p.inputs, p.ops[0].inputs = [0], (0, 0)
+    return p
+
+
 def _delegate_over_input(offset: int, cpu_version: bool) -> Program:
     """build_program's delegate with its output binding moved to scratch `offset` (its input's
     bytes are [64, 112)); without the CPU version (lut) when cpu_version is False."""
@@ -594,8 +603,9 @@ OVERLAP_CASES = [
     ("conv_add_scratch_on_skip", lambda: _conv_add(32, 64, Area(0, 40, 16)), "bad_op"),
     ("add_inplace_a", lambda: _add(0, 8, 0), None),
     ("add_inplace_b", lambda: _add(0, 8, 8), None),
-    ("add_inplace_both", lambda: _add(0, 0, 0), None),  # add(x, x) into x
-    ("add_inputs_overlap", lambda: _add(0, 2, 8), None),  # inputs may share bytes
+    ("add_inplace_both", lambda: _add_self(0), None),  # add(x, x) into x
+    ("add_inputs_same_bytes", lambda: _add(0, 0, 8), "bad_op"),  # two inputs: live together
+    ("add_inputs_overlap", lambda: _add(0, 2, 8), "bad_op"),
     ("add_shifted", lambda: _add(0, 8, 1), "bad_op"),
     ("add_same_offset_smaller", lambda: _add(0, 8, 0, y_shape=(1, 2)), "bad_op"),
     ("add_on_a_partly_b", lambda: _add(0, 2, 0), "bad_op"),
@@ -622,6 +632,90 @@ def test_overlapping_operands(name):
         assert Program.from_bytes(make().to_bytes()) == make()
     else:
         with pytest.raises(ProgramError, match="overlaps") as e:
+            make().to_bytes()
+        assert e.value.reason == reason
+
+
+# ----------------------------------------------------------------------------------------------
+# lifetimes across ops (validate.py check_lifetimes, mt_validate.c mt_check_lifetimes): no op
+# writes over bytes still to be read, no tensor is read before its writer; test_crt runs the same
+# files through the C loader, and the accepted ones through both executors.
+
+CLAMP = {"act_min": -100, "act_max": 100}
+
+
+def _chain(at: dict, steps: list, outputs=(4,), scratch: dict | None = None) -> Program:
+    """Region "ram" (256 B), x = tensor 0 at 0 (the input); tensors 1..4 int8 (1, 8) at `at`
+    (tensor -> offset; default 16 * k), tensor 5 a (8,) view whose offset `at` must give;
+    `steps`: (op, inputs, output) with op "clamp", "add" or "copy", `scratch`: step -> Area."""
+    tensors = [TensorInfo.arena("int8", (1, 8), 0, at.get(k, 16 * k), 0.5) for k in range(5)]
+    tensors.append(TensorInfo.arena("int8", (8,), 0, at.get(5, 240), 0.5))
+    ops_ = [OpInfo(name, ins, [y], {"clamp": CLAMP, "add": ADD}.get(name, {}),
+                   scratch=(scratch or {}).get(k)) for k, (name, ins, y) in enumerate(steps)]
+    return Program(_target_info("cortex-m55"), [RegionInfo("ram", 256)], tensors, ops_, [0],
+                   list(outputs), b"")
+
+
+def _lifetime_delegate(outputs) -> Program:
+    """build_program with other program outputs (tensor 5, the delegate's input, still to be
+    read after the delegate op: Vela's scratch holds it)."""
+    p = build_program()
+    p.outputs = list(outputs)
+    return p
+
+
+# 1 = clamp(x), 2 = clamp(x), 4 = add(1, 2): tensor 1 is live while op 1 writes tensor 2
+_TWO = [("clamp", [0], 1), ("clamp", [0], 2), ("add", [1, 2], 4)]
+LIFETIME_CASES = [
+    ("apart", lambda: _chain({}, _TWO), None),
+    ("live_tensor_overwritten", lambda: _chain({2: 16}, _TWO), "bad_op"),
+    ("live_tensor_partly_overwritten", lambda: _chain({2: 20}, _TWO), "bad_op"),
+    ("live_tensors_adjacent", lambda: _chain({2: 24}, _TWO), None),
+    # clamp runs in place: op 1 may put 2 on 1's bytes only if op 2 no longer reads 1
+    ("inplace_dead_input", lambda: _chain({2: 16}, [("clamp", [0], 1), ("clamp", [1], 2),
+                                                   ("add", [2, 0], 4)]), None),
+    ("inplace_live_input", lambda: _chain({2: 16}, [("clamp", [0], 1), ("clamp", [1], 2),
+                                                   ("add", [1, 2], 4)]), "bad_op"),
+    ("inplace_over_program_input", lambda: _chain({1: 0}, [("clamp", [0], 1), ("add", [0, 1], 4)]),
+     "bad_op"),
+    ("scratch_over_live_tensor", lambda: _chain({}, _TWO, scratch={1: Area(0, 16, 8)}), "bad_op"),
+    ("scratch_over_dead_tensor", lambda: _chain({}, _TWO, scratch={2: Area(0, 0, 8)}), None),
+    ("read_before_write", lambda: _chain({}, [("clamp", [3], 1), ("clamp", [0], 3),
+                                               ("add", [1, 3], 4)]), "bad_op"),
+    ("read_never_written", lambda: _chain({}, [("clamp", [3], 4)]), "bad_op"),
+    ("output_never_written", lambda: _chain({}, [("clamp", [0], 4)], outputs=(4, 3)), "bad_op"),
+    ("output_is_input", lambda: _chain({}, [("clamp", [0], 4)], outputs=(4, 0)), None),
+    # tensor 5 (8,) on tensor 1's bytes, which no op writes: a view (a reshape's output)
+    ("view", lambda: _chain({5: 16}, [("clamp", [0], 1), ("copy", [5], 4)]), None),
+    ("view_of_input", lambda: _chain({5: 0}, [("copy", [5], 4)]), None),
+    ("view_output", lambda: _chain({5: 16}, [("clamp", [0], 1)], outputs=(5,)), None),
+    ("view_over_overwritten", lambda: _chain({5: 16, 2: 16}, [
+        ("clamp", [0], 1), ("clamp", [0], 2), ("copy", [5], 4)]), None),  # views the latest
+    ("view_partly_overwritten", lambda: _chain({5: 16, 2: 20}, [
+        ("clamp", [0], 1), ("clamp", [0], 2), ("copy", [5], 4)]), "bad_op"),
+    ("view_of_nothing", lambda: _chain({5: 120}, [("clamp", [0], 1), ("copy", [5], 4)]),
+     "bad_op"),
+    ("view_then_written", lambda: _chain({5: 16}, [("clamp", [0], 1), ("copy", [5], 4),
+                                                    ("clamp", [0], 5)], outputs=(4,)), "bad_op"),
+    ("view_inplace", lambda: _chain({5: 16, 2: 16}, [("clamp", [0], 1), ("clamp", [1], 2),
+                                                      ("copy", [5], 4)]), None),
+    ("delegate_fallback", lambda: _lifetime_delegate([7]), None),
+    ("delegate_input_read_after", lambda: _lifetime_delegate([7, 5]), "bad_op"),
+]
+
+
+def lifetime_files() -> list[tuple[str, bytes, str | None]]:
+    return [(name, unchecked_bytes(make()), reason) for name, make, reason in LIFETIME_CASES]
+
+
+@pytest.mark.parametrize("name", [c[0] for c in LIFETIME_CASES])
+def test_lifetimes(name):
+    _, make, reason = next(c for c in LIFETIME_CASES if c[0] == name)
+    assert reason_of(unchecked_bytes(make())) == reason
+    if reason is None:
+        assert Program.from_bytes(make().to_bytes()) == make()
+    else:
+        with pytest.raises(ProgramError, match="overlaps|before any op|earlier op reads") as e:
             make().to_bytes()
         assert e.value.reason == reason
 

@@ -12,6 +12,7 @@
  *   C:   int64 sums of int32 products (|a * b| <= 2^30), element by element (Armv6-M safe).
  */
 #include "mt_mac16.h"
+#include "mt_matmul.h"
 
 #define MM16_NR    4 /* rows of b^T per pass over a row of a */
 #define MM16_MAX_K 131071 /* K * 2^30 fits int48 */
@@ -86,39 +87,24 @@ static void mm16_transpose(const int16_t *b, int16_t *bt, uint32_t k, uint32_t n
   }
 }
 
-/* The operands fit: int16 a, b, y of one rank 2..6, broadcast batch dims, K agrees, the
- * attributes in section 6's domain, scratch for b^T unless transpose_b. */
+/* The operands fit (mt_matmul.h: shapes, K, scratch for b^T) and the attributes are in section
+ * 6's domain. */
 static int mm16_args_ok(const mt_op_args *args, uint32_t *m, uint32_t *n, uint32_t *k)
 {
-  const mt_tensor *a = &args->in[MT_MATMUL_IN_A], *b = &args->in[MT_MATMUL_IN_B];
-  const mt_tensor *y = &args->out[MT_MATMUL_OUT_Y];
-  const int32_t *at = args->attrs, tb = at[MT_MATMUL_TRANSPOSE_B];
-  const int32_t mult = at[MT_MATMUL_MULT], shift = at[MT_MATMUL_SHIFT];
-  const int32_t lo = at[MT_MATMUL_ACT_MIN], hi = at[MT_MATMUL_ACT_MAX];
-  const uint8_t r = y->rec->rank;
-  if (r < 2 || r > MT_MAX_RANK || !mt_tensor_ok(a, MT_DTYPE_INT16, r) ||
-      !mt_tensor_ok(b, MT_DTYPE_INT16, r) || !mt_tensor_ok(y, MT_DTYPE_INT16, r) ||
-      (tb != 0 && tb != 1) || at[MT_MATMUL_A_ZP] != 0 || at[MT_MATMUL_B_ZP] != 0 ||
-      at[MT_MATMUL_OUT_ZP] != 0 || lo < -MT_S16_MAX || lo > hi || hi > MT_S16_MAX || mult < 0 ||
-      mult > MT_S16_MAX || shift < MT_MIN_SHIFT || shift > MT_MAX_SHIFT) {
+  if (!mt_matmul_shapes_ok(args, MT_DTYPE_INT16, 2, MM16_MAX_K, m, n, k)) {
     return 0;
   }
-  for (uint8_t i = 0; i + 2 < r; i++) {
-    const uint32_t da = a->rec->shape[i], db = b->rec->shape[i];
-    if (y->rec->shape[i] != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
-      return 0;
-    }
-  }
-  *m = a->rec->shape[r - 2], *k = a->rec->shape[r - 1],
-  *n = tb ? b->rec->shape[r - 2] : b->rec->shape[r - 1];
-  if (*k > MM16_MAX_K) {
+  const int32_t *at = args->attrs;
+  const int32_t mult = at[MT_MATMUL_MULT], shift = at[MT_MATMUL_SHIFT];
+  const int32_t lo = at[MT_MATMUL_ACT_MIN], hi = at[MT_MATMUL_ACT_MAX];
+  if (at[MT_MATMUL_A_ZP] != 0 || at[MT_MATMUL_B_ZP] != 0 || at[MT_MATMUL_OUT_ZP] != 0 ||
+      lo < -MT_S16_MAX || lo > hi || hi > MT_S16_MAX || mult < 0 || mult > MT_S16_MAX ||
+      shift < MT_MIN_SHIFT || shift > MT_MAX_SHIFT) {
     return 0;
   }
   const int64_t bound = (int64_t)*k << 30, half = (int64_t)1 << (shift - 1); /* < 2^47 */
   const int64_t top = (bound * mult + half) >> shift, bot = (-bound * mult + half) >> shift;
-  return (tb ? b->rec->shape[r - 1] : b->rec->shape[r - 2]) == *k && y->rec->shape[r - 2] == *m &&
-         y->rec->shape[r - 1] == *n && top <= INT32_MAX && bot >= INT32_MIN &&
-         (tb || (args->scratch != NULL && args->scratch_size >= (uint64_t)*k * *n * 2u));
+  return top <= INT32_MAX && bot >= INT32_MIN;
 }
 
 /* One batch: every row of a against the rows of bt, MM16_NR at a time. */

@@ -14,6 +14,7 @@
  * MM_CHUNK outputs, the a row sum once per row and chunk.
  */
 #include "mt_kernel_mac.h"
+#include "mt_matmul.h"
 #include "mt_kernels.h"
 
 mt_status mt_matmul_s16(const mt_op_args *args) MT_WEAK16; /* int16 a and b: mt_matmul_s16.c */
@@ -69,37 +70,19 @@ static void mm_transpose(const int8_t *b, int8_t *bt, uint32_t k, uint32_t n)
   }
 }
 
-/* The operands fit: same rank 2..6, broadcast batch dims, K agrees, sizes and attributes in
- * the domain, scratch for b^T unless transpose_b. */
+/* The operands fit (mt_matmul.h: shapes, K, scratch for b^T) and the attributes are in the
+ * domain. */
 static int mm_args_ok(const mt_op_args *args, uint32_t *m, uint32_t *n, uint32_t *k)
 {
-  if (!mt_args_ok(args, MT_MATMUL_N_INPUTS, MT_MATMUL_N_OUTPUTS, MT_MATMUL_N_ATTRS)) {
+  if (!mt_matmul_shapes_ok(args, MT_DTYPE_INT8, 1, MM_MAX_K, m, n, k)) {
     return 0;
   }
-  const mt_tensor *a = &args->in[MT_MATMUL_IN_A], *b = &args->in[MT_MATMUL_IN_B];
-  const mt_tensor *y = &args->out[MT_MATMUL_OUT_Y];
-  const int32_t *at = args->attrs, tb = at[MT_MATMUL_TRANSPOSE_B];
-  const uint8_t r = y->rec->rank;
-  if (r < 2 || r > MT_MAX_RANK || !mt_tensor_ok(a, MT_DTYPE_INT8, r) ||
-      !mt_tensor_ok(b, MT_DTYPE_INT8, r) || !mt_tensor_ok(y, MT_DTYPE_INT8, r) ||
-      (tb != 0 && tb != 1)) {
-    return 0;
-  }
-  for (uint8_t i = 0; i + 2 < r; i++) {
-    const uint32_t da = a->rec->shape[i], db = b->rec->shape[i];
-    if (y->rec->shape[i] != (da == 1 ? db : da) || (da != db && da != 1 && db != 1)) {
-      return 0;
-    }
-  }
-  *m = a->rec->shape[r - 2], *k = a->rec->shape[r - 1],
-  *n = tb ? b->rec->shape[r - 2] : b->rec->shape[r - 1];
+  const int32_t *at = args->attrs;
   const int64_t bound = (int64_t)*k * 255 * 255;
-  return (tb ? b->rec->shape[r - 1] : b->rec->shape[r - 2]) == *k && y->rec->shape[r - 2] == *m &&
-         y->rec->shape[r - 1] == *n && *k <= MM_MAX_K && mt_zp_ok(at[MT_MATMUL_A_ZP]) &&
-         mt_zp_ok(at[MT_MATMUL_B_ZP]) && mt_zp_ok(at[MT_MATMUL_OUT_ZP]) &&
+  return mt_zp_ok(at[MT_MATMUL_A_ZP]) && mt_zp_ok(at[MT_MATMUL_B_ZP]) &&
+         mt_zp_ok(at[MT_MATMUL_OUT_ZP]) &&
          mt_act_ok(at[MT_MATMUL_ACT_MIN], at[MT_MATMUL_ACT_MAX]) &&
-         mt_rq_range_ok((int32_t)-bound, (int32_t)bound, at[MT_MATMUL_MULT], at[MT_MATMUL_SHIFT]) &&
-         (tb || (args->scratch != NULL && args->scratch_size >= (uint64_t)*k * *n));
+         mt_rq_range_ok((int32_t)-bound, (int32_t)bound, at[MT_MATMUL_MULT], at[MT_MATMUL_SHIFT]);
 }
 
 // a: (.., M, K) int8; b: (.., K, N) int8, or (.., N, K) with transpose_b -> y: (.., M, N) int8

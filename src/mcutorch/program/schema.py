@@ -198,7 +198,16 @@ index and byte range (tensors in their region / CONST, operand and attribute ran
 delegate blobs and bindings, IO), the counts ops.py prescribes, and that no op's output shares
 a byte with an input, another output or its scratch beyond what its registry entry allows
 (ops.ALIAS_KINDS: "inplace" = exactly an input's bytes; "overlap" = over x, at least the op's
-least delta below it; the delegate op: anything; bad_op).
+least delta below it; the delegate op: anything; bad_op); and lifetimes across ops (validate.py
+check_lifetimes, bad_op): in each order the ops run (with the NPU; and, when a delegate has a
+CPU version, without it), an arena tensor is live from its first writer (an input: program
+start) to its last reader (an output: program end), a scratch area and a delegate's Vela
+scratch during their op; no two live ranges whose bytes meet share an op other than the one
+where one ends and the other begins (which the alias checks judge), except a view (a tensor no
+op writes: a reshape's output, on exactly the bytes written last before its first read) beside
+what it views; and no tensor is read before its writer or, for a view, before any write of its
+bytes. The C loader, with no memory for every tensor's range, fills them 16 at a time: quadratic
+in the arena tensors, stated in mt_validate.c.
 Failures are named by ERRORS.
 """
 from __future__ import annotations

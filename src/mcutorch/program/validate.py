@@ -43,6 +43,7 @@ def validate(p: Program) -> None:
         check_op(p, i, op, i in subgraph)
     check_io(p)
     check_persistent(p)
+    check_lifetimes(p)
     check_metadata_io(p)
 
 
@@ -550,6 +551,90 @@ def check_io(p: Program) -> None:
                     f"{kind} tensor {t} (program has {len(p.tensors)})")
             require(p.tensors[t].storage == "arena", "bad_io",
                     f"{kind} tensor {t} is a {p.tensors[t].storage} tensor, not an arena one")
+
+
+def run_orders(p: Program) -> list[list[int]]:
+    """The op indices in the order they run: with the NPU (every delegate op, no CPU version) and,
+    when some delegate has a CPU version, without it (each such delegate op replaced by its CPU
+    version's ops, as mt_invoke runs them when the port's mt_ethosu_invoke says MT_STATUS_NO_NPU,
+    which it says for every delegate or none)."""
+    inner = {j for d in p.delegates if d.cpu_ops for j in range(d.cpu_ops[0], sum(d.cpu_ops))}
+    npu = [i for i in range(len(p.ops)) if i not in inner]
+    if not inner:
+        return [npu]
+    cpu = []
+    for i in npu:
+        d = p.delegates[p.ops[i].attrs["index"]] if p.ops[i].name == "delegate" else None
+        cpu += range(d.cpu_ops[0], sum(d.cpu_ops)) if d is not None and d.cpu_ops else [i]
+    return [npu, cpu]
+
+
+def check_lifetimes(p: Program) -> None:
+    """No op writes over bytes still to be read (schema.py, "Validation").
+
+    In each run order (run_orders), an arena tensor is live from the op that first writes it
+    (program start for an input) to its last reader (program end for an output); an op's scratch
+    and a delegate op's Vela scratch only during that op. A tensor no op of the run writes and
+    no input is a view (a reshape's output): it must have exactly the bytes of an input or of a
+    tensor written before it is first read, and is live from the latest such write. Two live
+    ranges whose bytes meet may share an op only where one ends and the other begins (that op's
+    alias checks, _check_alias, judge the pair) or as a view and what it views (exactly the same
+    bytes, the same start). A tensor read before the op that writes it is refused as well. The C
+    loader checks the same (mt_validate.c mt_check_lifetimes; bad_op)."""
+    for order in run_orders(p):
+        _check_run(p, order)
+
+
+def _check_run(p: Program, order: list[int]) -> None:
+    arena = {i for i, t in enumerate(p.tensors) if t.storage == "arena"}
+    first = dict.fromkeys(p.inputs, -1)  # step: -1 program start, len(order) its end
+    last = dict(first)
+    views: set[int] = set()
+    written = {_bytes_of(p, t): -1 for t in p.inputs}  # bytes -> step of their latest write
+
+    def read(t: int, s: int, who: str) -> None:
+        if t not in first:
+            src = written.get(_bytes_of(p, t))
+            require(src is not None, "bad_op", f"{who} reads tensor {t} before any op writes it")
+            first[t] = src
+            views.add(t)
+        last[t] = s
+
+    items = []  # (what, bytes, first, last, view)
+    for s, i in enumerate(order):
+        op, who = p.ops[i], f"op {i} ({p.ops[i].name})"
+        for t in op.inputs:
+            if t in arena:
+                read(t, s, who)
+        for t in op.outputs:
+            if t in arena:
+                require(t not in views, "bad_op",
+                        f"{who} writes tensor {t}, which an earlier op reads")
+                first.setdefault(t, s)
+                last[t] = max(last.get(t, s), s)
+                written[_bytes_of(p, t)] = s
+        areas = [("scratch", op.scratch)]
+        if op.name == "delegate":
+            d = p.delegates[op.attrs["index"]]
+            areas += [("Vela scratch", d.scratch), ("Vela fast scratch", d.fast_scratch)]
+        items += [(f"the {name} of {who}", (a.region, a.offset, a.size), s, s, False)
+                  for name, a in areas if a is not None]
+    for t in p.outputs:
+        read(t, len(order), "the program's end")
+    items += [(f"tensor {t}", _bytes_of(p, t), first[t], last[t], t in views) for t in first]
+    items.sort(key=lambda it: it[2])
+    for k, (wa, a, fa, la, va) in enumerate(items):
+        for wb, b, fb, lb, vb in items[k + 1:]:
+            if fb > la:
+                break
+            view = a == b and fa == fb and (va or vb)
+            require(la == fb or lb == fa or view or not _meet(a, b), "bad_op",
+                    f"{wb} {b}, live from op {_op_at(order, fb)}, overlaps {wa} {a}, live until op "
+                    f"{_op_at(order, la)}")
+
+
+def _op_at(order: list[int], s: int):
+    return "start" if s < 0 else "end" if s >= len(order) else order[s]
 
 
 def check_metadata(p: Program) -> None:
