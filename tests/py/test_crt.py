@@ -225,17 +225,16 @@ def test_c_loader_enforces_the_limits():
     np.testing.assert_array_equal(got, want)
 
 
-def test_overlapping_operands_alike_in_both_executors():
-    """The C loader gives each hand-built overlap the Python reader's verdict (bad_op unless in
-    place, or a delegate); the accepted programs run alike in both executors (in place too)."""
-    files = overlap_files()
+def _alike_in_both_executors(files, cases, seed: int, skip: str = "") -> None:
+    """Both readers give each hand-built program the same verdict (the reason the case names);
+    every accepted one (but those named `skip`...) runs alike in the reference and host C."""
     want = [S.ERROR_CODES[reason] if reason else 0 for _, _, reason in files]
     assert crt.check_host([blob for _, blob, _ in files]) == want, [n for n, *_ in files]
     assert [python_code(blob) for _, blob, _ in files] == want
-    rng = np.random.default_rng(5)
-    for name, make, reason in OVERLAP_CASES:
+    rng = np.random.default_rng(seed)
+    for name, make, reason in cases:
         p = make()
-        if reason is None and not name.startswith("delegate_output"):
+        if reason is None and not (skip and name.startswith(skip)):
             xs = [rng.integers(-128, 128, p.tensors[i].shape, dtype=np.int8) for i in p.inputs]
             if len(p.inputs) == 2 and p.tensors[0].offset == p.tensors[1].offset:
                 xs[1] = xs[0]  # the same bytes: the same values
@@ -243,21 +242,17 @@ def test_overlapping_operands_alike_in_both_executors():
                 np.testing.assert_array_equal(g, w, err_msg=name)
 
 
+def test_overlapping_operands_alike_in_both_executors():
+    """The C loader gives each hand-built overlap the Python reader's verdict (bad_op unless in
+    place, or a delegate); the accepted programs run alike in both executors (in place too)."""
+    _alike_in_both_executors(overlap_files(), OVERLAP_CASES, 5, skip="delegate_output")
+
+
 def test_lifetimes_alike_in_both_executors():
     """The C loader gives each hand-built lifetime case the Python reader's verdict (bad_op: a
     live tensor or scratch overwritten, a read before the write); the accepted programs (views,
     in place, a delegate's CPU version) run alike in both executors."""
-    files = lifetime_files()
-    want = [S.ERROR_CODES[reason] if reason else 0 for _, _, reason in files]
-    assert crt.check_host([blob for _, blob, _ in files]) == want, [n for n, *_ in files]
-    assert [python_code(blob) for _, blob, _ in files] == want
-    rng = np.random.default_rng(6)
-    for name, make, reason in LIFETIME_CASES:
-        p = make()
-        if reason is None:
-            xs = [rng.integers(-128, 128, p.tensors[i].shape, dtype=np.int8) for i in p.inputs]
-            for g, w in zip(crt.run_host(p, xs), Interpreter(p).invoke(xs)):
-                np.testing.assert_array_equal(g, w, err_msg=name)
+    _alike_in_both_executors(lifetime_files(), LIFETIME_CASES, 6)
 
 
 def _typed(p: Program, dtypes: dict) -> Program:
