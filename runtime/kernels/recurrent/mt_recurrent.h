@@ -39,6 +39,9 @@ typedef struct {
   uint32_t b, t, g, hidden, e; /* batch, time steps, G * H, H, bytes per element */
   uint8_t dtype;
   int32_t steps, start, reverse;
+  /* the records of the views the step's kernels get, made once per call of the op: a row of H
+   * and of G*H elements, the state [B, H] and the gates [B, G*H] */
+  mt_tensor_t row_h, row_g, state, gates;
 } mt_rnn;
 
 /* The record of a [rows, cols] tensor of x's dtype (zero point 0), for views of a row, the
@@ -84,6 +87,10 @@ static inline int mt_rnn_init(mt_rnn *r, const mt_op_args *a, uint32_t gates, in
   r->steps = a->attrs[0];
   r->start = a->attrs[1];
   r->reverse = a->attrs[2];
+  r->row_h = mt_rnn_rec(r, 1, r->hidden);
+  r->row_g = mt_rnn_rec(r, 1, r->g);
+  r->state = mt_rnn_rec(r, r->b, r->hidden);
+  r->gates = mt_rnn_rec(r, r->b, r->g);
   const int64_t end = (int64_t)r->start + (r->reverse ? 1 - (int64_t)r->steps : r->steps - 1);
   return r->hidden >= 1 && r->g == gates * r->hidden && w->rec->shape[0] == r->g &&
          w->rec->shape[1] == r->hidden && h->rec->shape[0] == r->b && hn->rec->shape[0] == r->b &&
@@ -101,9 +108,12 @@ static MT_ALWAYS_INLINE mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r
                                                 const void *a, const void *b, void *y,
                                                 const int32_t *at, uint16_t n_attrs)
 {
-  const mt_tensor_t row = mt_rnn_rec(r, 1, n);
-  const mt_tensor in[2] = {mt_rnn_view(&row, a), mt_rnn_view(&row, b)};
-  mt_tensor out = mt_rnn_view(&row, y);
+  mt_tensor_t own; /* n is H or G*H in every caller; any other n gets its own record */
+  const mt_tensor_t *row = n == r->hidden ? &r->row_h
+                           : n == r->g    ? &r->row_g
+                                          : (own = mt_rnn_rec(r, 1, n), &own);
+  const mt_tensor in[2] = {mt_rnn_view(row, a), mt_rnn_view(row, b)};
+  mt_tensor out = mt_rnn_view(row, y);
   const mt_op_args args = {in, &out, at, NULL, 0, 2, 1, n_attrs};
   return fn(&args);
 }
@@ -121,9 +131,8 @@ MT_RNN_BINARY(mt_rnn_sub, mt_sub_s8)
 /* y = lut(x, table) on H elements. */
 static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tensor *table, void *y)
 {
-  const mt_tensor_t row = mt_rnn_rec(r, 1, r->hidden);
-  const mt_tensor in[2] = {mt_rnn_view(&row, x), *table};
-  mt_tensor out = mt_rnn_view(&row, y);
+  const mt_tensor in[2] = {mt_rnn_view(&r->row_h, x), *table};
+  mt_tensor out = mt_rnn_view(&r->row_h, y);
   const mt_op_args args = {in, &out, NULL, NULL, 0, 2, 1, 0};
   return mt_lut_s8(&args);
 }
@@ -132,9 +141,8 @@ static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tens
 static inline mt_status mt_rnn_product(const mt_rnn *r, const mt_op_args *a, const void *h,
                                        const int32_t *at)
 {
-  const mt_tensor_t state = mt_rnn_rec(r, r->b, r->hidden), gates = mt_rnn_rec(r, r->b, r->g);
-  mt_tensor in[5] = {mt_rnn_view(&state, h), a->in[1], a->in[2], a->in[3], a->in[4]};
-  mt_tensor out = mt_rnn_view(&gates, a->scratch);
+  mt_tensor in[5] = {mt_rnn_view(&r->state, h), a->in[1], a->in[2], a->in[3], a->in[4]};
+  mt_tensor out = mt_rnn_view(&r->gates, a->scratch);
   const mt_op_args args = {in, &out, at, NULL, 0, 5, 1, MT_FULLY_CONNECTED_N_ATTRS};
   return at[0] == 0 ? mt_fully_connected_folded_s8(&args) : mt_fully_connected_s8(&args);
 }
