@@ -53,7 +53,7 @@ typedef enum {
  * mt_tensor_t: logical shape, rank <= 6, NHWC for 4-D; dtype; zero point; size in bytes), read
  * in place. Only the data pointer is resolved at bind time, so a view costs two pointers of
  * state. A kernel that needs a view of another shape (a block of rows, a row of a state) makes
- * its own record on its stack (mt_view_of in mt_kernel_util.h). */
+ * its own record on its stack (conv2d_add's row blocks, norm's reduced shape, mt_recurrent.h). */
 typedef struct {
   void *data;
   const mt_tensor_t *rec;
