@@ -48,7 +48,8 @@
  *
  * Why a state buffer: every op's kernel args are built once, when the state and each arena
  * are bound (again when an arena moves), so mt_invoke costs a few dozen instructions per op
- * outside the kernels (bench/dispatch.py counts them exactly).
+ * outside the kernels (bench/dispatch.py counts them exactly). With arenas at addresses fixed
+ * at link time the same tables can live in flash instead (mt_bind_static, 2b): no state RAM.
  *
  * Program buffer: 16-byte aligned (constants are 16-aligned inside the file so that kernels
  * may use aligned vector loads), little-endian CPU. METADATA (names, source locations) is
@@ -91,7 +92,9 @@ typedef struct {
   mt_tensor *views; /* state: input views, output views, then every op's operand views */
   mt_op_args *args; /* state: every op's kernel args */
   uint8_t *persist; /* the bound persistent buffer (NULL = not bound) */
+  mt_tensor *ring_views; /* mt_bind_static: where a ring op's views are copied to */
   uint8_t stage; /* MT_STAGE_* below */
+  uint8_t fixed; /* 1: bound by mt_bind_static (views and args are the caller's const tables) */
 } mt_model;
 
 enum { MT_STAGE_EMPTY = 0, MT_STAGE_LOADED = 1, MT_STAGE_READY = 2 };
@@ -111,6 +114,31 @@ size_t mt_state_size(const mt_model *m);
 /* Give the state buffer (pointer-aligned; MT_STATUS_ARENA_TOO_SMALL when too small;
  * MT_STATUS_BAD_ARGUMENT when its mt_state_size bytes meet the program). */
 mt_status mt_bind_state(mt_model *m, void *state, size_t size);
+
+/* 2b. Or a binding made ahead of time (export-c and `build --standalone` write it as
+ * NAME_binding.c): arenas and the persistent buffer at fixed addresses, and the views and
+ * kernel args mt_bind_state would build, as const tables (in flash): no state buffer, 0 bytes
+ * of RAM beyond m and the arenas. mt_bind_static checks every entry against what mt_bind_state,
+ * mt_bind_arena and mt_bind_persistent would build from the same pointers, and each arena and
+ * the persistent buffer as those do (alignment, size, no overlap with the program, the tables
+ * or each other): MT_STATUS_BAD_ARGUMENT for any difference, the model then unbound
+ * (MT_STAGE_LOADED). Then sets every persistent tensor to its initial value. While bound this
+ * way mt_bind_arena and mt_bind_persistent return MT_STATUS_BAD_STATE (mt_bind_state binds
+ * afresh). A ring op (streaming state) runs on a copy of its views made before each call in
+ * ring_views, the one writable table (RAM, as many views as the largest ring op has operands;
+ * NULL without ring ops): a ring op's args point there. */
+typedef struct {
+  void *const *arenas; /* n_regions arena bases */
+  const uint32_t *arena_sizes; /* n_regions sizes */
+  void *persist; /* the persistent buffer (NULL when the program has none) */
+  uint32_t persist_size;
+  const mt_tensor *views; /* inputs, outputs, then every operand: mt_bind_state's order */
+  const mt_op_args *args; /* n_ops, each op's `in`/`out` pointing into views (ring ops: into
+                          * ring_views) */
+  mt_tensor *ring_views; /* n_ring_views, written on every call of a ring op */
+  uint32_t n_regions, n_views, n_ops, n_ring_views;
+} mt_static_binding;
+mt_status mt_bind_static(mt_model *m, const mt_static_binding *b);
 
 /* 3. The memory regions (one arena each) in the program's order, with the planner's needs:
  * name (<= 8 chars, zero padded), size, alignment, NPU reachability. NULL when out of range. */

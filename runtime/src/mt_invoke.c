@@ -51,26 +51,31 @@ static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
   v->rec = t;
 }
 
-/* Every op's kernel args: its operand views (inputs then outputs) at its operand index (ops
- * sharing operand records share views), attributes and scratch. Redone when an arena moves. */
+/* Op i's kernel args, its operand views at v + first_operand (ops sharing operand records
+ * share views), attributes and scratch. */
+static void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a)
+{
+  const mt_op_t *op = &m->ops[i];
+  a->in = v + op->first_operand;
+  a->out = (mt_tensor *)(uintptr_t)(v + op->first_operand + op->n_inputs);
+  a->attrs = m->attrs + op->first_attr;
+  a->scratch = mt_arena_at(m, op->scratch_region, op->scratch_offset);
+  a->scratch_size = op->scratch_size; /* 0 without a scratch region (checked at load) */
+  a->n_in = op->n_inputs;
+  a->n_out = op->n_outputs;
+  a->n_attrs = op->n_attrs;
+}
+
+/* Every op's operand views and kernel args, into the state. Redone when an arena moves. */
 static void mt_build_args(mt_model *m)
 {
   mt_tensor *v = m->views + m->n_inputs + m->n_outputs;
-  uint32_t i, k;
+  uint32_t i;
+  for (i = 0; i < m->n_operands; i++) {
+    mt_view(m, m->operands[i], &v[i]);
+  }
   for (i = 0; i < m->n_ops; i++) {
-    const mt_op_t *op = &m->ops[i];
-    mt_op_args *a = &m->args[i];
-    for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
-      mt_view(m, m->operands[op->first_operand + k], &v[op->first_operand + k]);
-    }
-    a->in = v + op->first_operand;
-    a->out = v + op->first_operand + op->n_inputs;
-    a->attrs = m->attrs + op->first_attr;
-    a->scratch = mt_arena_at(m, op->scratch_region, op->scratch_offset);
-    a->scratch_size = op->scratch_size; /* 0 without a scratch region (checked at load) */
-    a->n_in = op->n_inputs;
-    a->n_out = op->n_outputs;
-    a->n_attrs = op->n_attrs;
+    mt_args_of(m, i, v, &m->args[i]);
   }
 }
 
@@ -81,6 +86,10 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size)
   MT_REQUIRE(state != NULL && (uintptr_t)state % sizeof(void *) == 0, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(size >= mt_state_size(m), MT_STATUS_ARENA_TOO_SMALL);
   MT_REQUIRE(!mt_over_program(m, state, mt_state_size(m)), MT_STATUS_BAD_ARGUMENT);
+  if (m->fixed) { /* from a static binding to this one: its buffers are not ours */
+    m->fixed = 0;
+    m->persist = NULL;
+  }
   m->arenas = (void **)state;
   memset(m->arenas, 0, m->n_regions * sizeof(void *));
   m->views = (mt_tensor *)(void *)(m->arenas + m->n_regions);
@@ -88,6 +97,97 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size)
   mt_build_args(m);
   m->stage = MT_STAGE_READY;
   return MT_STATUS_OK;
+}
+
+/* 1 when no span [p[k], p[k] + n[k]) meets the program or another span (empty ones meet
+ * nothing). */
+static int mt_spans_apart(const mt_model *m, const void *const *p, const size_t *n, uint32_t count)
+{
+  uint32_t j, k;
+  for (j = 0; j < count; j++) {
+    if (mt_over_program(m, p[j], n[j])) {
+      return 0;
+    }
+    for (k = 0; k < j; k++) {
+      if (mt_overlap(p[j], n[j], p[k], n[k])) {
+        return 0;
+      }
+    }
+  }
+  return 1;
+}
+
+/* The views, args and buffers mt_bind_state + mt_bind_arena + mt_bind_persistent would give,
+ * checked entry by entry (mcutorch.h, 2b). */
+mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
+{
+  const void *p[MT_MAX_REGIONS + 4];
+  size_t n[MT_MAX_REGIONS + 4];
+  uint32_t i, n_io, ring = 0, count;
+  mt_tensor v;
+  mt_op_args a;
+  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
+  MT_REQUIRE(m->stage != MT_STAGE_EMPTY, MT_STATUS_BAD_STATE);
+  m->stage = MT_STAGE_LOADED; /* unbound until every check has passed */
+  m->fixed = 0;
+  m->persist = NULL;
+  MT_REQUIRE(b != NULL, MT_STATUS_BAD_ARGUMENT);
+  n_io = m->n_inputs + m->n_outputs;
+  for (i = 0; i < m->n_ops; i++) {
+    const uint32_t k = (uint32_t)m->ops[i].n_inputs + m->ops[i].n_outputs;
+    ring = (m->ops[i].flags & MT_OP_FLAG_RING) && k > ring ? k : ring;
+  }
+  MT_REQUIRE(b->n_regions == m->n_regions && b->n_views == n_io + m->n_operands &&
+                 b->n_ops == m->n_ops && b->views != NULL && b->args != NULL &&
+                 b->n_ring_views >= ring && (ring == 0 || b->ring_views != NULL) &&
+                 (m->n_regions == 0 || (b->arenas != NULL && b->arena_sizes != NULL)),
+             MT_STATUS_BAD_ARGUMENT);
+  for (i = 0; i < m->n_regions; i++) {
+    const mt_region_t *r = &m->regions[i];
+    MT_REQUIRE(b->arenas[i] != NULL && (uintptr_t)b->arenas[i] % r->alignment == 0 &&
+                   b->arena_sizes[i] >= r->size,
+               MT_STATUS_BAD_ARGUMENT);
+    p[i] = b->arenas[i];
+    n[i] = r->size;
+  }
+  MT_REQUIRE(m->n_persistent == 0 ||
+                 (b->persist != NULL && (uintptr_t)b->persist % MT_ALIGN == 0 &&
+                  b->persist_size >= mt_persistent_size(m)),
+             MT_STATUS_BAD_ARGUMENT);
+  count = m->n_regions;
+  p[count] = b->persist;
+  n[count++] = mt_persistent_size(m);
+  p[count] = b->ring_views;
+  n[count++] = ring * sizeof(mt_tensor);
+  p[count] = b->views;
+  n[count++] = b->n_views * sizeof(mt_tensor);
+  p[count] = b->args;
+  n[count++] = m->n_ops * sizeof(mt_op_args);
+  MT_REQUIRE(mt_spans_apart(m, p, n, count), MT_STATUS_BAD_ARGUMENT);
+  m->arenas = (void **)(uintptr_t)b->arenas; /* only read while fixed */
+  m->persist = (uint8_t *)b->persist;
+  m->ring_views = b->ring_views;
+  for (i = 0; i < b->n_views; i++) {
+    mt_view(m, i < n_io ? m->io[i] : m->operands[i - n_io], &v);
+    MT_REQUIRE(b->views[i].data == v.data && b->views[i].rec == v.rec, MT_STATUS_BAD_ARGUMENT);
+  }
+  for (i = 0; i < m->n_ops; i++) {
+    const mt_op_args *t = &b->args[i];
+    mt_args_of(m, i, b->views + n_io, &a);
+    if (m->ops[i].flags & MT_OP_FLAG_RING) {
+      a.in = b->ring_views;
+      a.out = b->ring_views + a.n_in;
+    }
+    MT_REQUIRE(t->in == a.in && t->out == a.out && t->attrs == a.attrs &&
+                   t->scratch == a.scratch && t->scratch_size == a.scratch_size &&
+                   t->n_in == a.n_in && t->n_out == a.n_out && t->n_attrs == a.n_attrs,
+               MT_STATUS_BAD_ARGUMENT);
+  }
+  m->views = (mt_tensor *)(uintptr_t)b->views; /* never written while fixed */
+  m->args = (mt_op_args *)(uintptr_t)b->args;
+  m->fixed = 1;
+  m->stage = MT_STAGE_READY;
+  return mt_reset(m);
 }
 
 uint32_t mt_region_count(const mt_model *m)
@@ -110,7 +210,7 @@ mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size)
   const mt_region_t *r;
   uint32_t k;
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-  MT_REQUIRE(m->stage == MT_STAGE_READY, MT_STATUS_BAD_STATE);
+  MT_REQUIRE(m->stage == MT_STAGE_READY && !m->fixed, MT_STATUS_BAD_STATE);
   MT_REQUIRE(region < m->n_regions, MT_STATUS_BAD_ARGUMENT);
   r = &m->regions[region];
   MT_REQUIRE(mem != NULL && (uintptr_t)mem % r->alignment == 0, MT_STATUS_BAD_ARGUMENT);
@@ -144,7 +244,9 @@ mt_tensor *mt_input(mt_model *m, uint32_t i)
   if (m == NULL || m->stage != MT_STAGE_READY || i >= m->n_inputs) {
     return NULL;
   }
-  mt_view(m, m->io[i], &m->views[i]);
+  if (!m->fixed) { /* a static binding's views are checked and never written */
+    mt_view(m, m->io[i], &m->views[i]);
+  }
   return &m->views[i];
 }
 
@@ -153,17 +255,19 @@ const mt_tensor *mt_output(mt_model *m, uint32_t i)
   if (m == NULL || m->stage != MT_STAGE_READY || i >= m->n_outputs) {
     return NULL;
   }
-  mt_view(m, m->io[m->n_inputs + i], &m->views[m->n_inputs + i]);
+  if (!m->fixed) {
+    mt_view(m, m->io[m->n_inputs + i], &m->views[m->n_inputs + i]);
+  }
   return &m->views[m->n_inputs + i];
 }
 
 /* Point op i's ring window views where the ring is now (schema.py, TENSOR): an input at its
  * window, slots p .. p + n - 1; ring_write's output at the block. A p outside [0, n) (the
- * persistent buffer overwritten by someone else) is refused before anything reads through it. */
-static mt_status mt_ring_views(mt_model *m, uint32_t i)
+ * persistent buffer overwritten by someone else) is refused before anything reads through it.
+ * v: the op's n_inputs + n_outputs views (the state's, or a static binding's copy). */
+static mt_status mt_ring_views(const mt_model *m, uint32_t i, mt_tensor *v)
 {
   const mt_op_t *op = &m->ops[i];
-  mt_tensor *v = m->views + m->n_inputs + m->n_outputs + op->first_operand;
   uint32_t k;
   int32_t p;
   for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
@@ -185,7 +289,12 @@ static mt_status mt_run_op(mt_model *m, uint32_t i)
   const mt_op_t *op = &m->ops[i];
   mt_status status;
   if (op->flags & MT_OP_FLAG_RING) {
-    MT_TRY(mt_ring_views(m, i));
+    mt_tensor *v = m->views + m->n_inputs + m->n_outputs + op->first_operand;
+    if (m->fixed) { /* const views: the op's args point at the binding's ring views (RAM) */
+      memcpy(m->ring_views, v, ((size_t)op->n_inputs + op->n_outputs) * sizeof *v);
+      v = m->ring_views;
+    }
+    MT_TRY(mt_ring_views(m, i, v));
   }
 #ifdef MT_PROFILE
   mt_port_op_begin(i);
@@ -279,7 +388,7 @@ mt_status mt_bind_persistent(mt_model *m, void *mem, size_t size)
 {
   size_t n = mt_persistent_size(m);
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-  MT_REQUIRE(m->stage == MT_STAGE_READY, MT_STATUS_BAD_STATE);
+  MT_REQUIRE(m->stage == MT_STAGE_READY && !m->fixed, MT_STATUS_BAD_STATE);
   MT_REQUIRE(mem != NULL && (uintptr_t)mem % MT_ALIGN == 0, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(size >= n, MT_STATUS_ARENA_TOO_SMALL);
   MT_REQUIRE(!mt_over_program(m, mem, n) && !mt_overlap(mem, n, m->arenas, mt_state_size(m)),

@@ -31,7 +31,7 @@ def test_export_c_builds_standalone(tmp_path, capsys):
     assert "model my_cnn" in capsys.readouterr().out  # the name comes from the program's file
     assert {p.name for p in out.glob("my_cnn_*")} == {
         "my_cnn_program.c", "my_cnn_program.h", "my_cnn_kernels.c", "my_cnn_config.h",
-        "my_cnn_io.c"}
+        "my_cnn_io.c", "my_cnn_binding.c"}
     table = (out / "my_cnn_kernels.c").read_text()
     used = set(re.findall(r"\b(mt_\w+_s8)\b", table))
     assert used == {"mt_conv2d_s8", "mt_fully_connected_folded_s8", "mt_max_pool2d_s8",
@@ -59,8 +59,7 @@ APP_C = """/* Two exported models in one firmware: each loaded, run and printed 
 #include "tiny_config.h"
 #include "tiny_program.h"
 
-static void *cnn_state[CNN_STATE_SIZE / sizeof(void *) + 1], *tiny_state[TINY_STATE_SIZE / 4 + 1];
-static uint8_t cnn_arena[CNN_ARENA0_SIZE] MT_REGION_BSS("data");
+static void *tiny_state[TINY_STATE_SIZE / 4 + 1]; /* cnn: bound ahead of time (cnn_binding.c) */
 static uint8_t tiny_arena[TINY_ARENA0_SIZE] MT_REGION_BSS("data");
 static float x[CNN_INPUT0_BYTES], y[CNN_OUTPUT0_BYTES], u[TINY_INPUT0_BYTES], v[TINY_OUTPUT0_BYTES];
 
@@ -88,8 +87,8 @@ static int run(mt_model *m, const uint8_t *program, size_t size, const mt_kernel
 int main(void)
 {
     static mt_model a, b;
-    int s = run(&a, cnn_program, CNN_PROGRAM_SIZE, &cnn_kernels, cnn_state, sizeof cnn_state,
-                cnn_arena, sizeof cnn_arena);
+    int s = mt_load(&a, cnn_program, CNN_PROGRAM_SIZE, &cnn_kernels);
+    s = s ? s : mt_bind_static(&a, &cnn_binding);
     s = s ? s : run(&b, tiny_program, TINY_PROGRAM_SIZE, &tiny_kernels, tiny_state,
                     sizeof tiny_state, tiny_arena, sizeof tiny_arena);
     for (unsigned i = 0; i < CNN_INPUT0_BYTES; i++) {
@@ -138,7 +137,8 @@ set(CMAKE_TRY_COMPILE_TARGET_TYPE STATIC_LIBRARY)
 
 def test_two_exported_models_link_into_one_firmware_and_run(tmp_path):
     """export-c --name: two models side by side with CMake add_subdirectory (the runtime built
-    once), their I/O helpers and programs in one board firmware; the float outputs it prints
+    once), their I/O helpers and programs in one board firmware, one bound ahead of time
+    (cnn_binding.c), one at run time (state + arena); the float outputs it prints
     are the Python boundary's of the Python reference's, bit for bit."""
     from mcutorch.device import paths
     from mcutorch.device.boards import BOARDS

@@ -12,7 +12,10 @@ kernels are one shared library::
                           those are linked: the static library adds the objects it references)
       NAME_config.h       arena bytes per region, state and stack bytes, I/O shapes and qparams
       NAME_io.c           NAME_quantize_input / NAME_dequantize_output (float <-> int8 I/O)
-      main.c              an example: load, bind state + arenas, set input, invoke, read output
+      NAME_binding.c      NAME_binding: the arenas (static arrays, NAME_ARENA<k>_SECTION places
+                          them) and the views and kernel args of mt_bind_static as const tables
+                          (flash): no state buffer in RAM (device/binding.py)
+      main.c              an example: load, mt_bind_static, set input, invoke, read output
       CMakeLists.txt      target NAME (links mcutorch), Makefile + mcutorch.mk (arm-none-eabi-gcc)
 
 The CPU flags (CMake's MCUTORCH_CPU_FLAGS, the Makefile's CPU_FLAGS) are the gcc flags of the
@@ -32,6 +35,7 @@ import re
 import shutil
 from pathlib import Path
 
+from mcutorch.device.binding import binding_source
 from mcutorch.device.crt import core_sources, kernel_sources, state_size
 from mcutorch.device.kernels import kernel_table_c
 from mcutorch.device.paths import INCLUDE_DIRS, KERNELS, RUNTIME
@@ -135,7 +139,10 @@ def config_header(name: str, program: Program) -> str:
              f"#ifndef {up}_CONFIG_H", f"#define {up}_CONFIG_H", "", "#include <stdint.h>",
              '#include "mcutorch.h"', "",
              f"extern const mt_kernel_table {name}_kernels; /* {name}_kernels.c */",
-             f"#define {up}_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU */",
+             f"extern const mt_static_binding {name}_binding; /* {name}_binding.c: arenas, "
+             "views, kernel args */",
+             f"#define {up}_STATE_SIZE {state_size(program)}u /* mt_state_size, 32-bit CPU: "
+             f"only when binding at run time (mt_bind_state) instead of {name}_binding */",
              f"#define {up}_PERSISTENT_SIZE {program.persistent_size}u /* mt_persistent_size: "
              "the model's state, kept across invokes (0: stateless) */",
              f"#define {up}_STACK_BYTES {stack.bytes}u /* worst case of mt_load/mt_invoke at -Os:",
@@ -228,23 +235,15 @@ static inline uint32_t nhwc_index(uint32_t i, uint32_t c, uint32_t hw)
 """
 
 
-# main()'s start in an exported or standalone firmware: load the program, bind the state and each
-# region's arena (static arrays `state`, `arena_ptr`, `arena_size`); s is MT_STATUS_OK or why not.
+# main()'s start in an exported or standalone firmware: load the program and bind it with its
+# ahead-of-time binding (NAME_binding.c: arenas, persistent buffer, views and kernel args); s is
+# MT_STATUS_OK or why not.
 LOAD_AND_BIND = """\
     static mt_model m;
     mt_status s = mt_load(&m, %(name)s_program, %(up)s_PROGRAM_SIZE, &%(name)s_kernels);
     if (s == MT_STATUS_OK) {
-        s = mt_bind_state(&m, state, sizeof state);
+        s = mt_bind_static(&m, &%(name)s_binding); /* mt_reset(&m) restarts a stateful model */
     }
-    for (uint32_t r = 0; s == MT_STATUS_OK && r < %(up)s_REGION_COUNT; r++) {
-        s = mt_bind_arena(&m, r, arena_ptr[r], arena_size[r]);
-    }
-#if %(up)s_PERSISTENT_SIZE > 0
-    static uint8_t persist[%(up)s_PERSISTENT_SIZE] __attribute__((aligned(16)));
-    if (s == MT_STATUS_OK) {
-        s = mt_bind_persistent(&m, persist, sizeof persist); /* mt_reset(&m) starts over */
-    }
-#endif
 """
 
 FILL_FLOAT = """\
@@ -257,18 +256,16 @@ FILL_IDS = """        int32_t *ids = (int32_t *)mt_input(&m, 0)->data; /* int32 
 MAIN_C = """/* main.c - run the exported model %(name)s once (an example to adapt: docs/firmware.md
  * in the mcutorch repository).
  *
- * Arenas are static arrays here; on a chip with several memory regions put each in its own
- * linker section (region names and sizes: %(name)s_config.h). Inputs and outputs are int8
+ * The arenas are static arrays in %(name)s_binding.c; on a chip with several memory regions
+ * put each in its own linker section with -D%(up)s_ARENA<k>_SECTION='".section"' (region
+ * names and sizes: %(name)s_config.h). To place them at run time instead, bind a state buffer
+ * of %(up)s_STATE_SIZE bytes and each arena (mt_bind_state, mt_bind_arena: mcutorch.h) in place
+ * of mt_bind_static. Inputs and outputs are int8
  * NHWC: convert float data with %(name)s_quantize_input / %(name)s_dequantize_output, which
  * compute exactly what PyTorch's converted model does at its quantize / dequantize nodes.
  */
 #include "%(name)s_config.h"
 #include "%(name)s_program.h"
-
-static void *state[(%(up)s_STATE_SIZE + sizeof(void *) - 1) / sizeof(void *)];
-%(arenas)s
-static void *const arena_ptr[] = {%(ptrs)s};
-static const size_t arena_size[] = {%(sizes)s};
 
 int main(void)
 {
@@ -388,13 +385,17 @@ def export_target(program: Program, target: str | Target | None = None) -> Targe
 
 
 def model_files(name: str, program: Program) -> dict[str, str]:
-    """The model's own files (name -> text): program array, kernel table, config, I/O."""
-    source, header = program_files(name, program.stripped().to_bytes())
+    """The model's own files (name -> text): program array, kernel table, config, I/O, its
+    ahead-of-time binding."""
+    data = program.stripped().to_bytes()
+    source, header = program_files(name, data)
     table = kernel_table_c(used_kernels(program), table=f"{name}_kernels",
                            rows=f"{name}_kernel_rows", file=f"{name}_kernels.c")
     return {f"{name}_program.c": source, f"{name}_program.h": header,
             f"{name}_kernels.c": table, f"{name}_config.h": config_header(name, program),
-            f"{name}_io.c": io_source(name, program)}
+            f"{name}_io.c": io_source(name, program),
+            f"{name}_binding.c": binding_source(name, data, len(program.regions),
+                                                program.persistent_size)}
 
 
 def _copy_library(lib: Path) -> list[str]:
@@ -435,16 +436,11 @@ def export_c(program: Program, out, target: str | Target | None = None,
     for file, text in own.items():
         (out / file).write_text(text)
     own_c = [f for f in own if f.endswith(".c")]
-    up, n = name.upper(), len(program.regions)
-    arenas = "\n".join(f"static uint8_t arena{i}[{up}_ARENA{i}_SIZE + 1] "
-                       f"__attribute__((aligned({up}_ARENA{i}_ALIGN))); /* {r.name} */"
-                       for i, r in enumerate(program.regions))
+    up = name.upper()
     (out / "main.c").write_text(MAIN_C % {
-        "name": name, "up": up, "arenas": arenas, "load": load_and_bind(name),
+        "name": name, "up": up, "load": load_and_bind(name),
         "fill": (FILL_IDS if program.ports("inputs")[0].is_ids else FILL_FLOAT) % {
-            "name": name, "up": up},
-        "ptrs": ", ".join(f"arena{i}" for i in range(n)) or "0",
-        "sizes": ", ".join(f"{up}_ARENA{i}_SIZE" for i in range(n)) or "0"})
+            "name": name, "up": up}})
     mk_lib = [f"$(MCUTORCH_DIR)/{c}" for c in library]  # -Wl,--gc-sections drops the unused
     flags = " ".join(tgt.gcc_flags)
     fields = {"name": name, "up": up, "target": tgt.name, "cpu_flags": flags,

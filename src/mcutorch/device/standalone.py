@@ -8,8 +8,10 @@ model's kernels + a generated ``main.c`` + ``boards/common`` built with ``-DMT_S
 - the program array: the section of the board's program region (the convention of the
   semihosting runner, `crt.firmware_defines`): ``.mt_data.<R>`` of the board's slowest region
   when it has several (DDR on mps3-an547), else ``.rodata`` in the code flash;
-- arena k: a static array in the board region of the program's region k (``.mt_bss.<R>``), or
-  in ``.bss`` (the rank-0 RAM) when the board has no region of that name;
+- arena k: a static array of ``NAME_binding.c`` (the ahead-of-time binding: views and kernel
+  args as const tables, no state buffer; `mcutorch.device.binding`) in the board region of the
+  program's region k (``.mt_bss.<R>``), or in ``.bss`` (the rank-0 RAM) when the board has no
+  region of that name;
 - inputs: ``NAME_input(k, data, size)``, a weak function whose default copies the C arrays of
   ``NAME_inputs.c`` (the ``--input`` values, else every input at its zero point: the real 0);
   an application defines its own ``NAME_input`` (a sensor, a file system) in a source it adds.
@@ -58,11 +60,6 @@ MAIN_C = """/* main.c - standalone firmware of model %(name)s on %(board)s (buil
 
 extern const int8_t *const %(name)s_inputs[]; /* %(name)s_inputs.c */
 
-static void *state[(%(up)s_STATE_SIZE + sizeof(void *) - 1) / sizeof(void *)];
-%(arenas)s
-static uint8_t *const arena_ptr[] = {%(ptrs)s};
-static const size_t arena_size[] = {%(sizes)s};
-
 /* Input k of the inference (size bytes, the program's int8 NHWC). An application that reads a
  * sensor defines its own %(name)s_input; this default copies %(name)s_inputs[k]. */
 __attribute__((weak)) void %(name)s_input(uint32_t k, int8_t *data, size_t size)
@@ -109,17 +106,12 @@ int main(void)
 """
 
 
-def _arenas(program: Program, board) -> tuple[str, str, str]:
-    """The arena definitions, their names and their sizes for MAIN_C."""
+def arena_sections(name: str, program: Program, board) -> dict[str, str]:
+    """-D values placing arena k of NAME_binding.c in the board region of the program's region k
+    (``.mt_bss.<R>``); an arena whose region the board lacks stays in .bss (rank-0 RAM)."""
     names = {r.name for r in get_board(board).regions}
-    lines = []
-    for k, r in enumerate(program.regions):
-        place = f' MT_REGION_BSS("{r.name}")' if r.name in names else ""
-        lines.append(f"static uint8_t arena{k}[{max(r.size, 1)}]{place} "
-                     f"__attribute__((aligned({max(16, r.alignment)}))); /* region {r.name} */")
-    n = len(program.regions)
-    return ("\n".join(lines), ", ".join(f"arena{k}" for k in range(n)) or "0",
-            ", ".join(str(r.size) for r in program.regions) or "0")
+    return {f"{name.upper()}_ARENA{k}_SECTION": f'".mt_bss.{r.name}"'
+            for k, r in enumerate(program.regions) if r.name in names}
 
 
 def inputs_source(name: str, program: Program, inputs: Sequence[np.ndarray] | None) -> str:
@@ -167,13 +159,12 @@ def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = No
     try:
         files = model_files(name, program)
         files[f"{name}_inputs.c"] = inputs_source(name, program, inputs)
-        arenas, ptrs, sizes = _arenas(program, board)
         files["main.c"] = MAIN_C % {"name": name, "up": name.upper(), "board": board,
-                                    "arenas": arenas, "ptrs": ptrs, "sizes": sizes,
                                     "load": load_and_bind(name)}
         for file, text in files.items():
             (work / file).write_text(text)
-        defines: dict[str, object] = {"MT_STANDALONE": None}
+        defines: dict[str, object] = {"MT_STANDALONE": None,
+                                      **arena_sections(name, program, board)}
         section = program_section(board)
         if section:
             defines[f"{name.upper()}_PROGRAM_SECTION"] = f'"{section}"'
