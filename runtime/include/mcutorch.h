@@ -134,7 +134,7 @@ typedef struct {
   uint32_t persist_size;
   const mt_tensor *views; /* inputs, outputs, then every operand: mt_bind_state's order */
   const mt_op_args *args; /* n_ops, each op's `in`/`out` pointing into views (ring ops: into
-                          * ring_views) */
+                           * ring_views) */
   mt_tensor *ring_views; /* n_ring_views, written on every call of a ring op */
   uint32_t n_regions, n_views, n_ops, n_ring_views;
 } mt_static_binding;

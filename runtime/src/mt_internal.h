@@ -56,6 +56,17 @@ uint64_t mt_extent(const mt_tensor_t *t);
  * Python reader's order. The records are known to be in bounds and well formed. */
 mt_status mt_validate_program(const mt_model *m);
 
+/* Binding (mt_invoke.c), shared with mt_bind_static.c:
+ * mt_overlap: 1 when bytes [a, a + na) and [b, b + nb) meet (an empty range meets nothing);
+ * mt_over_program: 1 when n bytes at p meet the program (bytes of its file_size);
+ * mt_view: the view of tensor `index` with the bound arenas / persistent buffer;
+ * mt_args_of: op i's kernel args, its operand views at v + first_operand (ops sharing operand
+ * records share views), attributes and scratch. */
+int mt_overlap(const void *a, size_t na, const void *b, size_t nb);
+int mt_over_program(const mt_model *m, const void *p, size_t n);
+void mt_view(const mt_model *m, int32_t index, mt_tensor *v);
+void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a);
+
 /* Is op `i` part of some delegate's CPU version? (ranges validated) */
 int mt_in_subgraph(const mt_model *m, uint32_t i);
 

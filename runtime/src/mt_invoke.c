@@ -18,15 +18,13 @@ size_t mt_state_size(const mt_model *m)
   return n > (size_t)-1 ? (size_t)-1 : (size_t)n;
 }
 
-/* 1 when bytes [a, a + na) and [b, b + nb) meet (an empty range meets nothing). */
-static int mt_overlap(const void *a, size_t na, const void *b, size_t nb)
+int mt_overlap(const void *a, size_t na, const void *b, size_t nb)
 {
   const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
   return na != 0 && nb != 0 && x < y + nb && y < x + na;
 }
 
-/* 1 when n bytes at p meet the program (bytes of its file_size) */
-static int mt_over_program(const mt_model *m, const void *p, size_t n)
+int mt_over_program(const mt_model *m, const void *p, size_t n)
 {
   return mt_overlap(p, n, m->program, ((const mt_header_t *)(const void *)m->program)->file_size);
 }
@@ -38,7 +36,7 @@ static void *mt_arena_at(const mt_model *m, uint32_t region, uint32_t offset)
   return base != NULL ? base + offset : NULL;
 }
 
-static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
+void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
 {
   const mt_tensor_t *t = &m->tensors[index];
   if (t->storage == MT_STORAGE_CONST) {
@@ -51,9 +49,7 @@ static void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
   v->rec = t;
 }
 
-/* Op i's kernel args, its operand views at v + first_operand (ops sharing operand records
- * share views), attributes and scratch. */
-static void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a)
+void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a)
 {
   const mt_op_t *op = &m->ops[i];
   a->in = v + op->first_operand;
@@ -97,97 +93,6 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size)
   mt_build_args(m);
   m->stage = MT_STAGE_READY;
   return MT_STATUS_OK;
-}
-
-/* 1 when no span [p[k], p[k] + n[k]) meets the program or another span (empty ones meet
- * nothing). */
-static int mt_spans_apart(const mt_model *m, const void *const *p, const size_t *n, uint32_t count)
-{
-  uint32_t j, k;
-  for (j = 0; j < count; j++) {
-    if (mt_over_program(m, p[j], n[j])) {
-      return 0;
-    }
-    for (k = 0; k < j; k++) {
-      if (mt_overlap(p[j], n[j], p[k], n[k])) {
-        return 0;
-      }
-    }
-  }
-  return 1;
-}
-
-/* The views, args and buffers mt_bind_state + mt_bind_arena + mt_bind_persistent would give,
- * checked entry by entry (mcutorch.h, 2b). */
-mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
-{
-  const void *p[MT_MAX_REGIONS + 4];
-  size_t n[MT_MAX_REGIONS + 4];
-  uint32_t i, n_io, ring = 0, count;
-  mt_tensor v;
-  mt_op_args a;
-  MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-  MT_REQUIRE(m->stage != MT_STAGE_EMPTY, MT_STATUS_BAD_STATE);
-  m->stage = MT_STAGE_LOADED; /* unbound until every check has passed */
-  m->fixed = 0;
-  m->persist = NULL;
-  MT_REQUIRE(b != NULL, MT_STATUS_BAD_ARGUMENT);
-  n_io = m->n_inputs + m->n_outputs;
-  for (i = 0; i < m->n_ops; i++) {
-    const uint32_t k = (uint32_t)m->ops[i].n_inputs + m->ops[i].n_outputs;
-    ring = (m->ops[i].flags & MT_OP_FLAG_RING) && k > ring ? k : ring;
-  }
-  MT_REQUIRE(b->n_regions == m->n_regions && b->n_views == n_io + m->n_operands &&
-                 b->n_ops == m->n_ops && b->views != NULL && b->args != NULL &&
-                 b->n_ring_views >= ring && (ring == 0 || b->ring_views != NULL) &&
-                 (m->n_regions == 0 || (b->arenas != NULL && b->arena_sizes != NULL)),
-             MT_STATUS_BAD_ARGUMENT);
-  for (i = 0; i < m->n_regions; i++) {
-    const mt_region_t *r = &m->regions[i];
-    MT_REQUIRE(b->arenas[i] != NULL && (uintptr_t)b->arenas[i] % r->alignment == 0 &&
-                   b->arena_sizes[i] >= r->size,
-               MT_STATUS_BAD_ARGUMENT);
-    p[i] = b->arenas[i];
-    n[i] = r->size;
-  }
-  MT_REQUIRE(m->n_persistent == 0 ||
-                 (b->persist != NULL && (uintptr_t)b->persist % MT_ALIGN == 0 &&
-                  b->persist_size >= mt_persistent_size(m)),
-             MT_STATUS_BAD_ARGUMENT);
-  count = m->n_regions;
-  p[count] = b->persist;
-  n[count++] = mt_persistent_size(m);
-  p[count] = b->ring_views;
-  n[count++] = ring * sizeof(mt_tensor);
-  p[count] = b->views;
-  n[count++] = b->n_views * sizeof(mt_tensor);
-  p[count] = b->args;
-  n[count++] = m->n_ops * sizeof(mt_op_args);
-  MT_REQUIRE(mt_spans_apart(m, p, n, count), MT_STATUS_BAD_ARGUMENT);
-  m->arenas = (void **)(uintptr_t)b->arenas; /* only read while fixed */
-  m->persist = (uint8_t *)b->persist;
-  m->ring_views = b->ring_views;
-  for (i = 0; i < b->n_views; i++) {
-    mt_view(m, i < n_io ? m->io[i] : m->operands[i - n_io], &v);
-    MT_REQUIRE(b->views[i].data == v.data && b->views[i].rec == v.rec, MT_STATUS_BAD_ARGUMENT);
-  }
-  for (i = 0; i < m->n_ops; i++) {
-    const mt_op_args *t = &b->args[i];
-    mt_args_of(m, i, b->views + n_io, &a);
-    if (m->ops[i].flags & MT_OP_FLAG_RING) {
-      a.in = b->ring_views;
-      a.out = b->ring_views + a.n_in;
-    }
-    MT_REQUIRE(t->in == a.in && t->out == a.out && t->attrs == a.attrs &&
-                   t->scratch == a.scratch && t->scratch_size == a.scratch_size &&
-                   t->n_in == a.n_in && t->n_out == a.n_out && t->n_attrs == a.n_attrs,
-               MT_STATUS_BAD_ARGUMENT);
-  }
-  m->views = (mt_tensor *)(uintptr_t)b->views; /* never written while fixed */
-  m->args = (mt_op_args *)(uintptr_t)b->args;
-  m->fixed = 1;
-  m->stage = MT_STAGE_READY;
-  return mt_reset(m);
 }
 
 uint32_t mt_region_count(const mt_model *m)

@@ -105,26 +105,91 @@ static void refused(mt_model *m, spoil_fn spoil, const char *what)
   CHECK(mt_invoke(m) == MT_STATUS_BAD_STATE);
 }
 
-static uint32_t n_io(void) { return NET_INPUT_COUNT + NET_OUTPUT_COUNT; }
+static uint32_t n_io(void)
+{
+  return NET_INPUT_COUNT + NET_OUTPUT_COUNT;
+}
 
-static void fewer_views(mt_static_binding *c) { c->n_views--; }
-static void fewer_ops(mt_static_binding *c) { c->n_ops--; }
-static void view_data(mt_static_binding *c) { g_views[c->n_views - 1].data = (uint8_t *)g_views[c->n_views - 1].data + 1; }
-static void io_view_data(mt_static_binding *c) { (void)c; g_views[0].data = (uint8_t *)g_views[0].data + 16; }
-static void view_record(mt_static_binding *c) { g_views[n_io()].rec = g_views[n_io()].rec + 1; (void)c; }
-static void attrs(mt_static_binding *c) { g_args[c->n_ops - 1].attrs++; }
-static void scratch_size(mt_static_binding *c) { g_args[0].scratch_size++; (void)c; }
-static void n_attrs(mt_static_binding *c) { g_args[0].n_attrs++; (void)c; }
-static void in_ptr(mt_static_binding *c) { g_args[c->n_ops - 1].in = g_views; }
-static void arena_misaligned(mt_static_binding *c) { (void)c; g_arenas[0] = (uint8_t *)g_arenas[0] + 1; }
-static void arena_small(mt_static_binding *c) { (void)c; g_sizes[0]--; }
-static void arena_over_program(mt_static_binding *c) { (void)c; g_arenas[0] = (void *)(uintptr_t)net_program; }
-static void arena_over_views(mt_static_binding *c) { (void)c; g_arenas[0] = g_views; }
-static void no_persist(mt_static_binding *c) { c->persist = NULL; }
-static void persist_small(mt_static_binding *c) { c->persist_size--; }
-static void persist_over_arena(mt_static_binding *c) { c->persist = g_arenas[0]; }
-static void no_ring(mt_static_binding *c) { c->ring_views = NULL; }
-static void ring_short(mt_static_binding *c) { c->n_ring_views--; }
+static void fewer_views(mt_static_binding *c)
+{
+  c->n_views--;
+}
+static void fewer_ops(mt_static_binding *c)
+{
+  c->n_ops--;
+}
+static void view_data(mt_static_binding *c)
+{
+  g_views[c->n_views - 1].data = (uint8_t *)g_views[c->n_views - 1].data + 1;
+}
+static void io_view_data(mt_static_binding *c)
+{
+  (void)c;
+  g_views[0].data = (uint8_t *)g_views[0].data + 16;
+}
+static void view_record(mt_static_binding *c)
+{
+  g_views[n_io()].rec = g_views[n_io()].rec + 1;
+  (void)c;
+}
+static void attrs(mt_static_binding *c)
+{
+  g_args[c->n_ops - 1].attrs++;
+}
+static void scratch_size(mt_static_binding *c)
+{
+  g_args[0].scratch_size++;
+  (void)c;
+}
+static void n_attrs(mt_static_binding *c)
+{
+  g_args[0].n_attrs++;
+  (void)c;
+}
+static void in_ptr(mt_static_binding *c)
+{
+  g_args[c->n_ops - 1].in = g_views;
+}
+static void arena_misaligned(mt_static_binding *c)
+{
+  (void)c;
+  g_arenas[0] = (uint8_t *)g_arenas[0] + 1;
+}
+static void arena_small(mt_static_binding *c)
+{
+  (void)c;
+  g_sizes[0]--;
+}
+static void arena_over_program(mt_static_binding *c)
+{
+  (void)c;
+  g_arenas[0] = (void *)(uintptr_t)net_program;
+}
+static void arena_over_views(mt_static_binding *c)
+{
+  (void)c;
+  g_arenas[0] = g_views;
+}
+static void no_persist(mt_static_binding *c)
+{
+  c->persist = NULL;
+}
+static void persist_small(mt_static_binding *c)
+{
+  c->persist_size--;
+}
+static void persist_over_arena(mt_static_binding *c)
+{
+  c->persist = g_arenas[0];
+}
+static void no_ring(mt_static_binding *c)
+{
+  c->ring_views = NULL;
+}
+static void ring_short(mt_static_binding *c)
+{
+  c->n_ring_views--;
+}
 
 int main(void)
 {

@@ -54,7 +54,11 @@ CLANG_FORMAT_MAJOR = 14  # Debian 12's clang-format; other majors lay some lines
 # +168 (1,963): lifetimes across ops checked at load (mt_check_lifetimes: the run orders with and
 # without the NPU, live ranges 16 arena tensors at a time with no memory of its own, views, the
 # handover op, op and Vela scratch areas), the same rule as validate.py's check_lifetimes.
-CORE_LINE_BUDGET = 1963
+# +141 (2,104 with 1,957 before): the ahead-of-time binding: mt_bind_static.c (94: every view
+# and args entry against what mt_bind_state builds, arenas / persistent buffer / tables apart),
+# its API in mcutorch.h (28), the binding helpers shared in mt_internal.h (11) and mt_invoke.c's
+# ring-view copy for a static binding (14).
+CORE_LINE_BUDGET = 2104
 KERNEL_FILE_MAX = 300  # lines per file under runtime/kernels, implementation headers included
 
 

@@ -26,7 +26,7 @@ def test_program_stack_follows_the_kernel_table(target):
     report = program_stack(tiny(target).program)
     assert report.chain[:2] == ["mt_invoke", "mt_run_op"]
     assert report.chain[2] in {"mt_conv2d_s8", "mt_fully_connected_folded_s8", "mt_softmax_s8"}
-    assert set(report.per_entry) == {"mt_load", "mt_bind_state", "mt_invoke"}
+    assert set(report.per_entry) == {"mt_load", "mt_bind_state", "mt_bind_static", "mt_invoke"}
     assert report.bytes == max(report.per_entry.values()) > 1000  # conv2d keeps ~1 KiB on stack
 
 

@@ -46,6 +46,52 @@ class Net(nn.Module):
         return torch.softmax(self.fc(y.flatten(1)), -1)
 
 
+class History(nn.Module):
+    """A streaming block: a (3,1) depthwise conv over the last 3 frames (a ring buffer in the
+    program), then a pointwise conv; one [1, 6, 1, 1] frame per call."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("hist", torch.zeros(1, 6, 2, 1))
+        self.dw = nn.Conv2d(6, 6, (3, 1), groups=6)
+        self.pw = nn.Conv2d(6, 4, 1)
+
+    def forward(self, x):
+        window = torch.cat([self.hist, x], 2)
+        self.hist.copy_(window[:, :, 1:])
+        return torch.relu(self.pw(self.dw(window)))
+
+
+STREAM_BOARDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an505", "cortex-m33"),
+                 ("mps3-an547", "cortex-m55")]
+
+
+@pytest.mark.parametrize("board, target", STREAM_BOARDS, ids=[b for b, _ in STREAM_BOARDS])
+def test_standalone_streaming_frames_with_resets(board, target, tmp_path):
+    """A stateful program with a ring op, bound ahead of time (its ring views the one RAM table):
+    11 frames, mt_reset before every 4th, each output bit for bit the reference's."""
+    g = torch.Generator().manual_seed(3)
+    frames = [torch.randn(1, 6, 1, 1, generator=g) for _ in range(11)]
+    q = mcutorch.quantize(History().eval(), (frames[0],), calibration=frames)
+    program = mcutorch.compile(q, target=target, board=board)
+    assert any(op.name == "ring_write" for op in program.program.ops)
+    sets = [program.quantize_inputs([f]) for f in frames]
+    elf = standalone.build(program.program, board, frames=sets, reset_every=4,
+                           out=tmp_path / "fw.elf", name="stream")
+    r = run_uart(elf, board, timeout=60)
+    assert r.ok, r.stdout + r.stderr
+    got = standalone.parse_frames(program.program, r.stdout)
+    program.reset()
+    want = []
+    for j, s in enumerate(sets):
+        if j and j % 4 == 0:
+            program.reset()
+        want.append(program.run_int8(s))
+    assert len(got) == len(want) == 11
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(got, want))
+    assert len({a[0].tobytes() for a in got}) > 3  # the frames give different answers
+
+
 @pytest.fixture(scope="module")
 def qmodel():
     torch.manual_seed(0)

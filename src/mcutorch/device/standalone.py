@@ -58,13 +58,17 @@ MAIN_C = """/* main.c - standalone firmware of model %(name)s on %(board)s (buil
 #include "%(name)s_config.h"
 #include "%(name)s_program.h"
 
-extern const int8_t *const %(name)s_inputs[]; /* %(name)s_inputs.c */
+/* %(name)s_inputs.c: every input of each invoke (frame f's input k at [f * inputs + k]), the
+ * invokes to run and the reset period (0: never; k: mt_reset before every k-th invoke). */
+extern const int8_t *const %(name)s_inputs[];
+extern const uint32_t %(name)s_frames, %(name)s_reset_every;
+static uint32_t frame; /* the invoke being prepared */
 
 /* Input k of the inference (size bytes, the program's int8 NHWC). An application that reads a
- * sensor defines its own %(name)s_input; this default copies %(name)s_inputs[k]. */
+ * sensor defines its own %(name)s_input; this default copies the frame's %(name)s_inputs. */
 __attribute__((weak)) void %(name)s_input(uint32_t k, int8_t *data, size_t size)
 {
-    memcpy(data, %(name)s_inputs[k], size);
+    memcpy(data, %(name)s_inputs[frame * %(up)s_INPUT_COUNT + k], size);
 }
 
 static void print_int(int32_t v, const char *after)
@@ -87,19 +91,28 @@ static void print_output(uint32_t k, const mt_tensor *y)
 
 int main(void)
 {
-%(load)s    for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_input_count(&m); k++) {
-        mt_tensor *x = mt_input(&m, k);
-        %(name)s_input(k, (int8_t *)x->data, x->rec->size);
-    }
-    if (s == MT_STATUS_OK) {
-        s = mt_invoke(&m);
-    }
-    mt_console_write("mt_status ");
-    print_int((int32_t)s, " ");
-    mt_console_write(mt_status_name((int)s));
-    mt_console_write("\\n");
-    for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_output_count(&m); k++) {
-        print_output(k, mt_output(&m, k));
+%(load)s    for (frame = 0; frame < %(name)s_frames; frame++) { /* a status and the outputs each */
+        uint32_t every = %(name)s_reset_every;
+        if (s == MT_STATUS_OK && every != 0 && frame != 0 && frame %% every == 0) {
+            s = mt_reset(&m);
+        }
+        for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_input_count(&m); k++) {
+            mt_tensor *x = mt_input(&m, k);
+            %(name)s_input(k, (int8_t *)x->data, x->rec->size);
+        }
+        if (s == MT_STATUS_OK) {
+            s = mt_invoke(&m);
+        }
+        mt_console_write("mt_status ");
+        print_int((int32_t)s, " ");
+        mt_console_write(mt_status_name((int)s));
+        mt_console_write("\\n");
+        for (uint32_t k = 0; s == MT_STATUS_OK && k < mt_output_count(&m); k++) {
+            print_output(k, mt_output(&m, k));
+        }
+        if (s != MT_STATUS_OK) {
+            break;
+        }
     }
     return (int)s;
 }
@@ -114,28 +127,43 @@ def arena_sections(name: str, program: Program, board) -> dict[str, str]:
             for k, r in enumerate(program.regions) if r.name in names}
 
 
-def inputs_source(name: str, program: Program, inputs: Sequence[np.ndarray] | None) -> str:
-    """NAME_inputs.c: one const int8 array per program input (`inputs`, or the zero point)."""
+def inputs_source(name: str, program: Program, inputs: Sequence[np.ndarray] | None,
+                  frames: Sequence[Sequence[np.ndarray]] | None = None,
+                  reset_every: int = 0) -> str:
+    """NAME_inputs.c: one const int8 array per program input of each invoke (`frames`: a set
+    per invoke; else one invoke of `inputs`, or of every input at its zero point), the number
+    of invokes and the reset period."""
     ports = program.ports("inputs")
-    if inputs is not None and len(inputs) != len(ports):
-        raise InputError(f"the program takes {len(ports)} inputs, got {len(inputs)}")
+    sets = [inputs] if frames is None else list(frames)
+    if not sets:
+        raise InputError("frames: give at least one set of inputs")
     lines = [f"/* {name}_inputs.c - the inputs the standalone firmware runs on. */",
              "#include <stdint.h>", ""]
-    for k, port in enumerate(ports):
-        want = np.dtype(S.DTYPE_NUMPY[port.dtype])
-        if inputs is None:
-            x = np.full(port.shape, port.zero_point, want)
-        else:
-            x = np.asarray(inputs[k])
-            if x.shape != port.shape or x.dtype != want:
-                raise InputError(f"{port.label}: expected {port.dtype} {list(port.shape)} "
-                                 f"(the program's int8 layout), got {x.dtype}{list(x.shape)}")
-        flat = [str(int(v)) for v in x.reshape(-1)]
-        rows = [", ".join(flat[i:i + 16]) for i in range(0, len(flat), 16)]
-        lines += [f"static const int8_t input{k}[{len(flat)}] = {{",
-                  *(f"    {r}," for r in rows), "};"]
-    refs = ", ".join(f"input{k}" for k in range(len(ports))) or "0"
-    return "\n".join(lines + [f"const int8_t *const {name}_inputs[] = {{{refs}}};", ""])
+    refs = []
+    for f, given in enumerate(sets):
+        if given is not None and len(given) != len(ports):
+            raise InputError(f"the program takes {len(ports)} inputs, got {len(given)}"
+                             + (f" in frame {f}" if frames is not None else ""))
+        for k, port in enumerate(ports):
+            want = np.dtype(S.DTYPE_NUMPY[port.dtype])
+            if given is None:
+                x = np.full(port.shape, port.zero_point, want)
+            else:
+                x = np.asarray(given[k])
+                if x.shape != port.shape or x.dtype != want:
+                    raise InputError(f"{port.label}: expected {port.dtype} {list(port.shape)} "
+                                     "(the program's int8 layout), got "
+                                     f"{x.dtype}{list(x.shape)}")
+            flat = [str(int(v)) for v in x.reshape(-1)]
+            rows = [", ".join(flat[i:i + 16]) for i in range(0, len(flat), 16)]
+            lines += [f"static const int8_t input{f}_{k}[{len(flat)}] = {{",
+                      *(f"    {r}," for r in rows), "};"]
+            refs.append(f"input{f}_{k}")
+    if reset_every < 0:
+        raise InputError(f"reset_every must be >= 0, got {reset_every}")
+    table = f"const int8_t *const {name}_inputs[] = {{{', '.join(refs) or '0'}}};"
+    return "\n".join(lines + [table, f"const uint32_t {name}_frames = {len(sets)}u;",
+                              f"const uint32_t {name}_reset_every = {int(reset_every)}u;", ""])
 
 
 def program_section(board) -> str | None:
@@ -146,19 +174,23 @@ def program_section(board) -> str | None:
 
 def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = None,
           out: str | Path = "model.elf", name: str = "model",
-          sources: Sequence[str | Path] = ()) -> Path:
+          sources: Sequence[str | Path] = (),
+          frames: Sequence[Sequence[np.ndarray]] | None = None, reset_every: int = 0) -> Path:
     """Link standalone firmware of `program` for `board` into `out`; returns the ELF path.
 
     `inputs`: the program's int8 NHWC inputs the firmware runs on (default: zero points);
     `sources`: more C files to link, e.g. one defining ``NAME_input`` (`name`: the prefix of the
-    model's files and symbols, as with export-c). The target is the program's own (TargetError
-    when the board cannot run it)."""
+    model's files and symbols, as with export-c). `frames`: instead of `inputs`, one input set
+    per invoke, run in order (a streaming model's frames; its state is kept across them), with
+    mt_reset before every `reset_every`-th; the firmware prints a status and the outputs after
+    each (`parse_frames`). The target is the program's own (TargetError when the board cannot
+    run it)."""
     name = check_name(name)
     target = program.target.as_target()
     work = Path(tempfile.mkdtemp(prefix="standalone-"))
     try:
         files = model_files(name, program)
-        files[f"{name}_inputs.c"] = inputs_source(name, program, inputs)
+        files[f"{name}_inputs.c"] = inputs_source(name, program, inputs, frames, reset_every)
         files["main.c"] = MAIN_C % {"name": name, "up": name.upper(), "board": board,
                                     "load": load_and_bind(name)}
         for file, text in files.items():
@@ -195,6 +227,14 @@ def parse_outputs(program: Program, console: str) -> list[np.ndarray]:
     return outs
 
 
+def parse_frames(program: Program, console: str) -> list[list[np.ndarray]]:
+    """The outputs of every invoke of a `frames` firmware: one list per ``mt_status 0`` line."""
+    parts = re.split(r"^mt_status ", console, flags=re.M)[1:]
+    if not parts or any(not p.startswith("0 ") for p in parts):
+        raise RunError(f"the firmware reported a failed invoke:\n{console}")
+    return [parse_outputs(program, p) for p in parts]
+
+
 def run(program: Program, elf: str | Path, board: str, timeout: float = 60.0) -> list[np.ndarray]:
     """Run standalone firmware under QEMU (console: the UART) and return its outputs; RunError
     when it does not end with ``mt_exit 0``."""
@@ -207,4 +247,5 @@ def run(program: Program, elf: str | Path, board: str, timeout: float = 60.0) ->
     return parse_outputs(program, r.stdout)
 
 
-__all__ = ["build", "run", "parse_outputs", "inputs_source", "program_section"]
+__all__ = ["build", "run", "parse_outputs", "parse_frames", "inputs_source", "program_section",
+           "arena_sections"]
