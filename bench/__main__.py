@@ -119,21 +119,29 @@ def ratio(a: float, b: float) -> str:
 
 
 def print_memory_table(rows: list[dict]) -> None:
+    from mcutorch.device.binding import table_bytes
+
     print("\n## RAM (cortex-m55): layer-by-layer lower bound without fusion, the plan (fused "
           "residuals, y over the skip, depthwise / 1x1 outputs over their inputs), the plan "
-          "without overlap (compile(overlap=False)), the C runtime state, peers")
+          "without overlap (compile(overlap=False)), the C runtime state of the run-time "
+          "binding (mt_bind_state) and RAM with it; RAM bound ahead of time (export-c / "
+          "standalone NAME_binding.c: views and kernel args in flash, +tables B of flash), "
+          "peers against it")
     print(f"{'model':<13} {'LB unfused':>10} {'plan B':>8} {'no ovl B':>8} {'state B':>7} "
-          f"{'RAM B':>8} {'RAM/LB':>6} | {'TFLM B':>7} {'RAM/TFLM':>8} | {'ET B':>7} "
-          f"{'RAM/ET':>6}")
+          f"{'RAM B':>8} {'AOT RAM B':>9} {'tables B':>8} {'AOT/LB':>6} | {'TFLM B':>7} "
+          f"{'RAM/TFLM':>8} {'AOT/TFLM':>8} | {'ET B':>7} {'AOT/ET':>6}")
     for r in rows:
-        name, total = r["name"], r["arena"] + r["state"]
+        flash, ring = table_bytes(r["program"].program.stripped().to_bytes())
+        aot = r["arena"] + r["program"].program.persistent_size + ring
+        name, total = r["name"], aot
         tfl = DATA / REFERENCE_TFLITE.get(name, "-")
         tflm = (tflm_arena(tfl)[0] if tfl.exists() else 0) or TFLM_PUBLISHED.get(name, 0)
         et = EXECUTORCH.get(name, (0, 0.0))[0]
         print(f"{SHORT[name]:<13} {r['unfused_lower']:>10,} {r['arena']:>8,} "
-              f"{r['no_overlap']:>8,} {r['state']:>7,} "
-              f"{total:>8,} {ratio(total, r['unfused_lower']):>6} | {tflm:>7,} "
-              f"{ratio(total, tflm):>8} | {et:>7,} {ratio(total, et):>6}")
+              f"{r['no_overlap']:>8,} {r['state']:>7,} {r['arena'] + r['state']:>8,} "
+              f"{aot:>9,} {flash:>8,} {ratio(total, r['unfused_lower']):>6} | {tflm:>7,} "
+              f"{ratio(r['arena'] + r['state'], tflm):>8} {ratio(total, tflm):>8} | {et:>7,} "
+              f"{ratio(total, et):>6}")
 
 
 def print_residual_instructions(rows: list[dict]) -> None:
