@@ -112,14 +112,15 @@ def binding_source(name: str, data: bytes, n_regions: int, persistent_size: int)
              "(mcutorch.h, 2b). */",
              f'#include "{name}_config.h"', f'#include "{name}_program.h"', ""]
     for k in range(n_regions):
-        lines += [f"#ifdef {up}_ARENA{k}_SECTION", f"__attribute__((section({up}_ARENA{k}_SECTION)))",
-                  "#endif",
+        lines += [f"#ifdef {up}_ARENA{k}_SECTION",
+                  f"__attribute__((section({up}_ARENA{k}_SECTION)))", "#endif",
                   f"static uint8_t {name}_arena{k}[{up}_ARENA{k}_SIZE > 0 ? {up}_ARENA{k}_SIZE : 1]"
                   f" __attribute__((aligned({up}_ARENA{k}_ALIGN)));"]
     if persistent_size:
-        lines += [f"#ifdef {up}_PERSIST_SECTION", f"__attribute__((section({up}_PERSIST_SECTION)))",
-                  "#endif",
-                  f"static uint8_t {name}_persist[{up}_PERSISTENT_SIZE] __attribute__((aligned(16)));"]
+        lines += [f"#ifdef {up}_PERSIST_SECTION",
+                  f"__attribute__((section({up}_PERSIST_SECTION)))", "#endif",
+                  f"static uint8_t {name}_persist[{up}_PERSISTENT_SIZE] "
+                  "__attribute__((aligned(16)));"]
     if n_ring:
         lines.append(f"static mt_tensor {name}_ring_views[{n_ring}]; /* a ring op's views, "
                      "made before each of its calls */")

@@ -28,7 +28,8 @@ from mcutorch.device.toolchain import GCC, find_tool
 from mcutorch.errors import ToolchainError
 from mcutorch.targets import Target, parse_target
 
-ENTRY_POINTS = ("mt_load", "mt_bind_state", "mt_bind_static", "mt_invoke")  # the calls an application makes
+# the calls an application makes
+ENTRY_POINTS = ("mt_load", "mt_bind_state", "mt_bind_static", "mt_invoke")
 INDIRECT = "__indirect_call"
 # Functions a kernel calls through a pointer (the kernels themselves are called so by mt_invoke),
 # each with the kernel that sets the pointer: conv2d_add's add stage hands its gathered-window
