@@ -128,7 +128,7 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size);
  * ring_views, the one writable table (RAM, as many views as the largest ring op has operands;
  * NULL without ring ops): a ring op's args point there. */
 typedef struct {
-  void *const *arenas; /* n_regions arena bases */
+  void *const *arenas; /* n_regions arena bases (NULL for a region of 0 bytes) */
   const uint32_t *arena_sizes; /* n_regions sizes */
   void *persist; /* the persistent buffer (NULL when the program has none) */
   uint32_t persist_size;

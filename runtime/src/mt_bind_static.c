@@ -48,8 +48,8 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
              MT_STATUS_BAD_ARGUMENT);
   for (i = 0; i < m->n_regions; i++) {
     const mt_region_t *r = &m->regions[i];
-    MT_REQUIRE(b->arenas[i] != NULL && (uintptr_t)b->arenas[i] % r->alignment == 0 &&
-                   b->arena_sizes[i] >= r->size,
+    MT_REQUIRE((b->arenas[i] != NULL || r->size == 0) &&
+                   (uintptr_t)b->arenas[i] % r->alignment == 0 && b->arena_sizes[i] >= r->size,
                MT_STATUS_BAD_ARGUMENT);
     p[i] = b->arenas[i];
     n[i] = r->size;

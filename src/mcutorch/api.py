@@ -136,15 +136,20 @@ class CompiledModel:
     # --- reports ------------------------------------------------------------------------------
     def summary(self) -> dict:
         """Sizes for reports: program bytes, constants, arena per region, the C runtime's
-        bind-time state on a 32-bit CPU (`mcutorch.device.crt.state_size`), plan lower bound."""
+        bind-time state on a 32-bit CPU (`mcutorch.device.crt.state_size`), what binding ahead
+        of time costs instead (export-c's NAME_binding.c: RAM of the ring views, flash of the
+        tables; `mcutorch.device.binding.table_bytes`), plan lower bound."""
+        from mcutorch.device.binding import table_bytes
         from mcutorch.device.crt import state_size
 
         p = self.program
+        tables, ring = table_bytes(p.stripped().to_bytes())
         return {
             "program_bytes": len(self.to_bytes()),
             "const_bytes": len(p.constants),
             "regions": {r.name: r.size for r in p.regions if r.size},
             "state_bytes": state_size(p, 4),
+            "static_binding": {"ram": ring, "flash": tables},
             "lower_bound": (p.metadata or {}).get("plan", {}).get("lower_bound", 0),
             "ops": len(p.ops),
             # inputs of int32 token ids (format 1.6): name -> V, every id in [0, V)

@@ -227,8 +227,10 @@ def cmd_compile(args) -> int:
     s = program.summary()
     ram = ", ".join(f"{k} {v:,} B" for k, v in s["regions"].items()) or "0 B"
     print(f"{out}: {s['ops']} ops, {s['program_bytes']:,} B program, RAM {ram} "
-          f"(lower bound {s['lower_bound']:,} B) + C runtime state {s['state_bytes']:,} B, "
-          f"{time.perf_counter() - t0:.2f} s")
+          f"(lower bound {s['lower_bound']:,} B) + C runtime state {s['state_bytes']:,} B "
+          f"(bound ahead of time by export-c / build --standalone: "
+          f"{s['static_binding']['ram']:,} B, tables {s['static_binding']['flash']:,} B in "
+          f"flash), {time.perf_counter() - t0:.2f} s")
     _print_offload(program.program)
     return 0
 

@@ -98,6 +98,11 @@ def test_per_op_facts_agree_with_the_program_and_the_builds(programs, reports):
     assert ram["stack"] == program_stack(p).bytes > 0
     assert ram["arenas"] == {r.name: r.size for r in p.regions}
     assert ram["total"] == sum(ram["arenas"].values()) + ram["state"] + ram["stack"]
+    # bound ahead of time: the state's views and args in flash (its arena pointers are the
+    # binding's own), no ring op so no RAM beyond arenas and stack
+    assert ram["static_tables"] == ram["state"] - 4 * len(p.regions) > 0
+    assert ram["static_ring_views"] == 0
+    assert ram["static_total"] == sum(ram["arenas"].values()) + ram["stack"]
     text = render(info)
     assert "flash" in text and "worst-case stack" in text and "MVE" in text
     json.dumps(info)  # JSON-ready

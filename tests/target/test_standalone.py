@@ -194,3 +194,39 @@ def test_cli_standalone_usage_errors(qmodel, tmp_path, capsys, args, message):
     assert main(["build", str(mtp), *board, *args, "-o", str(tmp_path / "fw.elf")]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def ram_objects(elf) -> dict[str, int]:
+    """name -> bytes of every object the firmware keeps in RAM (.bss, .data, .mt_bss.*)."""
+    out = subprocess.run([shutil.which("arm-none-eabi-objdump"), "-t", str(elf)], check=True,
+                         capture_output=True, text=True).stdout
+    objs = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and parts[-3].startswith((".bss", ".data", ".mt_bss")) and \
+                "O" in parts[1:-3]:
+            objs[parts[-1]] = int(parts[-2], 16)
+    return objs
+
+
+def test_the_autoencoder_runs_in_its_planned_ram(tmp_path):
+    """MLPerf Tiny AD bound ahead of time on the M55: its only RAM is the planned 768-B arena
+    (no state buffer: the views and kernel args are const tables), the arena array exactly the
+    plan's size, and the outputs bit for bit the reference's."""
+    from mcutorch.models import example_input, fc_autoencoder
+
+    torch.manual_seed(0)
+    model = fc_autoencoder().eval()
+    cal = [example_input(model, seed=i) for i in range(4)]
+    program = mcutorch.compile(mcutorch.quantize(model, (cal[0],), calibration=cal), (cal[0],),
+                               target="cortex-m55", board="mps3-an547")
+    assert [r.size for r in program.program.regions if r.size] == [768]
+    q = program.quantize_inputs([cal[1]])
+    elf = standalone.build(program.program, "mps3-an547", q, out=tmp_path / "ad.elf", name="ad")
+    model_ram = {k: v for k, v in ram_objects(elf).items() if k.startswith("ad_")}
+    assert model_ram == {"ad_arena0": 768}, model_ram
+    assert not any("state" in k for k in ram_objects(elf)), ram_objects(elf)
+    r = run_uart(elf, "mps3-an547", timeout=60)
+    assert r.ok and "mt_status 0 ok" in r.stdout, r.stdout + r.stderr
+    got = standalone.parse_outputs(program.program, r.stdout)
+    assert np.array_equal(got[0], program.run_int8(q)[0])

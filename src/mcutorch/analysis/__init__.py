@@ -212,16 +212,22 @@ def _flash(p: Program, board: str) -> dict:
 
 
 def _ram(p: Program) -> dict:
+    """RAM with the run-time binding (state buffer: "total") and bound ahead of time (export-c,
+    build --standalone: the views and args in flash, "static_tables"; RAM "static_total")."""
+    from mcutorch.device.binding import table_bytes
     from mcutorch.device.crt import state_size
     from mcutorch.device.stack import program_stack
 
     stack = program_stack(p)
     arenas = {r.name: r.size for r in p.regions}
     state = state_size(p, 4)
+    tables, ring = table_bytes(p.stripped().to_bytes())
+    rest = sum(arenas.values()) + stack.bytes + p.persistent_size
     return {"arenas": arenas, "state": state, "stack": stack.bytes,
             "persistent": p.persistent_size,  # a stateful model's state, kept across invokes
             "stack_chain": stack.chain, "stack_uncounted": stack.uncounted,
-            "total": sum(arenas.values()) + state + stack.bytes + p.persistent_size}
+            "total": rest + state, "static_ring_views": ring, "static_tables": tables,
+            "static_total": rest + ring}
 
 
 def _counted_inputs(p: Program, inputs) -> tuple[list[np.ndarray], str]:
@@ -445,12 +451,18 @@ def _render_totals(info: dict) -> list:
     for k, v in f["per_kernel"].items():
         add(totals, f"    {k}", f"{v:,} B", "")
     add(totals, "  program", f"{f['program']:,} B", "")
-    add(totals, "RAM", f"{r['total']:,} B", "arenas + runtime state + worst-case stack")
+    add(totals, "RAM", f"{r['total']:,} B",
+        "arenas + persistent + runtime state + worst-case stack (run-time binding)")
     for k, v in r["arenas"].items():
         add(totals, f"  arena {k}", f"{v:,} B", "")
-    add(totals, "  runtime state", f"{r['state']:,} B", "")
+    if r["persistent"]:
+        add(totals, "  persistent", f"{r['persistent']:,} B", "kept across invokes")
+    add(totals, "  runtime state", f"{r['state']:,} B", "mt_bind_state's views and kernel args")
     add(totals, "  worst-case stack", f"{r['stack']:,} B",
         f"{' -> '.join(r['stack_chain'])} (gcc call graph, -Os)")
+    add(totals, "RAM bound ahead of time", f"{r['static_total']:,} B",
+        f"export-c / build --standalone (mt_bind_static): no state; ring views "
+        f"{r['static_ring_views']:,} B; the tables, {r['static_tables']:,} B, in flash")
     if ins:
         npu = ("; no NPU driver on the board: delegates ran their CPU version"
                if any(o["op"] == "delegate" for o in info["ops"]) else "")

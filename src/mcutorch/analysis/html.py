@@ -224,8 +224,12 @@ def _totals(info: dict) -> str:
             *((f"  kernel {k}", v) for k, v in f["per_kernel"].items()),
             ("flash: program", f["program"]), ("flash total", f["total"]),
             *((f"RAM: arena {k}", v) for k, v in r["arenas"].items()),
-            ("RAM: runtime state", r["state"]), ("RAM: worst-case stack", r["stack"]),
-            ("RAM total", r["total"])]
+            ("RAM: persistent (kept across invokes)", r["persistent"]),
+            ("RAM: runtime state (run-time binding)", r["state"]),
+            ("RAM: worst-case stack", r["stack"]), ("RAM total (run-time binding)", r["total"]),
+            ("bound ahead of time: tables in flash", r["static_tables"]),
+            ("bound ahead of time: ring views in RAM", r["static_ring_views"]),
+            ("RAM total (bound ahead of time)", r["static_total"])]
     body = "".join(f"<tr>{_td(k, True)}{_td(v)}</tr>" for k, v in rows)
     return (f"<table><tr><th class='l'>what</th><th>bytes</th></tr>{body}</table>"
             f"<p class='note'>Flash measured: {escape(f['how'])} ({escape(f['board'])} link). "

@@ -67,9 +67,11 @@ def ring_views(layout: Layout) -> int:
                default=0)
 
 
-def binding_source(name: str, data: bytes, n_regions: int, persistent_size: int) -> str:
-    """The text of NAME_binding.c for the program bytes `data` (exactly NAME_program's)."""
+def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_size: int) -> str:
+    """The text of NAME_binding.c for the program bytes `data` (exactly NAME_program's) with
+    regions of `region_sizes` bytes (a region of 0 bytes gets no array: its base is NULL)."""
     lay = Layout.of(data)
+    n_regions = len(region_sizes)
     up = name.upper()
     prog = f"{name}_program"
 
@@ -111,10 +113,10 @@ def binding_source(name: str, data: bytes, n_regions: int, persistent_size: int)
              f" * &{name}_binding) checks every entry, then runs with no state buffer "
              "(mcutorch.h, 2b). */",
              f'#include "{name}_config.h"', f'#include "{name}_program.h"', ""]
-    for k in range(n_regions):
+    for k in (k for k, size in enumerate(region_sizes) if size):
         lines += [f"#ifdef {up}_ARENA{k}_SECTION",
                   f"__attribute__((section({up}_ARENA{k}_SECTION)))", "#endif",
-                  f"static uint8_t {name}_arena{k}[{up}_ARENA{k}_SIZE > 0 ? {up}_ARENA{k}_SIZE : 1]"
+                  f"static uint8_t {name}_arena{k}[{up}_ARENA{k}_SIZE]"
                   f" __attribute__((aligned({up}_ARENA{k}_ALIGN)));"]
     if persistent_size:
         lines += [f"#ifdef {up}_PERSIST_SECTION",
@@ -130,7 +132,8 @@ def binding_source(name: str, data: bytes, n_regions: int, persistent_size: int)
               *(args or ["    {NULL, NULL, NULL, NULL, 0u, 0u, 0u, 0u},"]), "};"]
     if n_regions:
         lines += [f"static void *const {name}_arenas[] = {{"
-                  + ", ".join(f"{name}_arena{k}" for k in range(n_regions)) + "};",
+                  + ", ".join(f"{name}_arena{k}" if size else "NULL"
+                              for k, size in enumerate(region_sizes)) + "};",
                   f"static const uint32_t {name}_arena_sizes[] = {{"
                   + ", ".join(f"{up}_ARENA{k}_SIZE" for k in range(n_regions)) + "};"]
     lines += ["", f"const mt_static_binding {name}_binding = {{",

@@ -394,7 +394,7 @@ def model_files(name: str, program: Program) -> dict[str, str]:
     return {f"{name}_program.c": source, f"{name}_program.h": header,
             f"{name}_kernels.c": table, f"{name}_config.h": config_header(name, program),
             f"{name}_io.c": io_source(name, program),
-            f"{name}_binding.c": binding_source(name, data, len(program.regions),
+            f"{name}_binding.c": binding_source(name, data, [r.size for r in program.regions],
                                                 program.persistent_size)}
 
 

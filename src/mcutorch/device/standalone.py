@@ -175,7 +175,8 @@ def program_section(board) -> str | None:
 def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = None,
           out: str | Path = "model.elf", name: str = "model",
           sources: Sequence[str | Path] = (),
-          frames: Sequence[Sequence[np.ndarray]] | None = None, reset_every: int = 0) -> Path:
+          frames: Sequence[Sequence[np.ndarray]] | None = None, reset_every: int = 0,
+          opt: str = "-Os") -> Path:
     """Link standalone firmware of `program` for `board` into `out`; returns the ELF path.
 
     `inputs`: the program's int8 NHWC inputs the firmware runs on (default: zero points);
@@ -183,7 +184,8 @@ def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = No
     model's files and symbols, as with export-c). `frames`: instead of `inputs`, one input set
     per invoke, run in order (a streaming model's frames; its state is kept across them), with
     mt_reset before every `reset_every`-th; the firmware prints a status and the outputs after
-    each (`parse_frames`). The target is the program's own (TargetError when the board cannot
+    each (`parse_frames`). `opt`: the gcc optimisation of the whole firmware. The target is the
+    program's own (TargetError when the board cannot
     run it)."""
     name = check_name(name)
     target = program.target.as_target()
@@ -205,7 +207,8 @@ def build(program: Program, board: str, inputs: Sequence[np.ndarray] | None = No
         with status(f"building standalone firmware for {board} ({len(srcs)} C files, "
                     "arm-none-eabi-gcc)"):
             return build_elf(srcs, [*include_dirs(), work], board, target, out,
-                             defines=defines, extra_flags=[f"-ffile-prefix-map={work}=model"])
+                             defines=defines, opt=opt,
+                             extra_flags=[f"-ffile-prefix-map={work}=model"])
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
