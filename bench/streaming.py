@@ -73,7 +73,7 @@ def measure() -> list[dict]:
         if p is ps:  # the same program bound ahead of time: standalone firmware, 30 frames
             elf = standalone.build(p.program, BOARD, frames=sets, opt="-O3",
                                    out=Path(tempfile.mkdtemp()) / "sww.elf", name="sww")
-            c = exact_counts(elf, BOARD, begin_symbol=None, end_symbol=None)
+            c = exact_counts(elf, BOARD, begin_symbol=None, end_symbol=None, uart=True)
             rows.append({**rows[-1], "model": "  bound ahead of time (per frame)",
                          "instructions": c["total"] / per, "state": ram["static_ring_views"],
                          "ram": ram["static_total"]})

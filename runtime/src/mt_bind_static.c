@@ -70,14 +70,21 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
   m->arenas = (void **)(uintptr_t)b->arenas; /* only read while fixed */
   m->persist = (uint8_t *)b->persist;
   m->ring_views = b->ring_views;
-  for (i = 0; i < b->n_views; i++) {
-    mt_view(m, i < n_io ? m->io[i] : m->operands[i - n_io], &v);
+  for (i = 0; i < n_io; i++) {
+    mt_view(m, m->io[i], &v);
     MT_REQUIRE(b->views[i].data == v.data && b->views[i].rec == v.rec, MT_STATUS_BAD_ARGUMENT);
   }
   for (i = 0; i < m->n_ops; i++) {
+    const mt_op_t *op = &m->ops[i];
     const mt_op_args *t = &b->args[i];
+    uint32_t k;
+    for (k = op->first_operand; k < op->first_operand + op->n_inputs + op->n_outputs; k++) {
+      const mt_tensor *w = &b->views[n_io + k]; /* an operand record no op names is not read */
+      mt_view(m, m->operands[k], &v);
+      MT_REQUIRE(w->data == v.data && w->rec == v.rec, MT_STATUS_BAD_ARGUMENT);
+    }
     mt_args_of(m, i, b->views + n_io, &a);
-    if (m->ops[i].flags & MT_OP_FLAG_RING) {
+    if (op->flags & MT_OP_FLAG_RING) {
       a.in = b->ring_views;
       a.out = b->ring_views + a.n_in;
     }

@@ -62,15 +62,17 @@ void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a
   a->n_attrs = op->n_attrs;
 }
 
-/* Every op's operand views and kernel args, into the state. Redone when an arena moves. */
+/* Every op's operand views and kernel args, into the state (only the operand records an op
+ * names: the loader checked those). Redone when an arena moves. */
 static void mt_build_args(mt_model *m)
 {
   mt_tensor *v = m->views + m->n_inputs + m->n_outputs;
-  uint32_t i;
-  for (i = 0; i < m->n_operands; i++) {
-    mt_view(m, m->operands[i], &v[i]);
-  }
+  uint32_t i, k;
   for (i = 0; i < m->n_ops; i++) {
+    const mt_op_t *op = &m->ops[i];
+    for (k = op->first_operand; k < op->first_operand + op->n_inputs + op->n_outputs; k++) {
+      mt_view(m, m->operands[k], &v[k]);
+    }
     mt_args_of(m, i, v, &m->args[i]);
   }
 }

@@ -181,6 +181,12 @@ static mt_status mt_check_delegate(const mt_model *m, uint32_t k)
   MT_TRY(mt_check_npu_area(m, d->scratch_region, d->scratch_offset, d->scratch_size));
   MT_TRY(
       mt_check_npu_area(m, d->fast_scratch_region, d->fast_scratch_offset, d->fast_scratch_size));
+  /* the NPU uses both at once: the fast scratch shares no byte with the scratch */
+  MT_REQUIRE(d->scratch_region == MT_NONE16 || d->fast_scratch_region != d->scratch_region ||
+                 d->scratch_size == 0 || d->fast_scratch_size == 0 ||
+                 d->fast_scratch_offset >= (uint64_t)d->scratch_offset + d->scratch_size ||
+                 d->scratch_offset >= (uint64_t)d->fast_scratch_offset + d->fast_scratch_size,
+             MT_ERR_BAD_DELEGATE);
   MT_TRY(mt_check_bindings(m, d));
   return mt_check_cpu_ops(m, k);
 }

@@ -1,6 +1,7 @@
 """Ahead-of-time binding (mt_bind_static, NAME_binding.c of export-c and build --standalone).
 
-- tests/c/test_bind_static.c on the host (ASan + UBSan): a stateless CNN, a one-op ring program,
+- tests/c/test_bind_static.c on the host (ASan + UBSan): a stateless CNN, an Ethos-U program
+  (its delegate's CPU version runs), a one-op ring program,
   compiled streaming modules (ring ops with weights, two readers of one window, reset mid-run)
   and a program with two regions run frame after frame from their const tables, bit for bit
   with the Python reference; every wrong entry of a binding refused (BAD_ARGUMENT, model left
@@ -50,6 +51,19 @@ def _cnn_case():
     return cm.program, [cm.quantize_inputs([x]) for x in xs]
 
 
+def _npu_case():
+    """An Ethos-U program: a delegate (the host has no NPU: its CPU version runs) and CPU ops."""
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                            torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 4),
+                            torch.nn.Softmax(-1)).eval()
+    xs = _frames((1, 3, 6, 6), 3)
+    cm = mcutorch.compile(mcutorch.quantize(m, (xs[0],), calibration=xs), (xs[0],),
+                          target="cortex-m55+ethos-u55-128")
+    assert any(op.name == "delegate" for op in cm.program.ops)
+    return cm.program, [cm.quantize_inputs([x]) for x in xs]
+
+
 def _ring_op_case():
     p, _, frames, _ = _ring_case("feat_f6_c3_k7")
     return p, [[f] for f in frames]
@@ -60,7 +74,8 @@ def _model(name):
     return lambda: _compiled(make, shape)
 
 
-CASES = {"cnn_two_regions": _cnn_case, "ring_write_copy": _ring_op_case,
+CASES = {"cnn_two_regions": _cnn_case, "npu_delegate": _npu_case,
+         "ring_write_copy": _ring_op_case,
          "dw_c8_k3": _model("dw_c8_k3"), "conv_k4_f6": _model("conv_k4_f6"),
          "two_readers_k5": _model("two_readers_k5")}
 

@@ -779,6 +779,7 @@ def test_named_error(blob, reason):
     (lambda b: patch(b, "regions", 1, "size", 1), "bad_offset"),
     (lambda b: patch(b, "delegates", 0, "cpu_first_op", 1), "bad_delegate"),  # nests a delegate
     (lambda b: patch(b, "delegates", 0, "command_offset", 8), "bad_offset"),
+    (lambda b: patch(b, "delegates", 0, "fast_scratch_offset", 192), "bad_delegate"),  # on scratch
     (lambda b: patch(b, "bindings", 0, "offset", 0), "bad_delegate"),  # tensor not there
     (lambda b: patch(b, "bindings", 1, "shape", 2, element=5), "bad_delegate"),
     (lambda b: patch(b, "target", 0, "rounding", 2), "bad_target"),

@@ -93,7 +93,11 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
         return f"    {{{data_ptr}, {rec}}}, /* tensor {index} */"
 
     n_io = len(lay.io)
-    views = [view(i) for i in lay.io] + [view(i) for i in lay.operands]
+    named = {k for op in lay.ops
+             for k in range(op["first_operand"], op["first_operand"] + op["n_inputs"]
+                            + op["n_outputs"])}  # an operand record no op names is never read
+    views = [view(i) for i in lay.io] + [view(t) if k in named else "    {NULL, NULL},"
+                                         for k, t in enumerate(lay.operands)]
     n_ring = ring_views(lay)
     args = []
     for i, op in enumerate(lay.ops):

@@ -203,6 +203,7 @@ def exact_counts(
     timeout: float = 120.0,
     check: bool = True,
     regions: tuple[Sequence[int], Sequence[int]] | None = None,
+    uart: bool = False,
 ) -> dict:
     """Run firmware under QEMU with the counting plugin; returns exact instruction counts.
 
@@ -219,7 +220,9 @@ def exact_counts(
       ``all``: every instruction of the run (start-up, I/O and exit included).
       ``unmatched``: begin/end markers that did not pair up (0 in a sound run).
       ``result``: the `qemu.RunResult` of the run (console, exit status, SysTick counts).
-    `regions` = (begin addresses, end addresses) replaces the two marker symbols.
+    `regions` = (begin addresses, end addresses) replaces the two marker symbols. `uart`:
+    standalone firmware (no semihosting; `qemu.run_uart`, stopped at its ``mt_exit`` line;
+    `args` and `files` unused).
 
     Raises `ToolchainError` if the firmware fails (`check`), QEMU refuses the plugin, or a
     symbol is missing from the ELF.
@@ -258,8 +261,11 @@ def exact_counts(
             dest = workdir / name
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(bytes(content))
-        result = qemu.run_elf(elf, b, [str(a) for a in args], cwd=workdir, timeout=timeout,
-                                qemu_args=["-plugin", option])
+        if uart:
+            result = qemu.run_uart(elf, b, timeout=timeout, qemu_args=["-plugin", option])
+        else:
+            result = qemu.run_elf(elf, b, [str(a) for a in args], cwd=workdir, timeout=timeout,
+                                  qemu_args=["-plugin", option])
         if "Could not load plugin" in result.stderr or "mt_exact:" in result.stderr:
             raise ToolchainError(f"QEMU refused the plugin {so.name}:\n{result.stderr}")
         if check:

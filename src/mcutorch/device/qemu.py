@@ -224,13 +224,15 @@ _EXIT_RE = re.compile(rb"^mt_exit (-?\d+)\r?\n", re.M)  # the whole line: output
 
 
 def run_uart(elf: str | Path, board: str | Board, *, timeout: float = 30.0,
-             target: str | Target | None = None) -> RunResult:
+             target: str | Target | None = None, qemu_args: Sequence[str] = ()) -> RunResult:
     """Run standalone firmware (``-DMT_STANDALONE``: no semihosting) with its UART on stdout.
 
     QEMU starts without semihosting, so a semihosting call would fault; the firmware ends by
     printing ``mt_exit <status>`` and halting (boards/common/uart.h), which is when QEMU is
     stopped: `RunResult.exit_code` is that status (None when the line never came before
     `timeout`). A fault prints ``mt_fault: ...`` and its ``mt_exit`` the same way.
+    `qemu_args` go on QEMU's command line (a counting ``-plugin``: QEMU is then stopped with
+    SIGTERM, a clean shutdown, so that the plugin writes its counts).
 
     >>> r = run_uart("model.elf", "mps3-an547")                        # doctest: +SKIP
     >>> r.exit_code, r.stdout.splitlines()[0]                          # doctest: +SKIP
@@ -241,7 +243,7 @@ def run_uart(elf: str | Path, board: str | Board, *, timeout: float = 30.0,
     if not elf.is_file():
         raise FileNotFoundError(f"firmware not found: {elf}")
     cmd = [find_tool(QEMU), "-M", b.qemu_machine, "-nographic", "-monitor", "none",
-           "-serial", "stdio", "-icount", "shift=0", "-kernel", str(elf.resolve())]
+           "-serial", "stdio", "-icount", "shift=0", *qemu_args, "-kernel", str(elf.resolve())]
     out, code = b"", None
     with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE) as proc:
@@ -256,6 +258,12 @@ def run_uart(elf: str | Path, board: str | Board, *, timeout: float = 30.0,
             m = _EXIT_RE.search(out)
             code = int(m.group(1)) if m else None
         timed_out = code is None and proc.poll() is None
+        if qemu_args and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         proc.kill()
         err = proc.stderr.read()
         status = proc.wait()

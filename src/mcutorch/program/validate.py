@@ -501,6 +501,10 @@ def check_delegates(p: Program) -> set[int]:
                 require(p.regions[area.region].npu, "bad_delegate",
                         f"{what}: {name} in region {p.regions[area.region].name}, "
                         "which the NPU cannot reach")
+        spans = [(a.region, a.offset, a.size) if a is not None else None
+                 for a in (d.scratch, d.fast_scratch)]
+        require(not _meet(*spans), "bad_delegate",  # the NPU uses both at once
+                f"{what}: fast scratch {spans[1]} overlaps its scratch {spans[0]}")
         _check_bindings(p, what, d)
         ops_range = _check_cpu_ops(p, what, d)
         require(not ops_range & subgraph, "bad_delegate", f"{what}: CPU versions overlap")
