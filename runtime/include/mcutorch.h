@@ -92,7 +92,6 @@ typedef struct {
   mt_tensor *views; /* state: input views, output views, then every op's operand views */
   mt_op_args *args; /* state: every op's kernel args */
   uint8_t *persist; /* the bound persistent buffer (NULL = not bound) */
-  mt_tensor *ring_views; /* mt_bind_static: where a ring op's views are copied to */
   uint8_t stage; /* MT_STAGE_* below */
   uint8_t fixed; /* 1: bound by mt_bind_static (views and args are the caller's const tables) */
 } mt_model;
@@ -124,18 +123,18 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size);
  * or each other): MT_STATUS_BAD_ARGUMENT for any difference, the model then unbound
  * (MT_STAGE_LOADED). Then sets every persistent tensor to its initial value. While bound this
  * way mt_bind_arena and mt_bind_persistent return MT_STATUS_BAD_STATE (mt_bind_state binds
- * afresh). A ring op (streaming state) runs on a copy of its views made before each call in
- * ring_views, the one writable table (RAM, as many views as the largest ring op has operands;
- * NULL without ring ops): a ring op's args point there. */
+ * afresh). A ring op (streaming state) has its views in the one writable table, ring_views
+ * (RAM: 8 B per operand of each ring op, in op order; NULL without ring ops), which
+ * mt_bind_static fills from `views` and each call points at the ring's current window. */
 typedef struct {
   void *const *arenas; /* n_regions arena bases (NULL for a region of 0 bytes) */
   const uint32_t *arena_sizes; /* n_regions sizes */
   void *persist; /* the persistent buffer (NULL when the program has none) */
   uint32_t persist_size;
   const mt_tensor *views; /* inputs, outputs, then every operand: mt_bind_state's order */
-  const mt_op_args *args; /* n_ops, each op's `in`/`out` pointing into views (ring ops: into
-                           * ring_views) */
-  mt_tensor *ring_views; /* n_ring_views, written on every call of a ring op */
+  const mt_op_args *args; /* n_ops, each op's `in`/`out` pointing into views (ring ops: at
+                           * their own views in ring_views) */
+  mt_tensor *ring_views; /* n_ring_views: every ring op's views, in op order */
   uint32_t n_regions, n_views, n_ops, n_ring_views;
 } mt_static_binding;
 mt_status mt_bind_static(mt_model *m, const mt_static_binding *b);

@@ -1,6 +1,8 @@
 /* mt_bind_static.c - a binding made ahead of time (mcutorch.h, 2b): the caller's const views
  * and kernel args checked entry by entry against what mt_bind_state would build. Linked only
  * by firmware that calls it (export-c, build --standalone). */
+#include <string.h>
+
 #include "mt_internal.h"
 
 /* 1 when no span [p[k], p[k] + n[k]) meets the program or another span (empty ones meet
@@ -37,9 +39,9 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
   m->persist = NULL;
   MT_REQUIRE(b != NULL, MT_STATUS_BAD_ARGUMENT);
   n_io = m->n_inputs + m->n_outputs;
-  for (i = 0; i < m->n_ops; i++) {
-    const uint32_t k = (uint32_t)m->ops[i].n_inputs + m->ops[i].n_outputs;
-    ring = (m->ops[i].flags & MT_OP_FLAG_RING) && k > ring ? k : ring;
+  for (i = 0; i < m->n_ops; i++) { /* views of the ring ops, all together */
+    ring +=
+        m->ops[i].flags & MT_OP_FLAG_RING ? (uint32_t)m->ops[i].n_inputs + m->ops[i].n_outputs : 0;
   }
   MT_REQUIRE(b->n_regions == m->n_regions && b->n_views == n_io + m->n_operands &&
                  b->n_ops == m->n_ops && b->views != NULL && b->args != NULL &&
@@ -69,7 +71,7 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
   MT_REQUIRE(mt_spans_apart(m, p, n, count), MT_STATUS_BAD_ARGUMENT);
   m->arenas = (void **)(uintptr_t)b->arenas; /* only read while fixed */
   m->persist = (uint8_t *)b->persist;
-  m->ring_views = b->ring_views;
+  ring = 0; /* from here: the ring views filled so far */
   for (i = 0; i < n_io; i++) {
     mt_view(m, m->io[i], &v);
     MT_REQUIRE(b->views[i].data == v.data && b->views[i].rec == v.rec, MT_STATUS_BAD_ARGUMENT);
@@ -84,9 +86,11 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
       MT_REQUIRE(w->data == v.data && w->rec == v.rec, MT_STATUS_BAD_ARGUMENT);
     }
     mt_args_of(m, i, b->views + n_io, &a);
-    if (op->flags & MT_OP_FLAG_RING) {
-      a.in = b->ring_views;
-      a.out = b->ring_views + a.n_in;
+    if (op->flags & MT_OP_FLAG_RING) { /* its own views in ring_views, filled here */
+      memcpy(b->ring_views + ring, a.in, ((size_t)a.n_in + a.n_out) * sizeof *a.in);
+      a.in = b->ring_views + ring;
+      a.out = b->ring_views + ring + a.n_in;
+      ring += (uint32_t)a.n_in + a.n_out;
     }
     MT_REQUIRE(t->in == a.in && t->out == a.out && t->attrs == a.attrs && t->scratch == a.scratch &&
                    t->scratch_size == a.scratch_size && t->n_in == a.n_in && t->n_out == a.n_out &&

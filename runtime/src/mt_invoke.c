@@ -171,7 +171,7 @@ const mt_tensor *mt_output(mt_model *m, uint32_t i)
 /* Point op i's ring window views where the ring is now (schema.py, TENSOR): an input at its
  * window, slots p .. p + n - 1; ring_write's output at the block. A p outside [0, n) (the
  * persistent buffer overwritten by someone else) is refused before anything reads through it.
- * v: the op's n_inputs + n_outputs views (the state's, or a static binding's copy). */
+ * v: the op's n_inputs + n_outputs views. */
 static mt_status mt_ring_views(const mt_model *m, uint32_t i, mt_tensor *v)
 {
   const mt_op_t *op = &m->ops[i];
@@ -195,13 +195,9 @@ static mt_status mt_run_op(mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
   mt_status status;
-  if (op->flags & MT_OP_FLAG_RING) {
-    mt_tensor *v = m->views + m->n_inputs + m->n_outputs + op->first_operand;
-    if (m->fixed) { /* const views: the op's args point at the binding's ring views (RAM) */
-      memcpy(m->ring_views, v, ((size_t)op->n_inputs + op->n_outputs) * sizeof *v);
-      v = m->ring_views;
-    }
-    MT_TRY(mt_ring_views(m, i, v));
+  if (op->flags & MT_OP_FLAG_RING) { /* its views are in RAM (the state, or the ring views of a
+                                      * static binding) */
+    MT_TRY(mt_ring_views(m, i, (mt_tensor *)(uintptr_t)m->args[i].in));
   }
 #ifdef MT_PROFILE
   mt_port_op_begin(i);

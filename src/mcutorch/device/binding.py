@@ -5,7 +5,8 @@ program) at an address fixed at link time, so the views and kernel args that ``m
 would build in RAM are known when the firmware is linked: this file writes them as ``const``
 tables (flash), read from the very bytes of ``NAME_program`` (its records, in place). The model
 then needs no state buffer: RAM is the arenas, the persistent buffer and, for a program with
-ring ops (streaming state), one small writable table of views a ring op's call is made on.
+ring ops (streaming state), one small writable table: the ring ops' views (a ring op points
+its window operand at the ring's current position on every call).
 
 ``mt_bind_static`` checks every entry against what the runtime would build from the same
 pointers, so a table that does not belong to the program is refused, never run.
@@ -62,9 +63,8 @@ def _ring_op(layout: Layout, op: dict) -> bool:
 
 
 def ring_views(layout: Layout) -> int:
-    """Views of the largest ring op (its operands): the writable table's length, 0 for none."""
-    return max((op["n_inputs"] + op["n_outputs"] for op in layout.ops if _ring_op(layout, op)),
-               default=0)
+    """Views of every ring op (their operands, in op order): the writable table's length."""
+    return sum(op["n_inputs"] + op["n_outputs"] for op in layout.ops if _ring_op(layout, op))
 
 
 def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_size: int) -> str:
@@ -100,9 +100,11 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
                                          for k, t in enumerate(lay.operands)]
     n_ring = ring_views(lay)
     args = []
+    ring = 0  # views of the ring ops so far: each has its own in the ring table
     for i, op in enumerate(lay.ops):
         if _ring_op(lay, op):
-            base, first = f"{name}_ring_views", 0
+            base, first = f"{name}_ring_views", ring
+            ring += op["n_inputs"] + op["n_outputs"]
         else:
             base, first = f"{name}_views", n_io + op["first_operand"]
         scratch = arena(op["scratch_region"], op["scratch_offset"])
@@ -128,8 +130,8 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
                   f"static uint8_t {name}_persist[{up}_PERSISTENT_SIZE] "
                   "__attribute__((aligned(16)));"]
     if n_ring:
-        lines.append(f"static mt_tensor {name}_ring_views[{n_ring}]; /* a ring op's views, "
-                     "made before each of its calls */")
+        lines.append(f"static mt_tensor {name}_ring_views[{n_ring}]; /* the ring ops' views: "
+                     "filled by mt_bind_static, their window moved on every call */")
     lines += ["", f"static const mt_tensor {name}_views[{max(len(views), 1)}] = {{",
               *(views or ["    {NULL, NULL},"]), "};",
               f"static const mt_op_args {name}_args[{max(len(args), 1)}] = {{",
