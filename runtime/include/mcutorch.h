@@ -94,6 +94,7 @@ typedef struct {
   uint8_t *persist; /* the bound persistent buffer (NULL = not bound) */
   uint8_t stage; /* MT_STAGE_* below */
   uint8_t fixed; /* 1: bound by mt_bind_static (views and args are the caller's const tables) */
+  uint8_t runnable; /* bound with kernels: mt_invoke may run (set by every binding call) */
 } mt_model;
 
 enum { MT_STAGE_EMPTY = 0, MT_STAGE_LOADED = 1, MT_STAGE_READY = 2 };

@@ -68,7 +68,11 @@ typedef struct {
   uint16_t n_in;
   uint16_t n_out;
   uint16_t n_attrs;
+  uint16_t dispatch; /* the interpreter's: 0 a plain op; MT_DISPATCH_OTHER a delegate or an op of
+                      * a delegate's CPU version; else 1 + its last input that is a ring window */
 } mt_op_args;
+
+#define MT_DISPATCH_OTHER 0xFFFFu
 
 typedef mt_status (*mt_kernel_fn)(const mt_op_args *args);
 

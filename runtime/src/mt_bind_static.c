@@ -35,6 +35,7 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(m->stage != MT_STAGE_EMPTY, MT_STATUS_BAD_STATE);
   m->stage = MT_STAGE_LOADED; /* unbound until every check has passed */
+  m->runnable = 0;
   m->fixed = 0;
   m->persist = NULL;
   MT_REQUIRE(b != NULL, MT_STATUS_BAD_ARGUMENT);
@@ -94,12 +95,13 @@ mt_status mt_bind_static(mt_model *m, const mt_static_binding *b)
     }
     MT_REQUIRE(t->in == a.in && t->out == a.out && t->attrs == a.attrs && t->scratch == a.scratch &&
                    t->scratch_size == a.scratch_size && t->n_in == a.n_in && t->n_out == a.n_out &&
-                   t->n_attrs == a.n_attrs,
+                   t->n_attrs == a.n_attrs && t->dispatch == a.dispatch,
                MT_STATUS_BAD_ARGUMENT);
   }
   m->views = (mt_tensor *)(uintptr_t)b->views; /* never written while fixed */
   m->args = (mt_op_args *)(uintptr_t)b->args;
   m->fixed = 1;
   m->stage = MT_STAGE_READY;
+  mt_update_runnable(m);
   return mt_reset(m);
 }

@@ -49,7 +49,13 @@ uint64_t mt_shape_numel(const uint32_t *dims, uint32_t n);
 /* A ring window's n (its first dim > 1; 0 when none) and the bytes a tensor occupies in its
  * storage: for a ring window (MT_TENSOR_FLAG_RING, n >= 2) its block, MT_RING_HEAD + (2n - 1)
  * frames of size / n bytes (schema.py, TENSOR); otherwise its size. */
-uint32_t mt_ring_slots(const mt_tensor_t *t);
+static inline uint32_t mt_ring_slots(const mt_tensor_t *t) /* inline: run on every ring read */
+{
+  uint32_t k;
+  for (k = 0; k < t->rank && t->shape[k] <= 1; k++) {
+  }
+  return k < t->rank ? t->shape[k] : 0;
+}
 uint64_t mt_extent(const mt_tensor_t *t);
 
 /* Second half of mt_load: the semantic checks of validate.py, then the op flags, in the
@@ -66,6 +72,7 @@ int mt_overlap(const void *a, size_t na, const void *b, size_t nb);
 int mt_over_program(const mt_model *m, const void *p, size_t n);
 void mt_view(const mt_model *m, int32_t index, mt_tensor *v);
 void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a);
+void mt_update_runnable(mt_model *m); /* m->runnable: may mt_invoke run (after each binding) */
 
 /* Is op `i` part of some delegate's CPU version? (ranges validated) */
 int mt_in_subgraph(const mt_model *m, uint32_t i);

@@ -52,6 +52,7 @@ void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
 void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a)
 {
   const mt_op_t *op = &m->ops[i];
+  uint32_t k;
   a->in = v + op->first_operand;
   a->out = (mt_tensor *)(uintptr_t)(v + op->first_operand + op->n_inputs);
   a->attrs = m->attrs + op->first_attr;
@@ -60,6 +61,15 @@ void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a
   a->n_in = op->n_inputs;
   a->n_out = op->n_outputs;
   a->n_attrs = op->n_attrs;
+  a->dispatch = 0;
+  for (k = 0; k < op->n_inputs; k++) {
+    a->dispatch = m->tensors[m->operands[op->first_operand + k]].flags & MT_TENSOR_FLAG_RING
+                      ? (uint16_t)(k + 1)
+                      : a->dispatch;
+  }
+  if (op->opcode == MT_OP_DELEGATE || (op->flags & MT_OP_FLAG_SUBGRAPH)) {
+    a->dispatch = MT_DISPATCH_OTHER;
+  }
 }
 
 /* Every op's operand views and kernel args, into the state (only the operand records an op
@@ -94,6 +104,7 @@ mt_status mt_bind_state(mt_model *m, void *state, size_t size)
   m->args = (mt_op_args *)(void *)(m->views + m->n_inputs + m->n_outputs + m->n_operands);
   mt_build_args(m);
   m->stage = MT_STAGE_READY;
+  mt_update_runnable(m);
   return MT_STATUS_OK;
 }
 
@@ -133,6 +144,7 @@ mt_status mt_bind_arena(mt_model *m, uint32_t region, void *mem, size_t size)
   }
   m->arenas[region] = mem;
   mt_build_args(m);
+  mt_update_runnable(m);
   return MT_STATUS_OK;
 }
 
@@ -168,36 +180,47 @@ const mt_tensor *mt_output(mt_model *m, uint32_t i)
   return &m->views[m->n_inputs + i];
 }
 
-/* Point op i's ring window views where the ring is now (schema.py, TENSOR): an input at its
- * window, slots p .. p + n - 1; ring_write's output at the block. A p outside [0, n) (the
- * persistent buffer overwritten by someone else) is refused before anything reads through it.
- * v: the op's n_inputs + n_outputs views. */
-static mt_status mt_ring_views(const mt_model *m, uint32_t i, mt_tensor *v)
+/* Point ring window input k of an op (views `v`, in RAM: the state, or a static binding's ring
+ * views) where the ring is now (schema.py, TENSOR): slots p .. p + n - 1 of the block
+ * (ring_write's output, the block itself, never moves). A p outside [0, n) (the persistent
+ * buffer overwritten by someone else) is refused before anything reads through it. */
+static mt_status mt_ring_view(const mt_model *m, mt_tensor *v)
 {
-  const mt_op_t *op = &m->ops[i];
-  uint32_t k;
-  int32_t p;
-  for (k = 0; k < (uint32_t)op->n_inputs + op->n_outputs; k++) {
-    const mt_tensor_t *t = &m->tensors[m->operands[op->first_operand + k]];
-    uint8_t *block = m->persist + t->offset;
-    if (t->flags & MT_TENSOR_FLAG_RING) {
-      memcpy(&p, block, sizeof p);
-      MT_REQUIRE(p >= 0 && (uint32_t)p < mt_ring_slots(t), MT_STATUS_BAD_STATE);
-      v[k].data = k < op->n_inputs
-                      ? block + MT_RING_HEAD + (uint32_t)p * (t->size / mt_ring_slots(t))
-                      : block;
-    }
-  }
+  const mt_tensor_t *t = v->rec;
+  uint8_t *block = m->persist + t->offset;
+  const uint32_t n = mt_ring_slots(t);
+  uint32_t p;
+  memcpy(&p, block, sizeof p); /* an int32: a negative one is >= n as unsigned */
+  MT_REQUIRE(p < n, MT_STATUS_BAD_STATE);
+  v->data = block + MT_RING_HEAD + p * (t->size / n);
   return MT_STATUS_OK;
 }
 
+/* The ring window inputs of an op whose last one is input end - 1 (mt_op_args.dispatch). */
+static mt_status mt_ring_views(const mt_model *m, const mt_op_args *a, uint32_t end)
+{
+  mt_tensor *v = (mt_tensor *)(uintptr_t)a->in;
+  uint32_t k;
+  for (k = 0; k + 1 < end; k++) {
+    if (v[k].rec->flags & MT_TENSOR_FLAG_RING) {
+      MT_TRY(mt_ring_view(m, &v[k]));
+    }
+  }
+  return mt_ring_view(m, &v[end - 1]);
+}
+
+/* One op on the CPU: its kernel through the model's table. */
 static mt_status mt_run_op(mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
   mt_status status;
-  if (op->flags & MT_OP_FLAG_RING) { /* its views are in RAM (the state, or the ring views of a
-                                      * static binding) */
-    MT_TRY(mt_ring_views(m, i, (mt_tensor *)(uintptr_t)m->args[i].in));
+  if (op->flags & MT_OP_FLAG_RING) {
+    uint32_t k;
+    for (k = 0; k < op->n_inputs; k++) {
+      if (m->args[i].in[k].rec->flags & MT_TENSOR_FLAG_RING) {
+        MT_TRY(mt_ring_view(m, (mt_tensor *)(uintptr_t)&m->args[i].in[k]));
+      }
+    }
   }
 #ifdef MT_PROFILE
   mt_port_op_begin(i);
@@ -298,33 +321,48 @@ mt_status mt_bind_persistent(mt_model *m, void *mem, size_t size)
              MT_STATUS_BAD_ARGUMENT);
   m->persist = (uint8_t *)mem;
   mt_build_args(m); /* the views of persistent tensors point into it */
+  mt_update_runnable(m);
   return mt_reset(m);
 }
 
-static int mt_arenas_bound(const mt_model *m)
+/* Whether mt_invoke may run: bound (every arena of non-zero size, the persistent buffer of a
+ * stateful program) with kernels. Kept in m->runnable by every binding call. */
+void mt_update_runnable(mt_model *m)
 {
   uint32_t r;
-  for (r = 0; r < m->n_regions; r++) {
-    if (m->arenas[r] == NULL && m->regions[r].size != 0) {
-      return 0;
-    }
+  m->runnable = m->stage == MT_STAGE_READY && m->kernels != NULL &&
+                (m->persist != NULL || m->n_persistent == 0);
+  for (r = 0; m->runnable && r < m->n_regions; r++) {
+    m->runnable = m->arenas[r] != NULL || m->regions[r].size == 0;
   }
-  return 1;
 }
 
 mt_status mt_invoke(mt_model *m)
 {
+  const mt_op_t *op;
+  const mt_op_args *a;
+  const mt_kernel_row *rows;
   uint32_t i;
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
-  MT_REQUIRE(m->stage == MT_STAGE_READY && m->kernels != NULL && mt_arenas_bound(m) &&
-                 (m->persist != NULL || m->n_persistent == 0),
-             MT_STATUS_BAD_STATE);
-  for (i = 0; i < m->n_ops; i++) {
-    const mt_op_t *op = &m->ops[i];
-    if (op->flags & MT_OP_FLAG_SUBGRAPH) {
-      continue;
+  MT_REQUIRE(m->runnable, MT_STATUS_BAD_STATE);
+  rows = m->kernels->rows;
+  for (i = 0, op = m->ops, a = m->args; i < m->n_ops; i++, op++, a++) {
+    if (a->dispatch != 0) { /* not a plain op (dispatch: built at bind time) */
+      if (a->dispatch == MT_DISPATCH_OTHER) {
+        if (!(op->flags & MT_OP_FLAG_SUBGRAPH)) { /* a delegate; else part of a CPU version */
+          MT_TRY(mt_run_delegate(m, i));
+        }
+        continue;
+      }
+      MT_TRY(mt_ring_views(m, a, a->dispatch)); /* reads a ring: its window, then as any op */
     }
-    MT_TRY(op->opcode == MT_OP_DELEGATE ? mt_run_delegate(m, i) : mt_run_op(m, i));
+#ifdef MT_PROFILE
+    mt_port_op_begin(i);
+#endif
+    MT_TRY(rows[op->opcode].variants[op->variant](a));
+#ifdef MT_PROFILE
+    mt_port_op_end(i);
+#endif
   }
   return MT_STATUS_OK;
 }

@@ -53,14 +53,6 @@ static int mt_zero_point_ok(uint32_t dtype, int32_t zp)
   return zp >= lo[dtype] && zp <= hi[dtype];
 }
 
-uint32_t mt_ring_slots(const mt_tensor_t *t)
-{
-  uint32_t k;
-  for (k = 0; k < t->rank && t->shape[k] <= 1; k++) {
-  }
-  return k < t->rank ? t->shape[k] : 0;
-}
-
 uint64_t mt_extent(const mt_tensor_t *t)
 {
   const uint64_t n = mt_ring_slots(t);

@@ -19,9 +19,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from mcutorch import ops
 from mcutorch.program import schema as S
 
 NONE16 = 0xFFFF
+DELEGATE = ops.get("delegate").opcode
 STORAGE = {name: k for k, name in enumerate(S.STORAGES)}
 
 
@@ -108,10 +110,16 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
         else:
             base, first = f"{name}_views", n_io + op["first_operand"]
         scratch = arena(op["scratch_region"], op["scratch_offset"])
+        ins = lay.operands[op["first_operand"]:op["first_operand"] + op["n_inputs"]]
+        dispatch = max((k + 1 for k, t in enumerate(ins)  # mt_op_args.dispatch (mt_kernel.h)
+                        if lay.tensors[t]["flags"] & S.TENSOR_FLAG_RING), default=0)
+        if op["flags"] & S.OP_FLAG_SUBGRAPH or op["opcode"] == DELEGATE:
+            dispatch = 0xFFFF
         args.append(
             f"    {{&{base}[{first}], (mt_tensor *)&{base}[{first + op['n_inputs']}], "
             f"{at('attrs', S.I32 * op['first_attr'], 'const int32_t *')}, {scratch}, "
-            f"{op['scratch_size']}u, {op['n_inputs']}u, {op['n_outputs']}u, {op['n_attrs']}u}},"
+            f"{op['scratch_size']}u, {op['n_inputs']}u, {op['n_outputs']}u, {op['n_attrs']}u, "
+            f"{dispatch}u}},"
             f" /* op {i} */")
     lines = [f"/* {name}_binding.c - memory of model {name} bound ahead of time: its arenas at "
              "fixed addresses and the", " * views and kernel args mt_bind_state would build, "
@@ -135,7 +143,7 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
     lines += ["", f"static const mt_tensor {name}_views[{max(len(views), 1)}] = {{",
               *(views or ["    {NULL, NULL},"]), "};",
               f"static const mt_op_args {name}_args[{max(len(args), 1)}] = {{",
-              *(args or ["    {NULL, NULL, NULL, NULL, 0u, 0u, 0u, 0u},"]), "};"]
+              *(args or ["    {NULL, NULL, NULL, NULL, 0u, 0u, 0u, 0u, 0u},"]), "};"]
     if n_regions:
         lines += [f"static void *const {name}_arenas[] = {{"
                   + ", ".join(f"{name}_arena{k}" if size else "NULL"
