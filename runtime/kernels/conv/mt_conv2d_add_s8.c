@@ -49,7 +49,7 @@ static mt_status conv_add_blocks(const mt_op_args *args, uint32_t rows)
   int32_t attrs[MT_CONV2D_N_ATTRS];
   __builtin_memcpy(in, args->in, sizeof in);
   __builtin_memcpy(attrs, at, sizeof attrs);
-  const mt_op_args conv = {in, &out, attrs, NULL, 0, MT_CONV2D_N_INPUTS, 1, MT_CONV2D_N_ATTRS};
+  const mt_op_args conv = {in, &out, attrs, NULL, 0, MT_CONV2D_N_INPUTS, 1, MT_CONV2D_N_ATTRS, 0};
   const size_t x_row = (size_t)x->rec->shape[2] * x->rec->shape[3],
                y_row = (size_t)y->rec->shape[2] * y->rec->shape[3];
   const int64_t h = x->rec->shape[1], sh = at[MT_CONV2D_ADD_STRIDE_H];

@@ -114,7 +114,7 @@ static MT_ALWAYS_INLINE mt_status mt_rnn_binary(mt_kernel_fn fn, const mt_rnn *r
                                           : (own = mt_rnn_rec(r, 1, n), &own);
   const mt_tensor in[2] = {mt_rnn_view(row, a), mt_rnn_view(row, b)};
   mt_tensor out = mt_rnn_view(row, y);
-  const mt_op_args args = {in, &out, at, NULL, 0, 2, 1, n_attrs};
+  const mt_op_args args = {in, &out, at, NULL, 0, 2, 1, n_attrs, 0};
   return fn(&args);
 }
 
@@ -133,7 +133,7 @@ static inline mt_status mt_rnn_lut(const mt_rnn *r, const void *x, const mt_tens
 {
   const mt_tensor in[2] = {mt_rnn_view(&r->row_h, x), *table};
   mt_tensor out = mt_rnn_view(&r->row_h, y);
-  const mt_op_args args = {in, &out, NULL, NULL, 0, 2, 1, 0};
+  const mt_op_args args = {in, &out, NULL, NULL, 0, 2, 1, 0, 0};
   return mt_lut_s8(&args);
 }
 
@@ -143,7 +143,7 @@ static inline mt_status mt_rnn_product(const mt_rnn *r, const mt_op_args *a, con
 {
   mt_tensor in[5] = {mt_rnn_view(&r->state, h), a->in[1], a->in[2], a->in[3], a->in[4]};
   mt_tensor out = mt_rnn_view(&r->gates, a->scratch);
-  const mt_op_args args = {in, &out, at, NULL, 0, 5, 1, MT_FULLY_CONNECTED_N_ATTRS};
+  const mt_op_args args = {in, &out, at, NULL, 0, 5, 1, MT_FULLY_CONNECTED_N_ATTRS, 0};
   return at[0] == 0 ? mt_fully_connected_folded_s8(&args) : mt_fully_connected_s8(&args);
 }
 

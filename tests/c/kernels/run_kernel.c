@@ -260,7 +260,8 @@ static int rk_run_case(const char *path)
                            RK_SCRATCH,
                            (uint16_t)h[H_N_IN],
                            (uint16_t)h[H_N_OUT],
-                           (uint16_t)h[H_N_ATTRS]};
+                           (uint16_t)h[H_N_ATTRS],
+                           0};
   const mt_kernel_fn kernel = table->rows[h[H_OPCODE]].variants[h[H_VARIANT]];
   rk_kernel_begin();
   const mt_status status = kernel(&args);
