@@ -34,8 +34,8 @@ mt_status mt_ring_write_s8(const mt_op_args *args)
   const uint32_t s = xt->rec->size;
   int32_t p;
   memcpy(&p, block, sizeof p);
-  if (p < 0 || p >= n) { /* a corrupt position: nothing is written */
-    return MT_STATUS_BAD_ARGUMENT;
+  if (p < 0 || p >= n) { /* a corrupt position (the persistent state): nothing is written */
+    return MT_STATUS_BAD_STATE;
   }
   p = p + 1 == n ? 0 : p + 1;
   memcpy(slots + (uint32_t)(p + n - 1) * s, xt->data, s);

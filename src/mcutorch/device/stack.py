@@ -3,14 +3,14 @@
 Every source the firmware links (runtime core, the program's kernels, its kernel table) is
 compiled once more with ``-fcallgraph-info=su``: gcc writes each function's static frame size and
 its calls. The worst case of an entry point is the costliest call chain below it. The runtime
-calls kernels only through the kernel table (an indirect call in ``mt_run_op``), so an indirect
-call stands for every kernel of the program's table. The runtime has no recursion (a cycle is an
+calls kernels only through the kernel table (indirect calls in ``mt_invoke`` and
+``mt_run_op``), so an indirect call stands for every kernel of the program's table. The runtime has no recursion (a cycle is an
 error) and no variable-length arrays (a dynamic frame is an error). Calls into libc
 (``memcpy``, ``memset``) count 0 bytes and are listed in `StackReport.uncounted`.
 
     >>> report = program_stack(mcutorch.load("kws.mtp").program)       # doctest: +SKIP
     >>> report.bytes, report.chain[:2]                                 # doctest: +SKIP
-    (1312, ['mt_invoke', 'mt_run_op'])
+    (1312, ['mt_invoke', 'mt_conv2d_s8'])
 """
 from __future__ import annotations
 
