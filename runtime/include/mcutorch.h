@@ -47,7 +47,7 @@
  *     bytes in time, never while both are alive; the runtime never clears an arena.
  *
  * Why a state buffer: every op's kernel args are built once, when the state and each arena
- * are bound (again when an arena moves), so mt_invoke costs a few dozen instructions per op
+ * are bound (again when an arena moves), so mt_invoke costs about 20 instructions per op
  * outside the kernels (bench/dispatch.py counts them exactly). With arenas at addresses fixed
  * at link time the same tables can live in flash instead (mt_bind_static, 2b): no state RAM.
  *
