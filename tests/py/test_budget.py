@@ -96,7 +96,9 @@ CORE = ("compiler.py", "ir.py", "quant.py", "errors.py", "targets.py", "ops/__in
 # nn.RNN step (fc, add of the time slice, the tanh table or none), the readers' table index.
 # +60 (7,021): the readers' lifetime check across ops (validate.py check_lifetimes: the run orders
 # with and without the NPU, live ranges, views, the handover op, op and Vela scratch areas).
-BUDGET = 7021
+# +4 (7,025): the readers' rule that a delegate's fast scratch shares no byte with its scratch
+# (the NPU uses both at once; the C loader's twin in mt_validate.c).
+BUDGET = 7025
 SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
         tokenize.ENCODING, tokenize.ENDMARKER}
 
