@@ -11,16 +11,7 @@
 #include "mcutorch.h"
 #include "mt_port.h"
 
-static int g_checks, g_failed;
-
-#define CHECK(cond)                                                                                \
-  do {                                                                                             \
-    g_checks++;                                                                                    \
-    if (!(cond)) {                                                                                 \
-      printf("%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);                              \
-      g_failed++;                                                                                  \
-    }                                                                                              \
-  } while (0)
+#include "check.h"
 
 /* mt_status (mt_kernel.h) and the MT_ERR_* enum (mt_program.h) are distinct C enum types:
  * compare load errors as ints. */
