@@ -4,8 +4,9 @@ Every source the firmware links (runtime core, the program's kernels, its kernel
 compiled once more with ``-fcallgraph-info=su``: gcc writes each function's static frame size and
 its calls. The worst case of an entry point is the costliest call chain below it. The runtime
 calls kernels only through the kernel table (indirect calls in ``mt_invoke`` and
-``mt_run_op``), so an indirect call stands for every kernel of the program's table. The runtime has no recursion (a cycle is an
-error) and no variable-length arrays (a dynamic frame is an error). Calls into libc
+``mt_run_op``), so an indirect call stands for every kernel of the program's table. The runtime
+has no recursion (a cycle is an error) and no variable-length arrays (a dynamic frame is an
+error). Calls into libc
 (``memcpy``, ``memset``) count 0 bytes and are listed in `StackReport.uncounted`.
 
     >>> report = program_stack(mcutorch.load("kws.mtp").program)       # doctest: +SKIP
