@@ -6,8 +6,8 @@ its calls. The worst case of an entry point is the costliest call chain below it
 calls kernels only through the kernel table (indirect calls in ``mt_invoke`` and
 ``mt_run_op``), so an indirect call stands for every kernel of the program's table. The runtime
 has no recursion (a cycle is an error) and no variable-length arrays (a dynamic frame is an
-error). Calls into libc
-(``memcpy``, ``memset``) count 0 bytes and are listed in `StackReport.uncounted`.
+error). Calls into libc (``memcpy``, ``memset``) count 0 bytes and are listed in
+`StackReport.uncounted`.
 
     >>> report = program_stack(mcutorch.load("kws.mtp").program)       # doctest: +SKIP
     >>> report.bytes, report.chain[:2]                                 # doctest: +SKIP
