@@ -180,7 +180,7 @@ const mt_tensor *mt_output(mt_model *m, uint32_t i)
   return &m->views[m->n_inputs + i];
 }
 
-/* Point ring window input k of an op (views `v`, in RAM: the state, or a static binding's ring
+/* Point the view `v` of an op's ring window input (in RAM: the state, or a static binding's ring
  * views) where the ring is now (schema.py, TENSOR): slots p .. p + n - 1 of the block
  * (ring_write's output, the block itself, never moves). A p outside [0, n) (the persistent
  * buffer overwritten by someone else) is refused before anything reads through it. */
