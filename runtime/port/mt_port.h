@@ -49,9 +49,7 @@ typedef struct {
 
 /* Run one delegate on the NPU. Return MT_STATUS_OK when done, MT_STATUS_NO_NPU when no NPU is
  * present (the runtime then runs the delegate's CPU version, or returns MT_STATUS_NO_NPU when
- * the program has none), anything else on failure (mt_invoke returns MT_STATUS_NPU_FAILED).
- * Within one mt_invoke, answer MT_STATUS_NO_NPU for every delegate or for none: the memory
- * plan is checked for those two runs, so a mix is refused (MT_STATUS_NPU_FAILED). */
+ * the program has none), anything else on failure (mt_invoke returns MT_STATUS_NPU_FAILED). */
 mt_status mt_ethosu_invoke(const mt_delegate_call *call);
 
 /* Profiling: op index of the program (delegate ops, and the ops of a CPU version, each get

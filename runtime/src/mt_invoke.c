@@ -258,7 +258,7 @@ static void mt_delegate_call_of(mt_model *m, const mt_op_t *op, mt_delegate_call
 
 /* The NPU hook first; without an NPU, the delegate's CPU version (ops that are never
  * delegates themselves: the loader refuses nesting, so this does not recurse). */
-static mt_status mt_run_delegate(mt_model *m, uint32_t i, int *npu)
+static mt_status mt_run_delegate(mt_model *m, uint32_t i)
 {
   mt_delegate_call call;
   const mt_delegate_t *d;
@@ -273,10 +273,6 @@ static mt_status mt_run_delegate(mt_model *m, uint32_t i, int *npu)
 #ifdef MT_PROFILE
   mt_port_op_end(i);
 #endif
-  /* every delegate of an invoke on the NPU, or none: the loader checked the plan's lifetimes
-   * for those two runs only, so a mix is a driver failure, never a run */
-  MT_REQUIRE(*npu < 0 || *npu == (status != MT_STATUS_NO_NPU), MT_STATUS_NPU_FAILED);
-  *npu = status != MT_STATUS_NO_NPU;
   if (status == MT_STATUS_NO_NPU && d->cpu_first_op != MT_NONE32) {
     for (j = d->cpu_first_op; j < d->cpu_first_op + d->cpu_n_ops; j++) {
       MT_TRY(mt_run_op(m, j));
@@ -347,7 +343,6 @@ mt_status mt_invoke(mt_model *m)
   const mt_op_args *a;
   const mt_kernel_row *rows;
   uint32_t i;
-  int npu = -1; /* the delegates ran on the NPU (1) or not (0); -1 before the first */
   MT_REQUIRE(m != NULL, MT_STATUS_BAD_ARGUMENT);
   MT_REQUIRE(m->runnable, MT_STATUS_BAD_STATE);
   rows = m->kernels->rows;
@@ -355,7 +350,7 @@ mt_status mt_invoke(mt_model *m)
     if (a->dispatch != 0) { /* not a plain op (dispatch: built at bind time) */
       if (a->dispatch == MT_DISPATCH_OTHER) {
         if (!(op->flags & MT_OP_FLAG_SUBGRAPH)) { /* a delegate; else part of a CPU version */
-          MT_TRY(mt_run_delegate(m, i, &npu));
+          MT_TRY(mt_run_delegate(m, i));
         }
         continue;
       }

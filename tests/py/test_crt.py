@@ -45,9 +45,8 @@ CORE_FILES = ("mt_load.c", "mt_validate.c", "mt_invoke.c", "mt_crc32.c", "mt_por
 # with mt_bind_static.c, views of the named operand records only, each op's dispatch kind
 # built at bind time, the inline plain-op call beside the general path, one ring view per ring
 # input, the runnable flag kept by every binding call; +76 mt_validate.c: a delegate's fast
-# scratch apart from its scratch): 11,840; a mix of NPU and CPU-version delegates in one invoke
-# refused (the plan is checked for all-NPU and all-CPU runs only): 11,887 B measured (+76), 11,904.
-FLASH_BUDGET = 11904
+# scratch apart from its scratch): 11,840.
+FLASH_BUDGET = 11840
 # mt_bind_static.c alone, linked only by firmware that binds ahead of time (export-c, build
 # --standalone): 822 B measured (the I/O and every named operand view, every args entry
 # compared; arenas, persistent buffer and tables apart; the ring ops' RAM views filled): 832

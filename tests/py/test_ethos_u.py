@@ -291,24 +291,6 @@ def test_no_npu_fallback_drops_the_cpu_versions():
         crt.run_host(lean.program, x)
 
 
-def test_a_mix_of_npu_and_cpu_delegates_is_refused():
-    """The plan's lifetimes are checked for a run with every delegate on the NPU and one with
-    none: a hook that runs some delegates and answers NO_NPU for others gets npu_failed at the
-    first inconsistent one (the default hook, all NO_NPU, runs every CPU version)."""
-    from pathlib import Path
-
-    full = compiled("smooth", U55)
-    assert sum(op.name == "delegate" for op in full.program.ops) >= 2
-    _, x = int8_inputs("smooth")
-    hook = Path(__file__).resolve().parents[1] / "c" / "npu_hook_mixed.c"
-    runner = crt.compile_host(crt.core_sources() + crt.runner_sources() + crt.kernel_sources()
-                              + [hook], "mt_run_mixed", [*crt.HOST_FLAGS, *crt.SANITIZE_FLAGS])
-    with pytest.raises(McutorchError, match="npu_failed"):
-        crt.run_host(full.program, x, runner=runner)
-    assert all(np.array_equal(a, b) for a, b in zip(crt.run_host(full.program, x),
-                                                    full.run_int8(x)))
-
-
 @pytest.mark.parametrize("name", ["skip", "kws"])
 def test_cpu_version_shares_vela_scratch(name):
     """The CPU version runs instead of the NPU, so its own tensors sit in Vela's scratch
