@@ -142,3 +142,16 @@ def test_tables_are_what_the_state_would_hold():
         ring_ops = [op for op in lay.ops if op["flags"] & 0x2]
         assert bool(ring_ops) == bool(program.persistent) == (ram > 0)
         assert ram == 8 * ring_views(lay)
+
+
+def test_the_dispatch_kind_is_the_runtime_s():
+    """binding.py writes mt_op_args.dispatch as the runtime builds it: its sentinel is
+    mt_kernel.h's MT_DISPATCH_OTHER (mt_bind_static refuses any other value)."""
+    import re
+
+    from mcutorch.device import binding
+    from mcutorch.device.paths import RUNTIME
+
+    header = (RUNTIME / "include" / "mt_kernel.h").read_text()
+    value = re.search(r"#define MT_DISPATCH_OTHER (0x[0-9A-Fa-f]+)u", header).group(1)
+    assert int(value, 16) == binding.DISPATCH_OTHER

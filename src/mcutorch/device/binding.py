@@ -24,6 +24,7 @@ from mcutorch.program import schema as S
 
 NONE16 = 0xFFFF
 DELEGATE = ops.get("delegate").opcode
+DISPATCH_OTHER = 0xFFFF  # mt_kernel.h MT_DISPATCH_OTHER: a delegate or a CPU-version op
 STORAGE = {name: k for k, name in enumerate(S.STORAGES)}
 
 
@@ -60,13 +61,13 @@ class Layout:
                    records("ops"), ints("operands"), io)
 
 
-def _ring_op(layout: Layout, op: dict) -> bool:
+def _ring_op(op: dict) -> bool:
     return bool(op["flags"] & S.OP_FLAG_RING)
 
 
 def ring_views(layout: Layout) -> int:
     """Views of every ring op (their operands, in op order): the writable table's length."""
-    return sum(op["n_inputs"] + op["n_outputs"] for op in layout.ops if _ring_op(layout, op))
+    return sum(op["n_inputs"] + op["n_outputs"] for op in layout.ops if _ring_op(op))
 
 
 def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_size: int) -> str:
@@ -104,7 +105,7 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
     args = []
     ring = 0  # views of the ring ops so far: each has its own in the ring table
     for i, op in enumerate(lay.ops):
-        if _ring_op(lay, op):
+        if _ring_op(op):
             base, first = f"{name}_ring_views", ring
             ring += op["n_inputs"] + op["n_outputs"]
         else:
@@ -114,7 +115,7 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
         dispatch = max((k + 1 for k, t in enumerate(ins)  # mt_op_args.dispatch (mt_kernel.h)
                         if lay.tensors[t]["flags"] & S.TENSOR_FLAG_RING), default=0)
         if op["flags"] & S.OP_FLAG_SUBGRAPH or op["opcode"] == DELEGATE:
-            dispatch = 0xFFFF
+            dispatch = DISPATCH_OTHER
         args.append(
             f"    {{&{base}[{first}], (mt_tensor *)&{base}[{first + op['n_inputs']}], "
             f"{at('attrs', S.I32 * op['first_attr'], 'const int32_t *')}, {scratch}, "
