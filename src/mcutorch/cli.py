@@ -359,8 +359,10 @@ def cmd_build(args) -> int:
 
     import mcutorch
 
-    if not args.standalone and (args.input or args.int8 or args.name or args.source):
-        raise UsageError("--input, --int8, --name and --source are for standalone firmware: "
+    if not args.standalone and (args.input or args.int8 or args.name or args.source
+                                or args.frames or args.reset_every):
+        raise UsageError("--input, --int8, --name, --source, --frames and --reset-every are for "
+                         "standalone firmware: "
                          "add --standalone (the default build reads its inputs from host files "
                          "at run time: mcutorch run --board)")
     if args.standalone and args.profile:
@@ -389,25 +391,45 @@ def _build_standalone(args, compiled, out: Path) -> int:
     program = compiled.program
     name = check_name(args.name or default_name(args.program))
     require_can_run(args.board, program.target.as_target())  # before any build
-    inputs = None
+    inputs = frames = None
+    if (args.frames or args.reset_every) and not args.input:
+        raise UsageError("--frames and --reset-every run the --input arrays frame by frame: "
+                         "give --input too")
+    if args.reset_every and not args.frames:
+        raise UsageError("--reset-every resets between frames: add --frames")
+    if args.reset_every < 0:
+        raise UsageError(f"--reset-every must be >= 0, got {args.reset_every}")
     if args.input:
         ports = program.ports("inputs")
         if len(args.input) != len(ports):
             raise UsageError(f"the model takes {len(ports)} input{'s' * (len(ports) != 1)}: "
                              f"give --input once per input, in order (got {len(args.input)})")
         arrays = [_load_npy(p) for p in args.input]
-        inputs = _int8(compiled, arrays) if args.int8 else compiled.quantize_inputs(arrays)
+        read = (lambda a: _int8(compiled, a)) if args.int8 else compiled.quantize_inputs
+        if args.frames:
+            counts = {len(a) if a.ndim else 0 for a in arrays}
+            if len(counts) != 1 or 0 in counts:
+                raise UsageError("--frames: every --input needs the same number of frames along "
+                                 f"its first axis (got {sorted(counts)})")
+            frames = [read([a[f] for a in arrays]) for f in range(counts.pop())]
+        else:
+            inputs = read(arrays)
     elif args.int8:
         raise UsageError("--int8 says how to read --input: give --input too")
     sources = [_existing_file(s, "--source file") for s in args.source or []]
-    elf = standalone.build(program, args.board, inputs, out=out, name=name, sources=sources)
+    elf = standalone.build(program, args.board, inputs, out=out, name=name, sources=sources,
+                           frames=frames, reset_every=args.reset_every)
     size = size_of(elf)
     section = standalone.program_section(args.board) or ".rodata"
     print(f"{elf}: standalone firmware of {name} for {args.board}: code and constants "
           f"{size['text']:,} B, the program {len(program.stripped().to_bytes()):,} B (section "
           f"{section}), .data + .bss {size['data'] + size['bss']:,} B, arenas "
           f"{sum(r.size for r in program.regions):,} B in their regions; outputs on the UART")
-    print(f"inputs: {'--input' if inputs is not None else 'zero points (the real value 0)'}, "
+    given = (f"{len(frames)} frames of --input" + (f", mt_reset every {args.reset_every}"
+                                                   if args.reset_every else "")
+             if frames is not None else "--input" if inputs is not None
+             else "zero points (the real value 0)")
+    print(f"inputs: {given}, "
           f"unless the firmware defines {name}_input(); stack: the runtime needs at most "
           f"{program_stack(program).describe()}")
     return 0
@@ -624,6 +646,12 @@ def build_parser() -> argparse.ArgumentParser:
                    "(default: the program's file name)")
     b.add_argument("--source", action="append",
                    help="with --standalone: a C file to link in, e.g. one defining NAME_input()")
+    b.add_argument("--frames", action="store_true",
+                   help="with --standalone and --input: each --input holds one input per invoke "
+                        "along a new first axis (a streaming model's frames, run in order, the "
+                        "state kept across them)")
+    b.add_argument("--reset-every", type=int, default=0, metavar="K",
+                   help="with --frames: mt_reset before every K-th invoke (default: never)")
     i = command("inspect", "ops, shapes, qparams, MACs, memory plan", cmd_inspect)
     i.add_argument("program", help="a .mtp program (full or stripped)")
     i.add_argument("--json", action="store_true", help="the same facts as JSON")

@@ -184,6 +184,10 @@ def test_cli_standalone_with_npy_input_and_a_callback(qmodel, tmp_path, capsys):
     (["--standalone", "--name", "a-b"], "not a C identifier"),
     (["--standalone", "--input", "x.npy", "--input", "x.npy"], "give --input once per input"),
     (["--standalone", "--board", "mps2-an385"], "cannot run"),
+    (["--standalone", "--frames"], "give --input too"),
+    (["--standalone", "--input", "x.npy", "--reset-every", "2"], "add --frames"),
+    (["--standalone", "--input", "x.npy", "--frames", "--reset-every", "-1"], "must be >= 0"),
+    (["--reset-every", "3"], "add --standalone"),
 ])
 def test_cli_standalone_usage_errors(qmodel, tmp_path, capsys, args, message):
     program = compiled(qmodel, "mps3-an547", "cortex-m55")
@@ -194,6 +198,32 @@ def test_cli_standalone_usage_errors(qmodel, tmp_path, capsys, args, message):
     assert main(["build", str(mtp), *board, *args, "-o", str(tmp_path / "fw.elf")]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_cli_standalone_frames(tmp_path, capsys):
+    """`build --standalone --input frames.npy --frames --reset-every 4`: the streaming module's
+    11 frames (one array, frames along a new first axis) in one firmware, bit for bit."""
+    g = torch.Generator().manual_seed(5)
+    frames = torch.randn(11, 1, 6, 1, 1, generator=g)
+    q = mcutorch.quantize(History().eval(), (frames[0],), calibration=list(frames))
+    program = mcutorch.compile(q, target="cortex-m55", board="mps3-an547")
+    mtp = program.save(tmp_path / "stream.mtp")
+    np.save(tmp_path / "frames.npy", frames.numpy())
+    elf = tmp_path / "fw.elf"
+    assert main(["build", str(mtp), "--board", "mps3-an547", "--standalone", "--input",
+                 str(tmp_path / "frames.npy"), "--frames", "--reset-every", "4",
+                 "-o", str(elf)]) == 0
+    assert "inputs: 11 frames of --input, mt_reset every 4" in capsys.readouterr().out
+    r = run_uart(elf, "mps3-an547", timeout=60)
+    assert r.ok, r.stdout + r.stderr
+    got = standalone.parse_frames(program.program, r.stdout)
+    program.reset()
+    want = []
+    for j, f in enumerate(frames):
+        if j and j % 4 == 0:
+            program.reset()
+        want.append(program.run_int8(program.quantize_inputs([f])))
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(got, want)) and len(got) == 11
 
 
 def ram_objects(elf) -> dict[str, int]:
