@@ -62,6 +62,17 @@ class History(nn.Module):
         return torch.relu(self.pw(self.dw(window)))
 
 
+def reference_frames(program, sets, reset_every: int) -> list:
+    """The reference's outputs frame after frame from the initial state, reset every k-th."""
+    program.reset()
+    out = []
+    for j, s in enumerate(sets):
+        if j and j % reset_every == 0:
+            program.reset()
+        out.append(program.run_int8(s))
+    return out
+
+
 STREAM_BOARDS = [("mps2-an385", "cortex-m0plus"), ("mps2-an505", "cortex-m33"),
                  ("mps3-an547", "cortex-m55")]
 
@@ -81,12 +92,7 @@ def test_standalone_streaming_frames_with_resets(board, target, tmp_path):
     r = run_uart(elf, board, timeout=60)
     assert r.ok, r.stdout + r.stderr
     got = standalone.parse_frames(program.program, r.stdout)
-    program.reset()
-    want = []
-    for j, s in enumerate(sets):
-        if j and j % 4 == 0:
-            program.reset()
-        want.append(program.run_int8(s))
+    want = reference_frames(program, sets, 4)
     assert len(got) == len(want) == 11
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(got, want))
     assert len({a[0].tobytes() for a in got}) > 3  # the frames give different answers
@@ -217,12 +223,7 @@ def test_cli_standalone_frames(tmp_path, capsys):
     r = run_uart(elf, "mps3-an547", timeout=60)
     assert r.ok, r.stdout + r.stderr
     got = standalone.parse_frames(program.program, r.stdout)
-    program.reset()
-    want = []
-    for j, f in enumerate(frames):
-        if j and j % 4 == 0:
-            program.reset()
-        want.append(program.run_int8(program.quantize_inputs([f])))
+    want = reference_frames(program, [program.quantize_inputs([f]) for f in frames], 4)
     assert all(np.array_equal(a[0], b[0]) for a, b in zip(got, want)) and len(got) == 11
 
 
