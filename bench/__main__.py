@@ -131,7 +131,7 @@ def print_memory_table(rows: list[dict]) -> None:
           f"{'RAM B':>8} {'AOT RAM B':>9} {'tables B':>8} {'AOT/LB':>6} | {'TFLM B':>7} "
           f"{'RAM/TFLM':>8} {'AOT/TFLM':>8} | {'ET B':>7} {'AOT/ET':>6}")
     for r in rows:
-        flash, ring = table_bytes(r["program"].program.stripped().to_bytes())
+        flash, ring = table_bytes(r["program"].program)
         aot = r["arena"] + r["program"].program.persistent_size + ring
         name, total = r["name"], aot
         tfl = DATA / REFERENCE_TFLITE.get(name, "-")

@@ -49,10 +49,19 @@ void mt_view(const mt_model *m, int32_t index, mt_tensor *v)
   v->rec = t;
 }
 
+/* 1 + the last input of op that is a ring window; 0 when none. */
+static uint32_t mt_ring_end(const mt_model *m, const mt_op_t *op)
+{
+  uint32_t k, end = 0;
+  for (k = 0; k < op->n_inputs; k++) {
+    end = m->tensors[m->operands[op->first_operand + k]].flags & MT_TENSOR_FLAG_RING ? k + 1 : end;
+  }
+  return end;
+}
+
 void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a)
 {
   const mt_op_t *op = &m->ops[i];
-  uint32_t k;
   a->in = v + op->first_operand;
   a->out = (mt_tensor *)(uintptr_t)(v + op->first_operand + op->n_inputs);
   a->attrs = m->attrs + op->first_attr;
@@ -61,15 +70,9 @@ void mt_args_of(const mt_model *m, uint32_t i, const mt_tensor *v, mt_op_args *a
   a->n_in = op->n_inputs;
   a->n_out = op->n_outputs;
   a->n_attrs = op->n_attrs;
-  a->dispatch = 0;
-  for (k = 0; k < op->n_inputs; k++) {
-    a->dispatch = m->tensors[m->operands[op->first_operand + k]].flags & MT_TENSOR_FLAG_RING
-                      ? (uint16_t)(k + 1)
-                      : a->dispatch;
-  }
-  if (op->opcode == MT_OP_DELEGATE || (op->flags & MT_OP_FLAG_SUBGRAPH)) {
-    a->dispatch = MT_DISPATCH_OTHER;
-  }
+  a->dispatch = op->opcode == MT_OP_DELEGATE || (op->flags & MT_OP_FLAG_SUBGRAPH)
+                    ? MT_DISPATCH_OTHER
+                    : (uint16_t)mt_ring_end(m, op);
 }
 
 /* Every op's operand views and kernel args, into the state (only the operand records an op
@@ -214,13 +217,9 @@ static mt_status mt_run_op(mt_model *m, uint32_t i)
 {
   const mt_op_t *op = &m->ops[i];
   mt_status status;
-  if (op->flags & MT_OP_FLAG_RING) {
-    uint32_t k;
-    for (k = 0; k < op->n_inputs; k++) {
-      if (m->args[i].in[k].rec->flags & MT_TENSOR_FLAG_RING) {
-        MT_TRY(mt_ring_view(m, (mt_tensor *)(uintptr_t)&m->args[i].in[k]));
-      }
-    }
+  /* an op of a CPU version: its dispatch kind says so, not where a ring input is */
+  if ((op->flags & MT_OP_FLAG_RING) && mt_ring_end(m, op) != 0) {
+    MT_TRY(mt_ring_views(m, &m->args[i], mt_ring_end(m, op)));
   }
 #ifdef MT_PROFILE
   mt_port_op_begin(i);

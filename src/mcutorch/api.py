@@ -143,7 +143,7 @@ class CompiledModel:
         from mcutorch.device.crt import state_size
 
         p = self.program
-        tables, ring = table_bytes(p.stripped().to_bytes())
+        tables, ring = table_bytes(p)
         return {
             "program_bytes": len(self.to_bytes()),
             "const_bytes": len(p.constants),

@@ -130,18 +130,32 @@ def test_static_binding_on_the_host(name, tmp_path):
     assert any(not np.all(o[0] == o[0].flat[0]) for o in want)  # the outputs say something
 
 
-def test_tables_are_what_the_state_would_hold():
-    """Flash of the tables = mt_bind_state's state less its arena pointers and I/O-view space is
-    the same count; RAM beyond arenas and persistent buffer: the ring views only."""
+def test_tables_are_what_the_state_would_hold(tmp_path):
+    """`table_bytes` against a real Cortex-M build of NAME_binding.c: the const views + args
+    tables are its flash (the run-time binding's state less its arena pointers), the ring views
+    table its only RAM beyond the arenas and the persistent buffer (8 B per operand of each ring
+    op, the records' OP_FLAG_RING)."""
+    gcc, nm = need("arm-none-eabi-gcc"), need("arm-none-eabi-nm")
     for name in ("cnn_two_regions", "dw_c8_k3"):
         program, _ = CASES[name]()
-        data = program.stripped().to_bytes()
-        flash, ram = table_bytes(data)
+        out = tmp_path / name
+        out.mkdir()
+        for file, text in model_files("net", program).items():
+            (out / file).write_text(text)
+        obj = out / "net_binding.o"
+        subprocess.run([gcc, "-mcpu=cortex-m55", "-mthumb", "-std=c99", "-Os", "-c",
+                        *(f"-I{d}" for d in crt.include_dirs()), f"-I{out}",
+                        str(out / "net_binding.c"), "-o", str(obj)], check=True)
+        sizes = {sym: int(size, 16) for _, size, _, sym in (
+            line.split() for line in subprocess.run([nm, "-S", str(obj)], capture_output=True,
+                                                    text=True, check=True).stdout.splitlines()
+            if len(line.split()) == 4)}
+        flash, ram = table_bytes(program)
+        assert flash == sizes["net_views"] + sizes["net_args"]
         assert flash == crt.state_size(program) - 4 * len(program.regions)
-        lay = Layout.of(data)
-        ring_ops = [op for op in lay.ops if op["flags"] & 0x2]
-        assert bool(ring_ops) == bool(program.persistent) == (ram > 0)
-        assert ram == 8 * ring_views(lay)
+        assert ram == sizes.get("net_ring_views", 0)
+        lay = Layout.of(program.stripped().to_bytes())
+        assert ram == 8 * ring_views(lay) and (ram > 0) == bool(program.persistent)
 
 
 def test_the_dispatch_kind_is_the_runtime_s():

@@ -221,7 +221,7 @@ def _ram(p: Program) -> dict:
     stack = program_stack(p)
     arenas = {r.name: r.size for r in p.regions}
     state = state_size(p, 4)
-    tables, ring = table_bytes(p.stripped().to_bytes())
+    tables, ring = table_bytes(p)
     rest = sum(arenas.values()) + stack.bytes + p.persistent_size
     return {"arenas": arenas, "state": state, "stack": stack.bytes,
             "persistent": p.persistent_size,  # a stateful model's state, kept across invokes

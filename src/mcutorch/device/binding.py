@@ -160,11 +160,16 @@ def binding_source(name: str, data: bytes, region_sizes: list[int], persistent_s
     return "\n".join(lines)
 
 
-def table_bytes(data: bytes) -> tuple[int, int]:
+def table_bytes(program) -> tuple[int, int]:
     """(flash, RAM) bytes of a program's static binding tables on a 32-bit CPU: the const views
-    and args; the ring views table (the only RAM beyond the arenas and persistent buffer)."""
-    lay = Layout.of(data)
-    return (8 * (len(lay.io) + len(lay.operands)) + 28 * len(lay.ops), 8 * ring_views(lay))
+    and args, i.e. the run-time binding's state less its arena pointers (`crt.state_size`);
+    the ring views table, 8 B per operand of each ring op (the only RAM beyond the arenas and
+    the persistent buffer)."""
+    from mcutorch.device.crt import state_size
+
+    ring = sum(len(op.inputs) + len(op.outputs) for op in program.ops
+               if any(program.tensors[t].ring for t in (*op.inputs, *op.outputs)))
+    return state_size(program, 4) - 4 * len(program.regions), 8 * ring
 
 
 __all__ = ["Layout", "binding_source", "ring_views", "table_bytes"]
