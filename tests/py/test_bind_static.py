@@ -32,11 +32,11 @@ from test_ring import MODELS, _frames, _ring_case
 TESTS_C = Path(__file__).resolve().parents[1] / "c"
 
 
-def _compiled(make, shape, n=9, board=None):
+def _compiled(make, shape):
     torch.manual_seed(0)
-    frames = _frames(shape, n)
+    frames = _frames(shape, 9)
     q = mcutorch.quantize(make().eval(), (frames[0],), calibration=frames)
-    cm = mcutorch.compile(q, target="cortex-m55", board=board)
+    cm = mcutorch.compile(q, target="cortex-m55")
     return cm.program, [cm.quantize_inputs([f]) for f in frames]
 
 

@@ -18,6 +18,7 @@ from mcutorch.compiler import build_graph, compile_graph, resolve_regions
 from mcutorch.device import standalone, toolchain
 from mcutorch.device.boards import BOARDS
 from mcutorch.device.qemu import run_uart
+from mcutorch.errors import InputError
 from mcutorch.targets import parse_target
 
 pytestmark = pytest.mark.qemu
@@ -87,6 +88,8 @@ def test_standalone_streaming_frames_with_resets(board, target, tmp_path):
     program = mcutorch.compile(q, target=target, board=board)
     assert any(op.name == "ring_write" for op in program.program.ops)
     sets = [program.quantize_inputs([f]) for f in frames]
+    with pytest.raises(InputError, match="not both"):
+        standalone.inputs_source("stream", program.program, sets[0], frames=sets)
     elf = standalone.build(program.program, board, frames=sets, reset_every=4,
                            out=tmp_path / "fw.elf", name="stream")
     r = run_uart(elf, board, timeout=60)

@@ -134,6 +134,8 @@ def inputs_source(name: str, program: Program, inputs: Sequence[np.ndarray] | No
     per invoke; else one invoke of `inputs`, or of every input at its zero point), the number
     of invokes and the reset period."""
     ports = program.ports("inputs")
+    if inputs is not None and frames is not None:
+        raise InputError("give inputs (one invoke) or frames (one set per invoke), not both")
     sets = [inputs] if frames is None else list(frames)
     if not sets:
         raise InputError("frames: give at least one set of inputs")
